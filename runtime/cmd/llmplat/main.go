@@ -1,0 +1,80 @@
+// Command llmplat is the platform's one binary: each part runs as a
+// subcommand (llmplat sim, llmplat dev, llmplat plan, …). main only parses
+// the command line, builds components, runs them and exits once.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand: its one-line summary and its entry point.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, stdout io.Writer) error
+}
+
+// commands is filled by the init functions of the files beside this one,
+// one file a subcommand.
+var commands = map[string]command{}
+
+func register(name, summary string, run func(context.Context, []string, io.Writer) error) {
+	commands[name] = command{summary: summary, run: run}
+}
+
+func main() {
+	os.Exit(realMain(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func realMain(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stderr)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "llmplat: unknown command %q\n\n", args[0])
+		usage(stderr)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.run(ctx, args[1:], stdout); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "llmplat %s: %v\n", args[0], err)
+		return 1
+	}
+	return 0
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: llmplat <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-13s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'llmplat <command> -h' for a command's flags.")
+}
+
+// newFlagSet returns a flag set for a subcommand that reports errors
+// instead of exiting, so main exits once.
+func newFlagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet("llmplat "+name, flag.ContinueOnError)
+	return fs
+}

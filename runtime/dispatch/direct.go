@@ -1,0 +1,200 @@
+package dispatch
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/openai"
+)
+
+// maxErrorBody bounds how much of an engine's error answer is read: error
+// bodies are a few hundred bytes.
+const maxErrorBody = 64 << 10
+
+// Target is one engine serving a model.
+type Target struct {
+	// URL is the engine's base URL, without /v1 ("http://10.0.0.5:8000").
+	URL string
+	// ServedName is the model name the engine answers to.
+	ServedName string
+}
+
+// Direct sends each job straight to an engine's URL, round-robin among the
+// engines of its model. It is the dispatcher of the local mode before the
+// orchestrator, and the floor the orchestrator's routing is measured against.
+type Direct struct {
+	client  *http.Client
+	targets map[string][]Target
+	next    map[string]*atomic.Uint64
+}
+
+var _ Dispatcher = (*Direct)(nil)
+
+// NewDirect returns a dispatcher over the given engines, keyed by platform
+// model name. A nil client means http.DefaultClient.
+func NewDirect(targets map[string][]Target, client *http.Client) *Direct {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	d := &Direct{client: client, targets: targets, next: make(map[string]*atomic.Uint64, len(targets))}
+	for m := range targets {
+		d.next[m] = new(atomic.Uint64)
+	}
+	return d
+}
+
+// Dispatch implements Dispatcher.
+func (d *Direct) Dispatch(ctx context.Context, job *Job) (Stream, error) {
+	ts := d.targets[job.Model]
+	if len(ts) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownModel, job.Model)
+	}
+	t := ts[int(d.next[job.Model].Add(1)-1)%len(ts)]
+	body, err := EngineBody(job.Request, t.ServedName)
+	if err != nil {
+		return nil, err
+	}
+	return OpenEngineStream(ctx, d.client, t.URL, job.RequestID, body)
+}
+
+// EngineBody returns the request as an engine must see it: the engine's
+// model name, streamed, with usage asked for.
+func EngineBody(req *openai.ChatCompletionRequest, servedName string) ([]byte, error) {
+	r := *req
+	r.Model = servedName
+	r.Stream = true
+	so := openai.StreamOptions{IncludeUsage: true}
+	if req.StreamOptions != nil {
+		so.ContinuousUsageStats = req.StreamOptions.ContinuousUsageStats
+	}
+	r.StreamOptions = &so
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("encode engine request: %w", err)
+	}
+	return b, nil
+}
+
+// OpenEngineStream posts body to an OpenAI-compatible engine at baseURL and
+// returns its event stream. The stream is aborted on the engine when ctx
+// ends or Close is called: closing the HTTP stream is how vLLM cancels.
+func OpenEngineStream(ctx context.Context, client *http.Client, baseURL, requestID string, body []byte) (Stream, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("build engine request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	if requestID != "" {
+		req.Header.Set("X-Request-Id", requestID)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		cancel()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("%w: engine %s: %v", ErrNoCapacity, baseURL, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer cancel()
+		defer resp.Body.Close()
+		return nil, engineError(resp)
+	}
+	return &httpStream{body: resp.Body, cancel: cancel, sse: openai.NewSSEReader(resp.Body)}, nil
+}
+
+func engineError(resp *http.Response) error {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	e := &Error{Status: resp.StatusCode}
+	var body openai.ErrorBody
+	if json.Unmarshal(raw, &body) == nil && body.Error.Message != "" {
+		e.Body = &body
+	} else {
+		e.Body = openai.NewEngineError(resp.StatusCode, "", http.StatusText(resp.StatusCode))
+	}
+	if s := resp.Header.Get("Retry-After"); s != "" {
+		if secs, err := strconv.Atoi(s); err == nil && secs >= 0 {
+			e.RetryAfter = time.Duration(secs) * time.Second
+		}
+	}
+	return e
+}
+
+// httpStream reads an engine's SSE answer.
+type httpStream struct {
+	body      io.ReadCloser
+	cancel    context.CancelFunc
+	sse       *openai.SSEReader
+	done      bool
+	closeOnce sync.Once
+}
+
+func (s *httpStream) Recv() (Event, error) {
+	if s.done {
+		return Event{}, io.EOF
+	}
+	data, err := s.sse.Next()
+	if err != nil {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return Event{}, fmt.Errorf("%w: engine closed the stream before [DONE]", ErrStreamBroken)
+		}
+		return Event{}, fmt.Errorf("%w: %v", ErrStreamBroken, err)
+	}
+	if openai.IsDone(data) {
+		s.done = true
+		return Event{}, io.EOF
+	}
+	return ParseEvent(data), nil
+}
+
+func (s *httpStream) Close() error {
+	s.closeOnce.Do(func() {
+		s.cancel()
+		s.body.Close()
+	})
+	return nil
+}
+
+// ParseEvent classifies one event payload without decoding ordinary content
+// chunks: the relay stays as cheap as a proxy, and only the rare usage and
+// error events are decoded.
+func ParseEvent(data []byte) Event {
+	ev := Event{Data: data}
+	if e := openai.StreamError(data); e != nil {
+		ev.Err = e
+		return ev
+	}
+	if bytes.Contains(data, []byte(`"usage":{`)) {
+		var c struct {
+			Choices []json.RawMessage `json:"choices"`
+			Usage   *openai.Usage     `json:"usage"`
+		}
+		if json.Unmarshal(data, &c) == nil && c.Usage != nil && len(c.Choices) == 0 {
+			ev.Usage = c.Usage
+			return ev
+		}
+	}
+	if hasContent(data) {
+		ev.Tokens = 1
+	}
+	return ev
+}
+
+// hasContent reports whether a chunk carries non-empty delta content.
+func hasContent(data []byte) bool {
+	const key = `"content":"`
+	i := bytes.Index(data, []byte(key))
+	return i >= 0 && i+len(key) < len(data) && data[i+len(key)] != '"'
+}

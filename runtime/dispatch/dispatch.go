@@ -1,0 +1,86 @@
+package dispatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/openai"
+)
+
+// Dispatcher runs one admitted chat completion on an engine.
+type Dispatcher interface {
+	// Dispatch starts job and returns its stream once the engine has
+	// accepted it. The stream ends when ctx ends: cancelling ctx is how the
+	// gateway aborts a request (client gone, timeout), and the engine stops
+	// generating. Errors are *Error, ErrNoCapacity or ErrUnknownModel.
+	Dispatch(ctx context.Context, job *Job) (Stream, error)
+}
+
+// Job is one admitted request.
+type Job struct {
+	// RequestID is the ledger's key for this request; the engine and the
+	// node see it too.
+	RequestID string
+	// Model is the platform's model name, the routing key.
+	Model string
+	// Request is the body to forward. The dispatcher always streams from the
+	// engine and always asks for usage, whatever the client asked: the
+	// gateway needs the exact counts, and a non-streamed answer is built
+	// from the stream.
+	Request *openai.ChatCompletionRequest
+}
+
+// Stream is the engine's answer to one job, event by event.
+type Stream interface {
+	// Recv returns the next event. After the final event it returns
+	// io.EOF. When the engine or the link to it fails mid-stream it returns
+	// an error wrapping ErrStreamBroken.
+	Recv() (Event, error)
+	// Close releases the stream and, if it is still running, aborts it on
+	// the engine. It is safe to call more than once.
+	Close() error
+}
+
+// Event is one server-sent event from the engine.
+type Event struct {
+	// Data is the event's JSON payload exactly as the engine sent it, for
+	// relaying without re-encoding. It is valid until the next Recv.
+	Data []byte
+	// Usage is set on the engine's final usage chunk (choices empty).
+	Usage *openai.Usage
+	// Err is set on a mid-stream error event.
+	Err *openai.Error
+	// Tokens is how many completion tokens this event carries as far as the
+	// platform can tell without a tokenizer: one per content chunk. It backs
+	// the partial settle of a stream that breaks before its usage arrives.
+	Tokens int64
+}
+
+// Sentinel errors a Dispatcher returns.
+var (
+	// ErrNoCapacity means no engine serving the model can take the job now;
+	// the gateway queues the request or answers 503 with Retry-After.
+	ErrNoCapacity = errors.New("dispatch: no capacity for model")
+	// ErrUnknownModel means no engine serves the model at all.
+	ErrUnknownModel = errors.New("dispatch: no engine serves model")
+	// ErrStreamBroken means the stream ended without the engine's [DONE].
+	ErrStreamBroken = errors.New("dispatch: stream broken")
+)
+
+// Error is an engine's refusal of a job before anything streamed, such as a
+// 400 for a context that is too long; the gateway passes it to the client.
+type Error struct {
+	Status int
+	Body   *openai.ErrorBody
+	// RetryAfter is the engine's Retry-After advice, if it gave one.
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string {
+	if e.Body == nil {
+		return fmt.Sprintf("engine answered %d", e.Status)
+	}
+	return fmt.Sprintf("engine answered %d: %s", e.Status, e.Body.Error.Message)
+}

@@ -1,0 +1,118 @@
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/openai"
+)
+
+// Limits of the front door, each with its reason.
+const (
+	// MaxBodyBytes bounds a request body: 8 MiB holds a 128k-token prompt
+	// with room to spare; anything larger is an abuse, answered 413.
+	MaxBodyBytes = 8 << 20
+	// ShutdownGrace is how long open streams get to finish at shutdown.
+	ShutdownGrace = 30 * time.Second
+	// readHeaderTimeout stops slow-loris clients.
+	readHeaderTimeout = 10 * time.Second
+)
+
+// Config is what a gateway needs.
+type Config struct {
+	// Addr is the listen address, "127.0.0.1:8080".
+	Addr string
+	// Dispatcher runs admitted requests.
+	Dispatcher dispatch.Dispatcher
+	// Models lists the models served, for GET /v1/models.
+	Models []openai.Model
+	// Logger receives one line per request, never its prompt or answer.
+	Logger *slog.Logger
+}
+
+// Server is a gateway.
+type Server struct {
+	cfg    Config
+	engine *gin.Engine
+}
+
+// New returns a gateway for cfg.
+func New(cfg Config) (*Server, error) {
+	if cfg.Dispatcher == nil {
+		return nil, errors.New("gateway: a dispatcher is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	gin.SetMode(gin.ReleaseMode)
+	s := &Server{cfg: cfg, engine: gin.New()}
+	s.engine.Use(gin.CustomRecovery(s.recovered), requestID)
+	s.engine.NoRoute(func(c *gin.Context) {
+		writeError(c, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "unknown_url", "", "no route for "+c.Request.Method+" "+c.Request.URL.Path))
+	})
+	v1 := s.engine.Group("/v1")
+	v1.POST("/chat/completions", s.chatCompletions)
+	v1.GET("/models", s.listModels)
+	return s, nil
+}
+
+// Handler returns the gateway's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.engine }
+
+// Run serves until ctx ends, then lets open streams finish for up to
+// ShutdownGrace.
+func (s *Server) Run(ctx context.Context) error {
+	srv := &http.Server{Addr: s.cfg.Addr, Handler: s.engine, ReadHeaderTimeout: readHeaderTimeout}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.ListenAndServe() }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	<-errc
+	return err
+}
+
+func (s *Server) listModels(c *gin.Context) {
+	c.JSON(http.StatusOK, openai.ModelList{Object: "list", Data: s.cfg.Models})
+}
+
+func (s *Server) recovered(c *gin.Context, err any) {
+	s.cfg.Logger.Error("handler panic", "request_id", c.GetString(ctxRequestID), "panic", err)
+	writeError(c, http.StatusInternalServerError, openai.NewError(openai.TypeServer, "internal_error", "", "internal error"))
+}
+
+const ctxRequestID = "request_id"
+
+// requestID gives every request an id, returned in x-request-id.
+func requestID(c *gin.Context) {
+	id := newRequestID()
+	c.Set(ctxRequestID, id)
+	c.Header("X-Request-Id", id)
+	c.Next()
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails on supported platforms
+	return "req_" + hex.EncodeToString(b[:])
+}
+
+// writeError answers with an OpenAI error body.
+func writeError(c *gin.Context, status int, body *openai.ErrorBody) {
+	c.Header("Content-Type", "application/json")
+	c.AbortWithStatus(status)
+	_, _ = c.Writer.Write(body.Marshal())
+}
