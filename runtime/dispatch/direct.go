@@ -88,8 +88,8 @@ func EngineBody(req *openai.ChatCompletionRequest, servedName string) ([]byte, e
 // returns its event stream. The stream is aborted on the engine when ctx
 // ends or Close is called: closing the HTTP stream is how vLLM cancels.
 func OpenEngineStream(ctx context.Context, client *http.Client, baseURL, requestID string, body []byte) (Stream, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, baseURL+"/v1/chat/completions", bytes.NewReader(body))
+	rctx, cancel := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(rctx, http.MethodPost, baseURL+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("build engine request: %w", err)

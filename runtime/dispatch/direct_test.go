@@ -1,0 +1,230 @@
+package dispatch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/llmplat/llmplat/runtime/openai"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// goldenEngine serves a recorded vLLM stream and remembers the last body.
+func goldenEngine(t *testing.T, file string, gotBody *openai.ChatCompletionRequest) *httptest.Server {
+	t.Helper()
+	stream, err := os.ReadFile(filepath.Join("..", "openai", "testdata", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if gotBody != nil {
+			_ = json.NewDecoder(r.Body).Decode(gotBody)
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write(stream)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func job(model string, stream bool) *Job {
+	return &Job{RequestID: "req_1", Model: model, Request: &openai.ChatCompletionRequest{
+		Model: model, Stream: stream, Messages: []openai.Message{openai.TextMessage("user", "hi")},
+	}}
+}
+
+func drain(t *testing.T, s Stream) (events []Event, end error) {
+	t.Helper()
+	for {
+		ev, err := s.Recv()
+		if err != nil {
+			return events, err
+		}
+		ev.Data = append([]byte(nil), ev.Data...)
+		events = append(events, ev)
+	}
+}
+
+func TestDirectStreamsAndAsksForUsage(t *testing.T) {
+	var body openai.ChatCompletionRequest
+	srv := goldenEngine(t, "stream_include_usage.golden", &body)
+	d := NewDirect(map[string][]Target{"llama-8b": {{URL: srv.URL, ServedName: "meta-llama/Llama-3.1-8B-Instruct"}}}, srv.Client())
+	s, err := d.Dispatch(context.Background(), job("llama-8b", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	events, end := drain(t, s)
+	if !errors.Is(end, io.EOF) {
+		t.Fatalf("end = %v, want io.EOF", end)
+	}
+	if !body.Stream || !body.WantsUsage() || body.Model != "meta-llama/Llama-3.1-8B-Instruct" {
+		t.Errorf("engine body: stream=%v usage=%v model=%q; want streamed, usage asked, served name", body.Stream, body.WantsUsage(), body.Model)
+	}
+	var tokens int64
+	var usage *openai.Usage
+	for _, ev := range events {
+		tokens += ev.Tokens
+		if ev.Usage != nil {
+			usage = ev.Usage
+		}
+	}
+	if tokens != 2 {
+		t.Errorf("counted tokens = %d, want 2 (one per content chunk)", tokens)
+	}
+	if usage == nil || usage.CompletionTokens != 2 || usage.PromptTokens != 12 {
+		t.Errorf("usage = %+v, want 12 prompt / 2 completion", usage)
+	}
+}
+
+func TestDirectErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		handler http.HandlerFunc
+		model   string
+		check   func(t *testing.T, err error)
+	}{
+		{
+			name:  "unknown model",
+			model: "nope",
+			check: func(t *testing.T, err error) {
+				if !errors.Is(err, ErrUnknownModel) {
+					t.Errorf("err = %v, want ErrUnknownModel", err)
+				}
+			},
+		},
+		{
+			name:  "engine refuses",
+			model: "m",
+			handler: func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Retry-After", "7")
+				w.WriteHeader(http.StatusBadRequest)
+				_, _ = w.Write(openai.NewEngineError(400, "input_tokens", "too long").Marshal())
+			},
+			check: func(t *testing.T, err error) {
+				var e *Error
+				if !errors.As(err, &e) {
+					t.Fatalf("err = %v, want *Error", err)
+				}
+				if e.Status != 400 || *e.Body.Error.Param != "input_tokens" || e.RetryAfter != 7*time.Second {
+					t.Errorf("error = %d %+v %v, want 400 input_tokens 7s", e.Status, e.Body.Error, e.RetryAfter)
+				}
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := tt.handler
+			if h == nil {
+				h = func(http.ResponseWriter, *http.Request) {}
+			}
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			d := NewDirect(map[string][]Target{"m": {{URL: srv.URL, ServedName: "m"}}}, srv.Client())
+			_, err := d.Dispatch(context.Background(), job(tt.model, true))
+			tt.check(t, err)
+		})
+	}
+}
+
+func TestDirectUnreachableEngineIsNoCapacity(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close()
+	d := NewDirect(map[string][]Target{"m": {{URL: url, ServedName: "m"}}}, nil)
+	_, err := d.Dispatch(context.Background(), job("m", true))
+	if !errors.Is(err, ErrNoCapacity) {
+		t.Errorf("err = %v, want ErrNoCapacity", err)
+	}
+}
+
+func TestBrokenStream(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
+		// The engine dies: the body ends without [DONE].
+	}))
+	defer srv.Close()
+	d := NewDirect(map[string][]Target{"m": {{URL: srv.URL, ServedName: "m"}}}, srv.Client())
+	s, err := d.Dispatch(context.Background(), job("m", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	events, end := drain(t, s)
+	if len(events) != 1 || events[0].Tokens != 1 {
+		t.Errorf("events = %d (tokens %d), want 1 content event", len(events), events[0].Tokens)
+	}
+	if !errors.Is(end, ErrStreamBroken) {
+		t.Errorf("end = %v, want ErrStreamBroken", end)
+	}
+}
+
+// TestCancelAbortsEngine shows that ending the context closes the engine's
+// stream: the engine sees its request context end, as vLLM aborts.
+func TestCancelAbortsEngine(t *testing.T) {
+	aborted := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+		close(aborted)
+	}))
+	defer srv.Close()
+	d := NewDirect(map[string][]Target{"m": {{URL: srv.URL, ServedName: "m"}}}, srv.Client())
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := d.Dispatch(ctx, job("m", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	select {
+	case <-aborted:
+	case <-time.After(5 * time.Second):
+		t.Fatal("engine request not aborted after cancel")
+	}
+	if _, err := s.Recv(); err == nil {
+		t.Error("Recv after cancel returned no error")
+	}
+	s.Close()
+}
+
+func TestParseEvent(t *testing.T) {
+	tests := []struct {
+		name      string
+		data      string
+		tokens    int64
+		wantUsage bool
+		wantErr   bool
+	}{
+		{name: "role chunk", data: `{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`},
+		{name: "content", data: `{"choices":[{"index":0,"delta":{"content":"hi"}}]}`, tokens: 1},
+		{name: "usage", data: `{"choices":[],"usage":{"prompt_tokens":1,"total_tokens":3,"completion_tokens":2}}`, wantUsage: true},
+		{name: "continuous usage is content", data: `{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":{"prompt_tokens":1,"total_tokens":2,"completion_tokens":1}}`, tokens: 1},
+		{name: "usage null", data: `{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":null}`, tokens: 1},
+		{name: "error", data: `{"error":{"message":"x","type":"InternalServerError","param":null,"code":500}}`, wantErr: true},
+		{name: "text mentioning error", data: `{"choices":[{"index":0,"delta":{"content":"\"error\""}}]}`, tokens: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := ParseEvent([]byte(tt.data))
+			if ev.Tokens != tt.tokens || (ev.Usage != nil) != tt.wantUsage || (ev.Err != nil) != tt.wantErr {
+				t.Errorf("got tokens=%d usage=%v err=%v; want %d %v %v", ev.Tokens, ev.Usage != nil, ev.Err != nil, tt.tokens, tt.wantUsage, tt.wantErr)
+			}
+		})
+	}
+}
