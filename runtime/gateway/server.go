@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"time"
 
@@ -67,12 +69,21 @@ func New(cfg Config) (*Server, error) {
 // Handler returns the gateway's HTTP handler.
 func (s *Server) Handler() http.Handler { return s.engine }
 
-// Run serves until ctx ends, then lets open streams finish for up to
-// ShutdownGrace.
+// Run listens on the configured address and serves until ctx ends.
 func (s *Server) Run(ctx context.Context) error {
-	srv := &http.Server{Addr: s.cfg.Addr, Handler: s.engine, ReadHeaderTimeout: readHeaderTimeout}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("gateway listen: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves on ln until ctx ends, then lets open streams finish for up
+// to ShutdownGrace.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{Handler: s.engine, ReadHeaderTimeout: readHeaderTimeout}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.ListenAndServe() }()
+	go func() { errc <- srv.Serve(ln) }()
 	select {
 	case err := <-errc:
 		return err

@@ -1,0 +1,196 @@
+package devmode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/gateway"
+	"github.com/llmplat/llmplat/runtime/openai"
+)
+
+// Defaults of the local mode.
+const (
+	// DefaultAddr is where the gateway listens: loopback only, since the
+	// local mode has no TLS.
+	DefaultAddr = "127.0.0.1:8080"
+	// readyTimeout bounds the wait for every part to answer before the
+	// credentials are printed.
+	readyTimeout = 30 * time.Second
+)
+
+// DefaultModels are the seed's three models, by the names clients use.
+var DefaultModels = []string{"llama-8b", "qwen-32b", "llama-70b"}
+
+// Config is the local mode's configuration; the zero value is usable.
+type Config struct {
+	// Addr is the gateway's listen address; empty means DefaultAddr.
+	Addr string
+	// DataDir holds the SQLite database; empty means a temporary directory
+	// removed at exit, so every run starts clean.
+	DataDir string
+	// Models are the simulator profiles to run; nil means DefaultModels.
+	Models []string
+	// TimeScale speeds up the simulated engines; zero means real time.
+	TimeScale float64
+	// Stdout receives the lines a user pastes into a shell.
+	Stdout io.Writer
+	// Logger receives operational logs; nil means discard.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.Models == nil {
+		c.Models = DefaultModels
+	}
+	if c.Stdout == nil {
+		c.Stdout = io.Discard
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return c
+}
+
+// Run starts the local platform and serves until ctx ends.
+func Run(ctx context.Context, cfg Config) error {
+	cfg = cfg.withDefaults()
+	dataDir, cleanup, err := dataDir(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	g, ctx := errgroup.WithContext(ctx)
+	defer func() { _ = g.Wait() }()
+
+	rds, err := startRedis(ctx, g)
+	if err != nil {
+		return err
+	}
+	cred, err := bootstrap(ctx, filepath.Join(dataDir, "llmplat.db"))
+	if err != nil {
+		return err
+	}
+
+	targets := map[string][]dispatch.Target{}
+	var models []openai.Model
+	for _, name := range cfg.Models {
+		url, maxLen, err := startEngine(ctx, g, name, cfg.TimeScale)
+		if err != nil {
+			return err
+		}
+		targets[name] = []dispatch.Target{{URL: url, ServedName: name}}
+		models = append(models, openai.Model{ID: name, Object: "model", OwnedBy: "llmplat", MaxModelLen: maxLen})
+		cfg.Logger.Info("engine started", "model", name, "url", url)
+	}
+
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("gateway listen on %s: %w", cfg.Addr, err)
+	}
+	gw, err := gateway.New(gateway.Config{
+		Dispatcher: dispatch.NewDirect(targets, nil),
+		Models:     models,
+		Logger:     cfg.Logger,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	g.Go(func() error { return gw.Serve(ctx, ln) })
+
+	base := "http://" + ln.Addr().String()
+	if err := waitReady(ctx, base+"/v1/models", targets); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Stdout, "llmplat dev: ready — models %v, redis %s, data %s\n\n", cfg.Models, rds, dataDir)
+	fmt.Fprintf(cfg.Stdout, "OPENAI_BASE_URL=%s/v1\nOPENAI_API_KEY=%s\n\n", base, cred.key)
+	fmt.Fprintf(cfg.Stdout, "team %q has %d credits; stop with Ctrl-C\n", cred.team, cred.credits)
+	return g.Wait()
+}
+
+func dataDir(dir string) (string, func(), error) {
+	if dir != "" {
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return "", nil, fmt.Errorf("data dir: %w", err)
+		}
+		return dir, func() {}, nil
+	}
+	tmp, err := os.MkdirTemp("", "llmplat-dev-")
+	if err != nil {
+		return "", nil, fmt.Errorf("data dir: %w", err)
+	}
+	return tmp, func() { os.RemoveAll(tmp) }, nil
+}
+
+// startEngine runs one simulated engine on a loopback port and returns its
+// base URL and context limit.
+func startEngine(ctx context.Context, g *errgroup.Group, profile string, timeScale float64) (string, int64, error) {
+	dep, err := enginesim.Profile(profile)
+	if err != nil {
+		return "", 0, err
+	}
+	sim, err := enginesim.New(enginesim.Config{Deployment: dep, ServedModelName: profile, TimeScale: timeScale})
+	if err != nil {
+		return "", 0, fmt.Errorf("engine %s: %w", profile, err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", 0, fmt.Errorf("engine %s listen: %w", profile, err)
+	}
+	g.Go(func() error { return sim.Serve(ctx, ln) })
+	return "http://" + ln.Addr().String(), sim.MaxModelLen(), nil
+}
+
+// waitReady polls the gateway and every engine's /health until all answer.
+func waitReady(ctx context.Context, gatewayURL string, targets map[string][]dispatch.Target) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	urls := []string{gatewayURL}
+	for _, ts := range targets {
+		for _, t := range ts {
+			urls = append(urls, t.URL+"/health")
+		}
+	}
+	for _, u := range urls {
+		for {
+			if ok(ctx, u) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("not ready: %s: %w", u, errors.Join(ctx.Err(), context.Cause(ctx)))
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+func ok(ctx context.Context, url string) bool {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return false
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}

@@ -1,0 +1,118 @@
+package devmode
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// syncBuffer is a writer safe for the local mode and the test to share.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startDev runs the local mode and returns the printed base URL and key.
+func startDev(t *testing.T) (baseURL, key string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &syncBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, Config{Addr: "127.0.0.1:0", TimeScale: 50, Stdout: out}) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Run returned %v, want nil after cancel", err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Error("Run did not return after cancel")
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for baseURL == "" || key == "" {
+		select {
+		case err := <-done:
+			t.Fatalf("local mode exited before printing its credentials: %v\n%s", err, out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("local mode printed no credentials within 60 s:\n%s", out.String())
+		}
+		for _, l := range strings.Split(out.String(), "\n") {
+			if v, found := strings.CutPrefix(l, "OPENAI_BASE_URL="); found {
+				baseURL = v
+			}
+			if v, found := strings.CutPrefix(l, "OPENAI_API_KEY="); found {
+				key = v
+			}
+		}
+	}
+	return baseURL, key
+}
+
+// TestLocalModeStreams is the README's promise: the printed lines work with
+// the official OpenAI Go client, which streams from the 8B model and reads
+// the usage.
+func TestLocalModeStreams(t *testing.T) {
+	baseURL, key := startDev(t)
+	if !strings.HasPrefix(key, "llp_") {
+		t.Errorf("key %q lacks the llp_ prefix", key)
+	}
+	client := openai.NewClient(option.WithBaseURL(baseURL), option.WithAPIKey(key))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model:         "llama-8b",
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
+		MaxTokens:     openai.Int(20),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	})
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	stream.Close()
+	if len(acc.Choices) != 1 || acc.Choices[0].Message.Content == "" {
+		t.Fatalf("no content streamed: %+v", acc.Choices)
+	}
+	if acc.Usage.CompletionTokens < 1 || acc.Usage.CompletionTokens > 20 || acc.Usage.PromptTokens < 1 {
+		t.Errorf("usage = %+v, want 1..20 completion tokens and a prompt count", acc.Usage)
+	}
+	models, err := client.Models.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range models.Data {
+		ids = append(ids, m.ID)
+	}
+	if strings.Join(ids, ",") != "llama-8b,qwen-32b,llama-70b" {
+		t.Errorf("models = %v, want the seed's three", ids)
+	}
+}

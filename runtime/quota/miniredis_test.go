@@ -1,0 +1,203 @@
+package quota
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// miniEnv is the local mode's embedded server with a hand-driven clock:
+// advance moves both the time TIME returns (SetTime) and the TTLs
+// (FastForward), as the local mode's ticker moves the TTLs in step with the
+// wall clock.
+type miniEnv struct {
+	m   *miniredis.Miniredis
+	rdb *redis.Client
+	now time.Time
+}
+
+func newMiniEnv(t *testing.T) *miniEnv {
+	t.Helper()
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	e := &miniEnv{m: m, rdb: rdb, now: time.Date(2025, 3, 14, 12, 0, 0, 0, time.UTC)}
+	m.SetTime(e.now)
+	return e
+}
+
+func (e *miniEnv) advance(d time.Duration) {
+	e.now = e.now.Add(d)
+	e.m.SetTime(e.now)
+	e.m.FastForward(d)
+}
+
+func TestMiniredisStreamSlots(t *testing.T) {
+	e := newMiniEnv(t)
+	l := newLimiter(t, e.rdb, Config{Prefix: "llmplat:", MaxStreamDuration: 10 * time.Minute})
+	ctx := context.Background()
+	acquire := func(rid string) StreamDecision {
+		t.Helper()
+		d, err := l.AcquireStream(ctx, "k", rid, 1)
+		if err != nil {
+			t.Fatalf("acquire %s: %v", rid, err)
+		}
+		return d
+	}
+	if d := acquire("req_crashed"); !d.Allowed {
+		t.Fatalf("first acquire refused: %+v", d)
+	}
+	if d := acquire("req_b"); d.Allowed || d.RetryAfter != streamRetryHint {
+		t.Errorf("second acquire = %+v, want refused with RetryAfter %v", d, streamRetryHint)
+	}
+	e.advance(10*time.Minute - 300*time.Millisecond)
+	if d := acquire("req_b"); d.Allowed || d.RetryAfter != 300*time.Millisecond {
+		t.Errorf("300 ms before the deadline = %+v, want refused with RetryAfter 300ms (the slot's deadline)", d)
+	}
+	e.advance(300 * time.Millisecond)
+	if d := acquire("req_b"); !d.Allowed || d.Active != 1 {
+		t.Errorf("at the crashed slot's deadline = %+v, want allowed with 1 active", d)
+	}
+	e.advance(10*time.Minute + time.Millisecond)
+	if n := e.rdb.Exists(ctx, l.Keys().Streams("k")).Val(); n != 0 {
+		t.Errorf("the key outlived its TTL backstop")
+	}
+}
+
+func TestMiniredisRateWindowSlides(t *testing.T) {
+	e := newMiniEnv(t)
+	l := newLimiter(t, e.rdb, Config{Prefix: "llmplat:"})
+	ctx := context.Background()
+	steps := []struct {
+		name    string
+		advance time.Duration
+		want    RateDecision
+	}{
+		{"first", 0, RateDecision{Allowed: true, Remaining: 1}},
+		{"second, 20 s later", 20 * time.Second, RateDecision{Allowed: true, Remaining: 0}},
+		{"third at 30 s waits for the first to leave", 10 * time.Second, RateDecision{RetryAfter: 30 * time.Second}},
+		{"at 59.999 s the first still counts", 29999 * time.Millisecond, RateDecision{RetryAfter: time.Millisecond}},
+		{"at 60 s the first has left", time.Millisecond, RateDecision{Allowed: true, Remaining: 0}},
+		{"at 61 s the second leaves at 80 s", time.Second, RateDecision{RetryAfter: 19 * time.Second}},
+		{"at 80 s the second has left", 19 * time.Second, RateDecision{Allowed: true, Remaining: 0}},
+	}
+	for _, s := range steps {
+		e.advance(s.advance)
+		got, err := l.AllowRequest(ctx, "k", 2)
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		if got != s.want {
+			t.Errorf("%s: got %+v, want %+v", s.name, got, s.want)
+		}
+	}
+}
+
+func TestMiniredisTokensDayExpires(t *testing.T) {
+	e := newMiniEnv(t)
+	clock := &fakeNow{t: e.now}
+	l := newLimiter(t, e.rdb, Config{Prefix: "llmplat:", Now: clock.Now})
+	ctx := context.Background()
+	if err := l.AddTokens(ctx, "k", 1000); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := l.CheckTokens(ctx, "k", 1000); err != nil || d.Allowed || d.RetryAfter != 12*time.Hour {
+		t.Errorf("at the limit at noon: %+v, %v; want refused for 12h", d, err)
+	}
+	key := l.Keys().TokensPerDay("k", clock.t)
+	e.advance(36*time.Hour - time.Second) // 48 h after the day's start, less a second
+	if !e.m.Exists(key) {
+		t.Errorf("%s expired before 48 h from its day's start", key)
+	}
+	e.advance(time.Second)
+	if e.m.Exists(key) {
+		t.Errorf("%s outlived 48 h from its day's start", key)
+	}
+}
+
+func TestMiniredisQueue(t *testing.T) {
+	e := newMiniEnv(t)
+	q := newQueue(t, e.rdb, Config{Prefix: "llmplat:", QueuePollInterval: slowPoll})
+	ctx := context.Background()
+
+	var open = make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- q.Wait(ctx, "m", "req_w", 10*time.Second, func(context.Context) (bool, error) {
+			select {
+			case <-open:
+				return true, nil
+			default:
+				return false, nil
+			}
+		})
+	}()
+	eventually(t, 5*time.Second, "one waiter", func() bool {
+		n, err := q.Depth(ctx, "m")
+		return err == nil && n == 1
+	})
+	close(open)
+	if err := q.Notify(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Wait = %v", err)
+		}
+	case <-time.After(slowPoll / 2):
+		t.Fatal("Notify did not wake the waiter")
+	}
+
+	if _, err := q.enqueue(ctx, "m", "req_crashed", 30*time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.advance(30 * time.Second)
+	if n, err := q.Depth(ctx, "m"); err != nil || n != 0 {
+		t.Errorf("Depth after the crashed entry's limit = %d, %v; want 0", n, err)
+	}
+	e.advance(time.Millisecond)
+	for _, k := range []string{q.keys.Queue("m"), q.keys.QueueSeq("m")} {
+		if e.m.Exists(k) {
+			t.Errorf("%s outlived its last entry", k)
+		}
+	}
+
+	err := q.Wait(ctx, "m", "req_late", 50*time.Millisecond, never)
+	if !errors.Is(err, ErrQueueTimeout) {
+		t.Errorf("Wait = %v, want ErrQueueTimeout", err)
+	}
+}
+
+// TestMiniredisWallClock runs the local mode's setup: miniredis's TIME is
+// the wall clock and nobody calls SetTime, so slot deadlines and the rate
+// window follow real time while the TTLs wait for FastForward.
+func TestMiniredisWallClock(t *testing.T) {
+	const life = 200 * time.Millisecond
+	m := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	l := newLimiter(t, rdb, Config{Prefix: "llmplat:", MaxStreamDuration: life})
+	l.window = life
+	ctx := context.Background()
+	if d, err := l.AcquireStream(ctx, "k", "req_crashed", 1); err != nil || !d.Allowed {
+		t.Fatalf("acquire: %+v, %v", d, err)
+	}
+	if d, err := l.AllowRequest(ctx, "k", 1); err != nil || !d.Allowed {
+		t.Fatalf("allow: %+v, %v", d, err)
+	}
+	if d, err := l.AllowRequest(ctx, "k", 1); err != nil || d.Allowed {
+		t.Fatalf("allow over the limit: %+v, %v; want refused", d, err)
+	}
+	time.Sleep(life + 20*time.Millisecond) // no FastForward: the keys' TTLs have not moved
+	if d, err := l.AcquireStream(ctx, "k", "req_b", 1); err != nil || !d.Allowed {
+		t.Errorf("acquire after the crashed slot's deadline: %+v, %v; want allowed", d, err)
+	}
+	if d, err := l.AllowRequest(ctx, "k", 1); err != nil || !d.Allowed {
+		t.Errorf("allow after the window: %+v, %v; want allowed", d, err)
+	}
+}

@@ -1,0 +1,87 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// entry is one request's place in a model's queue.
+type entry struct {
+	model string
+	value string // "<request_id> <deadline_ms>", the sorted set's member
+	seq   int64  // its score: the arrival number
+}
+
+// turnState is where an entry stands, from turnScript.
+type turnState int64
+
+const (
+	turnHead    turnState = 0 // at the head; it has stepped out to try
+	turnBehind  turnState = 1 // waiting behind others
+	turnExpired turnState = 2 // its deadline passed; it is gone
+)
+
+// turn is turnScript's answer.
+type turn struct {
+	state    turnState
+	headLeft time.Duration // turnBehind: time until the head's deadline
+}
+
+// enqueue appends requestID to model's queue.
+func (q *Queue) enqueue(ctx context.Context, model, requestID string, limit time.Duration, maxDepth int64) (entry, error) {
+	r, err := enqueueScript.Run(ctx, q.rdb, []string{q.keys.Queue(model), q.keys.QueueSeq(model)},
+		requestID, millis(limit), maxDepth, q.keys.QueueWake(model)).Slice()
+	if err != nil {
+		return entry{}, fmt.Errorf("enqueue for %s: %w", model, err)
+	}
+	if len(r) == 1 {
+		return entry{}, fmt.Errorf("enqueue for %s: %w", model, ErrQueueFull)
+	}
+	value, ok1 := r[1].(string)
+	seq, ok2 := r[2].(int64)
+	if len(r) != 3 || !ok1 || !ok2 {
+		return entry{}, fmt.Errorf("enqueue for %s: unexpected reply %v", model, r)
+	}
+	return entry{model: model, value: value, seq: seq}, nil
+}
+
+// turn reports where e stands and, at the head, takes it out to try.
+func (q *Queue) turn(ctx context.Context, e entry) (turn, error) {
+	cmd := turnScript.Run(ctx, q.rdb, []string{q.keys.Queue(e.model), q.keys.QueueSeq(e.model)},
+		e.value, e.seq, q.keys.QueueWake(e.model))
+	r, err := ints(cmd, 2)
+	if err != nil {
+		return turn{}, fmt.Errorf("queue turn for %s: %w", e.model, err)
+	}
+	return turn{state: turnState(r[0]), headLeft: time.Duration(r[1]) * time.Millisecond}, nil
+}
+
+// reinsert puts e back at its place after a failed try; false means its
+// deadline passed meanwhile.
+func (q *Queue) reinsert(ctx context.Context, e entry) (bool, error) {
+	n, err := reinsertScript.Run(ctx, q.rdb, []string{q.keys.Queue(e.model), q.keys.QueueSeq(e.model)},
+		e.value, e.seq).Int64()
+	if err != nil {
+		return false, fmt.Errorf("requeue for %s: %w", e.model, err)
+	}
+	return n == 1, nil
+}
+
+// leave removes e from its queue and wakes the next head if e was the head.
+func (q *Queue) leave(ctx context.Context, e entry) error {
+	err := leaveScript.Run(ctx, q.rdb, []string{q.keys.Queue(e.model)}, e.value, q.keys.QueueWake(e.model)).Err()
+	if err != nil {
+		return fmt.Errorf("leave queue %s: %w", e.model, err)
+	}
+	return nil
+}
+
+// wakeHead wakes model's head on behalf of a request that is leaving or
+// trying. It is best effort, with its own timeout so it runs after the
+// client has gone: a lost wake-up costs the next waiter one poll interval.
+func (q *Queue) wakeHead(ctx context.Context, model string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
+	defer cancel()
+	_ = q.Notify(ctx, model)
+}

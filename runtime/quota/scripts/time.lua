@@ -1,0 +1,7 @@
+-- now_ms is the Redis server's clock in Unix milliseconds, so that every
+-- gateway replica reads the same time. Millisecond values (13 digits) stay
+-- exact through Lua's number-to-string conversions.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end

@@ -1,0 +1,104 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" driver
+	_ "modernc.org/sqlite"             // registers the "sqlite" driver
+)
+
+const (
+	// sqliteBusyTimeout is how long an SQLite writer waits for another's
+	// lock before failing: far longer than any transaction of the local
+	// mode, so writers queue instead of failing.
+	sqliteBusyTimeout = 10 * time.Second
+	// sqliteMemory is the DSN path of a private in-memory database.
+	sqliteMemory = ":memory:"
+)
+
+// DB is a database connection pool that knows its dialect. The embedded
+// *sql.DB serves queries; Close closes it.
+type DB struct {
+	*sql.DB
+	dialect Dialect
+}
+
+// Dialect returns the database's SQL flavour.
+func (db *DB) Dialect() Dialect { return db.dialect }
+
+// Open connects to the database named by dsn and checks that it answers.
+// The forms are postgres://… or postgresql://… for PostgreSQL, and
+// sqlite:<path> or sqlite::memory: for SQLite. SQLite connections run with
+// WAL journaling, a busy timeout, foreign keys enforced and IMMEDIATE
+// transactions; an in-memory database keeps a single connection, since
+// each connection would otherwise see a database of its own.
+func Open(ctx context.Context, dsn string) (*DB, error) {
+	t, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	sqlDB, err := sql.Open(t.driver, t.source)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", t.dialect, err)
+	}
+	if t.singleConn {
+		sqlDB.SetMaxOpenConns(1)
+		sqlDB.SetMaxIdleConns(1)
+	}
+	if err := sqlDB.PingContext(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("connect %s: %w", t.dialect, err), sqlDB.Close())
+	}
+	return &DB{DB: sqlDB, dialect: t.dialect}, nil
+}
+
+// target is what a DSN resolves to.
+type target struct {
+	dialect    Dialect
+	driver     string // database/sql driver name
+	source     string // the driver's DSN
+	singleConn bool   // the pool must keep exactly one connection
+}
+
+// parseDSN resolves a DSN of one of Open's forms.
+func parseDSN(dsn string) (target, error) {
+	switch {
+	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
+		if _, err := url.Parse(dsn); err != nil {
+			return target{}, fmt.Errorf("%w: %w", ErrUnsupportedDSN, err)
+		}
+		return target{dialect: Postgres, driver: "pgx", source: dsn}, nil
+	case strings.HasPrefix(dsn, "sqlite:"):
+		return sqliteTarget(strings.TrimPrefix(dsn, "sqlite:"))
+	default:
+		return target{}, fmt.Errorf("%w: want postgres://…, postgresql://…, sqlite:<path> or sqlite::memory:", ErrUnsupportedDSN)
+	}
+}
+
+// sqliteTarget returns the modernc DSN for the database at path, with the
+// settings Open promises applied to every connection.
+func sqliteTarget(path string) (target, error) {
+	if path == "" || strings.ContainsAny(path, "?#") || strings.HasPrefix(path, "file:") {
+		return target{}, fmt.Errorf("%w: sqlite path %q must be a plain file path or %s", ErrUnsupportedDSN, path, sqliteMemory)
+	}
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(sqliteBusyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "foreign_keys(1)")
+	memory := path == sqliteMemory
+	if !memory {
+		q.Add("_pragma", "journal_mode(WAL)")
+		// NORMAL is durable against a crash of the process under WAL; only
+		// a power loss can drop the last transactions.
+		q.Add("_pragma", "synchronous(NORMAL)")
+	}
+	q.Set("_txlock", "immediate")
+	q.Set("_time_format", "sqlite")
+	q.Set("_timezone", "UTC")
+	return target{dialect: SQLite, driver: "sqlite", source: path + "?" + q.Encode(), singleConn: memory}, nil
+}

@@ -1,0 +1,7 @@
+package testenv
+
+import "testing"
+
+func TestMain(m *testing.M) {
+	MainWithLeakCheck(m)
+}
