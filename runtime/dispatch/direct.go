@@ -26,6 +26,10 @@ type Target struct {
 	URL string
 	// ServedName is the model name the engine answers to.
 	ServedName string
+	// MaxInFlight caps the requests sent to this engine at once (its
+	// --max-num-seqs is the natural value); past it the job gets
+	// ErrNoCapacity and the gateway queues it. Zero means no cap.
+	MaxInFlight int
 }
 
 // Direct sends each job straight to an engine's URL, round-robin among the
@@ -33,8 +37,31 @@ type Target struct {
 // orchestrator, and the floor the orchestrator's routing is measured against.
 type Direct struct {
 	client  *http.Client
-	targets map[string][]Target
+	targets map[string][]*target
 	next    map[string]*atomic.Uint64
+}
+
+// target is a Target with its in-flight count.
+type target struct {
+	Target
+	inFlight atomic.Int64
+}
+
+// take reserves one in-flight place, or reports that the engine is full.
+func (t *target) take() bool {
+	if t.MaxInFlight <= 0 {
+		t.inFlight.Add(1)
+		return true
+	}
+	for {
+		n := t.inFlight.Load()
+		if n >= int64(t.MaxInFlight) {
+			return false
+		}
+		if t.inFlight.CompareAndSwap(n, n+1) {
+			return true
+		}
+	}
 }
 
 var _ Dispatcher = (*Direct)(nil)
@@ -45,8 +72,11 @@ func NewDirect(targets map[string][]Target, client *http.Client) *Direct {
 	if client == nil {
 		client = http.DefaultClient
 	}
-	d := &Direct{client: client, targets: targets, next: make(map[string]*atomic.Uint64, len(targets))}
-	for m := range targets {
+	d := &Direct{client: client, targets: make(map[string][]*target, len(targets)), next: make(map[string]*atomic.Uint64, len(targets))}
+	for m, ts := range targets {
+		for _, t := range ts {
+			d.targets[m] = append(d.targets[m], &target{Target: t})
+		}
 		d.next[m] = new(atomic.Uint64)
 	}
 	return d
@@ -58,12 +88,38 @@ func (d *Direct) Dispatch(ctx context.Context, job *Job) (Stream, error) {
 	if len(ts) == 0 {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownModel, job.Model)
 	}
-	t := ts[int(d.next[job.Model].Add(1)-1)%len(ts)]
-	body, err := EngineBody(job.Request, t.ServedName)
-	if err != nil {
-		return nil, err
+	first := int(d.next[job.Model].Add(1) - 1)
+	for i := range ts {
+		t := ts[(first+i)%len(ts)]
+		if !t.take() {
+			continue
+		}
+		body, err := EngineBody(job.Request, t.ServedName)
+		if err != nil {
+			t.inFlight.Add(-1)
+			return nil, err
+		}
+		st, err := OpenEngineStream(ctx, d.client, t.URL, job.RequestID, body)
+		if err != nil {
+			t.inFlight.Add(-1)
+			return nil, err
+		}
+		return &countedStream{Stream: st, release: func() { t.inFlight.Add(-1) }}, nil
 	}
-	return OpenEngineStream(ctx, d.client, t.URL, job.RequestID, body)
+	return nil, fmt.Errorf("%w: every engine of %s is full", ErrNoCapacity, job.Model)
+}
+
+// countedStream gives its engine's in-flight place back on Close.
+type countedStream struct {
+	Stream
+	once    sync.Once
+	release func()
+}
+
+func (s *countedStream) Close() error {
+	err := s.Stream.Close()
+	s.once.Do(s.release)
+	return err
 }
 
 // EngineBody returns the request as an engine must see it: the engine's

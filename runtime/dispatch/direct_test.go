@@ -228,3 +228,25 @@ func TestParseEvent(t *testing.T) {
 		})
 	}
 }
+
+func TestDirectCapsInFlight(t *testing.T) {
+	srv := goldenEngine(t, "stream_no_usage.golden", nil)
+	d := NewDirect(map[string][]Target{"m": {{URL: srv.URL, ServedName: "m", MaxInFlight: 1}}}, srv.Client())
+	s1, err := d.Dispatch(context.Background(), job("m", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Dispatch(context.Background(), job("m", true)); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("second dispatch: err = %v, want ErrNoCapacity while the first runs", err)
+	}
+	s1.Close()
+	s1.Close() // a second Close must not free a second place
+	s2, err := d.Dispatch(context.Background(), job("m", true))
+	if err != nil {
+		t.Fatalf("dispatch after close: %v", err)
+	}
+	if _, err := d.Dispatch(context.Background(), job("m", true)); !errors.Is(err, ErrNoCapacity) {
+		t.Fatalf("double Close freed two places: err = %v", err)
+	}
+	s2.Close()
+}
