@@ -3,17 +3,24 @@ package devmode
 import (
 	"context"
 	"fmt"
+	"time"
 
-	"github.com/llmplat/llmplat/runtime/auth"
-	"github.com/llmplat/llmplat/runtime/store"
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
-// devCredits is the local team's opening balance in credits (1 credit =
-// 1 USD): enough for days of local use at the seed's prices.
-const devCredits = 100
+// devCredits is the local team's opening balance: 100 credits (USD), days
+// of local use at the prices below.
+const devCredits = 100 * 1_000_000
 
-// microPerCredit converts credits to the ledger's micro-credits.
-const microPerCredit = 1_000_000
+// devPrices are micro-credits per million tokens, from the capacity plan's
+// cost per million output tokens at 50 % utilisation (docs/capacity.md:
+// 0.93, 8.2 and 19 USD), prompts at a quarter of that.
+var devPrices = map[string]struct{ prompt, completion int64 }{
+	"llama-8b":  {232_500, 930_000},
+	"qwen-32b":  {2_050_000, 8_200_000},
+	"llama-70b": {4_750_000, 19_000_000},
+}
 
 // credentials are what a local user needs to call the gateway.
 type credentials struct {
@@ -22,44 +29,32 @@ type credentials struct {
 	credits int64
 }
 
-// bootstrap opens the embedded store, applies the migrations and creates a
-// team with credit and an API key whose hash alone is stored.
-func bootstrap(ctx context.Context, path string) (credentials, error) {
-	db, err := store.Open(ctx, "sqlite:"+path)
-	if err != nil {
-		return credentials{}, fmt.Errorf("open store: %w", err)
-	}
-	defer db.Close()
-	if err := db.Migrate(ctx); err != nil {
-		return credentials{}, fmt.Errorf("migrate store: %w", err)
-	}
-	key, err := auth.GenerateKey()
-	if err != nil {
-		return credentials{}, fmt.Errorf("generate key: %w", err)
+// bootstrap declares the models, then a team with credit and an API key,
+// through the same admin store and ledger the admin API uses.
+func bootstrap(ctx context.Context, adm *admin.SQLStore, led *ledger.Ledger, models map[string]int64) (credentials, error) {
+	now := time.Now()
+	for name, maxLen := range models {
+		p, ok := devPrices[name]
+		if !ok {
+			p = devPrices["llama-8b"]
+		}
+		spec := admin.ModelSpec{ServedName: name, PromptPriceMicroPerMTok: p.prompt, CompletionPriceMicroPerMTok: p.completion,
+			MaxContextTokens: int(maxLen), MaxOutputTokens: int(maxLen / 2)}
+		if _, _, err := adm.PutModel(ctx, name, spec, now); err != nil {
+			return credentials{}, fmt.Errorf("declare model %s: %w", name, err)
+		}
 	}
 	const team = "local"
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return credentials{}, err
-	}
-	defer tx.Rollback()
-	var teamID int64
-	err = tx.QueryRowContext(ctx,
-		`INSERT INTO teams (name, balance_microcredits) VALUES ($1, $2)
-		 ON CONFLICT (name) DO UPDATE SET name = excluded.name RETURNING id`,
-		team, devCredits*microPerCredit).Scan(&teamID)
+	tm, _, err := adm.CreateTeam(ctx, team, now)
 	if err != nil {
 		return credentials{}, fmt.Errorf("create team: %w", err)
 	}
-	_, err = tx.ExecContext(ctx,
-		`INSERT INTO api_keys (team_id, name, prefix, hash, rpm, tokens_per_day, max_streams)
-		 VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		teamID, "dev", key.Display, key.Hash, 600, 10_000_000, 64)
+	if _, err := led.AddCredit(ctx, tm.ID, "dev-opening-balance", devCredits, "local mode"); err != nil {
+		return credentials{}, fmt.Errorf("grant credit: %w", err)
+	}
+	key, err := adm.CreateKey(ctx, admin.CreateKeyRequest{TeamID: tm.ID, Name: "dev", RPM: 600, TokensPerDay: 10_000_000, MaxStreams: 64}, "", now)
 	if err != nil {
 		return credentials{}, fmt.Errorf("create key: %w", err)
 	}
-	if err := tx.Commit(); err != nil {
-		return credentials{}, err
-	}
-	return credentials{team: team, key: key.Secret, credits: devCredits}, nil
+	return credentials{team: team, key: key.Secret, credits: devCredits / 1_000_000}, nil
 }

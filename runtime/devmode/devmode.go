@@ -14,10 +14,13 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
-	"github.com/llmplat/llmplat/runtime/gateway"
-	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/store"
 )
 
 // Defaults of the local mode.
@@ -25,6 +28,9 @@ const (
 	// DefaultAddr is where the gateway listens: loopback only, since the
 	// local mode has no TLS.
 	DefaultAddr = "127.0.0.1:8080"
+	// DefaultMetricsAddr serves Prometheus metrics on their own port, as in
+	// production, so that scraping never shares the API's listener.
+	DefaultMetricsAddr = "127.0.0.1:9464"
 	// readyTimeout bounds the wait for every part to answer before the
 	// credentials are printed.
 	readyTimeout = 30 * time.Second
@@ -37,6 +43,9 @@ var DefaultModels = []string{"llama-8b", "qwen-32b", "llama-70b"}
 type Config struct {
 	// Addr is the gateway's listen address; empty means DefaultAddr.
 	Addr string
+	// MetricsAddr is where /metrics is served, apart from the API; empty
+	// means DefaultMetricsAddr.
+	MetricsAddr string
 	// DataDir holds the SQLite database; empty means a temporary directory
 	// removed at exit, so every run starts clean.
 	DataDir string
@@ -53,6 +62,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Addr == "" {
 		c.Addr = DefaultAddr
+	}
+	if c.MetricsAddr == "" {
+		c.MetricsAddr = DefaultMetricsAddr
 	}
 	if c.Models == nil {
 		c.Models = DefaultModels
@@ -78,48 +90,53 @@ func Run(ctx context.Context, cfg Config) error {
 	g, ctx := errgroup.WithContext(ctx)
 	defer func() { _ = g.Wait() }()
 
-	rds, err := startRedis(ctx, g)
+	redisAddr, err := startRedis(ctx, g)
 	if err != nil {
 		return err
 	}
-	cred, err := bootstrap(ctx, filepath.Join(dataDir, "llmplat.db"))
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	db, err := store.Open(ctx, "sqlite:"+filepath.Join(dataDir, "llmplat.db"))
+	if err != nil {
+		return fmt.Errorf("open store: %w", err)
+	}
+	defer db.Close()
+	if err := db.Migrate(ctx); err != nil {
+		return fmt.Errorf("migrate store: %w", err)
+	}
+	led, err := ledger.New(db, ledger.Config{Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
+	g.Go(func() error { return led.Run(ctx) })
 
 	targets := map[string][]dispatch.Target{}
-	var models []openai.Model
+	maxLens := map[string]int64{}
 	for _, name := range cfg.Models {
-		url, maxLen, err := startEngine(ctx, g, name, cfg.TimeScale)
+		eng, err := startEngine(ctx, g, name, cfg.TimeScale)
 		if err != nil {
 			return err
 		}
-		targets[name] = []dispatch.Target{{URL: url, ServedName: name}}
-		models = append(models, openai.Model{ID: name, Object: "model", OwnedBy: "llmplat", MaxModelLen: maxLen})
-		cfg.Logger.Info("engine started", "model", name, "url", url)
+		targets[name] = []dispatch.Target{{URL: eng.url, ServedName: name, MaxInFlight: eng.maxNumSeqs}}
+		maxLens[name] = eng.maxModelLen
+		cfg.Logger.Info("engine started", "model", name, "url", eng.url)
 	}
-
-	ln, err := net.Listen("tcp", cfg.Addr)
+	adm := admin.NewSQLStore(db)
+	cred, err := bootstrap(ctx, adm, led, maxLens)
 	if err != nil {
-		return fmt.Errorf("gateway listen on %s: %w", cfg.Addr, err)
-	}
-	gw, err := gateway.New(gateway.Config{
-		Dispatcher: dispatch.NewDirect(targets, nil),
-		Models:     models,
-		Logger:     cfg.Logger,
-	})
-	if err != nil {
-		ln.Close()
 		return err
 	}
-	g.Go(func() error { return gw.Serve(ctx, ln) })
 
-	base := "http://" + ln.Addr().String()
-	if err := waitReady(ctx, base+"/v1/models", targets); err != nil {
+	front, err := newFront(ctx, g, frontDeps{cfg: cfg, rdb: rdb, db: db, led: led, adm: adm, targets: targets})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cfg.Stdout, "llmplat dev: ready — models %v, redis %s, data %s\n\n", cfg.Models, rds, dataDir)
-	fmt.Fprintf(cfg.Stdout, "OPENAI_BASE_URL=%s/v1\nOPENAI_API_KEY=%s\n\n", base, cred.key)
+	if err := waitReady(ctx, front.base+"/healthz", targets); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Stdout, "llmplat dev: ready — models %v, metrics %s/metrics, data %s\n\n", cfg.Models, front.metrics, dataDir)
+	fmt.Fprintf(cfg.Stdout, "OPENAI_BASE_URL=%s/v1\nOPENAI_API_KEY=%s\n\n", front.base, cred.key)
+	fmt.Fprintf(cfg.Stdout, "LLMPLAT_ADMIN_TOKEN=%s\n\n", front.adminToken)
 	fmt.Fprintf(cfg.Stdout, "team %q has %d credits; stop with Ctrl-C\n", cred.team, cred.credits)
 	return g.Wait()
 }
@@ -138,23 +155,30 @@ func dataDir(dir string) (string, func(), error) {
 	return tmp, func() { os.RemoveAll(tmp) }, nil
 }
 
-// startEngine runs one simulated engine on a loopback port and returns its
-// base URL and context limit.
-func startEngine(ctx context.Context, g *errgroup.Group, profile string, timeScale float64) (string, int64, error) {
+// engine is one running simulated engine.
+type engine struct {
+	url         string
+	maxModelLen int64
+	maxNumSeqs  int
+}
+
+// startEngine runs one simulated engine on a loopback port.
+func startEngine(ctx context.Context, g *errgroup.Group, profile string, timeScale float64) (engine, error) {
 	dep, err := enginesim.Profile(profile)
 	if err != nil {
-		return "", 0, err
+		return engine{}, err
 	}
-	sim, err := enginesim.New(enginesim.Config{Deployment: dep, ServedModelName: profile, TimeScale: timeScale})
+	cfg := enginesim.Config{Deployment: dep, ServedModelName: profile, TimeScale: timeScale, MaxNumSeqs: enginesim.DefaultMaxNumSeqs}
+	sim, err := enginesim.New(cfg)
 	if err != nil {
-		return "", 0, fmt.Errorf("engine %s: %w", profile, err)
+		return engine{}, fmt.Errorf("engine %s: %w", profile, err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return "", 0, fmt.Errorf("engine %s listen: %w", profile, err)
+		return engine{}, fmt.Errorf("engine %s listen: %w", profile, err)
 	}
 	g.Go(func() error { return sim.Serve(ctx, ln) })
-	return "http://" + ln.Addr().String(), sim.MaxModelLen(), nil
+	return engine{url: "http://" + ln.Addr().String(), maxModelLen: sim.MaxModelLen(), maxNumSeqs: cfg.MaxNumSeqs}, nil
 }
 
 // waitReady polls the gateway and every engine's /health until all answer.

@@ -3,6 +3,8 @@ package devmode
 import (
 	"bytes"
 	"context"
+	"net/http"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -39,7 +41,9 @@ func startDev(t *testing.T) (baseURL, key string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, Config{Addr: "127.0.0.1:0", TimeScale: 50, Stdout: out}) }()
+	go func() {
+		done <- Run(ctx, Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", TimeScale: 50, Stdout: out})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {
@@ -112,7 +116,24 @@ func TestLocalModeStreams(t *testing.T) {
 	for _, m := range models.Data {
 		ids = append(ids, m.ID)
 	}
-	if strings.Join(ids, ",") != "llama-8b,qwen-32b,llama-70b" {
+	sort.Strings(ids)
+	if strings.Join(ids, ",") != "llama-70b,llama-8b,qwen-32b" {
 		t.Errorf("models = %v, want the seed's three", ids)
 	}
+}
+
+// TestLocalModeEnforcesKeysAndOpensAdmin: the local mode runs the real
+// admission path: no key is a 401, and the printed admin token opens /admin.
+func TestLocalModeEnforcesKeysAndOpensAdmin(t *testing.T) {
+	baseURL, _ := startDev(t)
+	resp, err := http.Post(baseURL+"/chat/completions", "application/json",
+		strings.NewReader(`{"model":"llama-8b","messages":[{"role":"user","content":"hi"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("no key: status %d, want 401", resp.StatusCode)
+	}
+	http.DefaultClient.CloseIdleConnections()
 }

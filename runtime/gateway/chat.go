@@ -1,58 +1,205 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/quota"
+	"github.com/llmplat/llmplat/runtime/urlguard"
 )
 
-// chatCompletions serves POST /v1/chat/completions.
+// errFirstTokenTimeout is the cause of a request whose engine sent nothing
+// within the first-token timeout.
+var errFirstTokenTimeout = errors.New("no first token within the timeout")
+
+// chatCompletions serves POST /v1/chat/completions: authenticate, read and
+// check the body, admit, dispatch (queueing when no engine is free), relay,
+// then settle and give back the stream slot.
 func (s *Server) chatCompletions(c *gin.Context) {
-	req, ok := readRequest(c)
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.MaxRequestDuration)
+	defer cancel()
+	p, ok := s.principal(c)
 	if !ok {
 		return
 	}
-	job := &dispatch.Job{RequestID: c.GetString(ctxRequestID), Model: req.Model, Request: req}
-	stream, err := s.cfg.Dispatcher.Dispatch(c.Request.Context(), job)
-	if err != nil {
-		s.dispatchFailed(c, err)
+	req, raw, ok := readRequest(c)
+	if !ok {
+		return
+	}
+	if r := s.checkBody(c, p, req, raw); r != nil {
+		s.write(c, r)
+		return
+	}
+	a, r := s.admit(c, ctx, p, req)
+	if r != nil {
+		s.write(c, r)
+		return
+	}
+	defer s.release(a)
+	// The engine may never generate more than the ledger reserved for.
+	if a.reserved.MaxOutputTokens > 0 {
+		n := a.reserved.MaxOutputTokens
+		req.MaxTokens, req.MaxCompletionTokens = &n, nil
+	}
+
+	dctx, dcancel := context.WithCancelCause(ctx)
+	defer dcancel(nil)
+	firstToken := time.AfterFunc(s.cfg.FirstTokenTimeout, func() { dcancel(errFirstTokenTimeout) })
+	defer firstToken.Stop()
+	stream, r := s.dispatch(dctx, a, req)
+	if r != nil {
+		s.finish(a, Outcome{State: Broken})
+		if c.Request.Context().Err() == nil {
+			s.write(c, r)
+		}
 		return
 	}
 	defer stream.Close()
+	s.cfg.Metrics.streamStarted(a.model)
+	defer s.cfg.Metrics.streamEnded(a.model)
+	rel := relay{c: c, stream: stream, onFirst: func() {
+		firstToken.Stop()
+		s.cfg.Metrics.firstToken(a.model, time.Since(start))
+	}}
 	var out Outcome
 	if req.Stream {
-		out = relayStream(c, stream, req.WantsUsage())
+		out = rel.streamed(req.WantsUsage())
 	} else {
-		out = relayWhole(c, stream)
+		out = rel.buffered()
 	}
-	s.cfg.Logger.Info("chat completion", "request_id", job.RequestID, "model", req.Model,
+	s.finish(a, out)
+	s.cfg.Metrics.finished(a.model, out, time.Since(start))
+	s.cfg.Logger.Info("chat completion", "request_id", a.requestID, "team", p.TeamName, "model", a.model,
 		"stream", req.Stream, "prompt_tokens", out.PromptTokens, "completion_tokens", out.CompletionTokens,
-		"outcome", out.State.String())
+		"outcome", out.State.String(), "ms", time.Since(start).Milliseconds())
+}
+
+// principal authenticates the request or answers 401/503.
+func (s *Server) principal(c *gin.Context) (auth.Principal, bool) {
+	p, err := s.cfg.Auth.Authenticate(c.Request.Context(), c.GetHeader("Authorization"))
+	if err != nil {
+		s.write(c, authRejection(err))
+		return auth.Principal{}, false
+	}
+	return p, true
+}
+
+// checkBody refuses internal URLs, unknown models and models the key may
+// not use, before anything is counted against the key.
+func (s *Server) checkBody(c *gin.Context, p auth.Principal, req *openai.ChatCompletionRequest, raw []byte) *rejection {
+	if err := s.cfg.URLGuard.CheckJSON(c.Request.Context(), raw); err != nil {
+		var be *urlguard.BlockedError
+		param := ""
+		if errors.As(err, &be) {
+			param = be.Path
+		}
+		return reject(http.StatusBadRequest, "bad_request", openai.TypeInvalidRequest, "url_not_allowed", param,
+			"the request references a URL that is not allowed: "+err.Error())
+	}
+	known, err := s.known(c.Request.Context(), req.Model)
+	if err != nil {
+		return unavailable("catalog")
+	}
+	if !known {
+		return reject(http.StatusNotFound, "unknown_model", openai.TypeNotFound, "model_not_found", "model",
+			"the model "+strconv.Quote(req.Model)+" does not exist")
+	}
+	if !p.AllowsModel(req.Model) {
+		return reject(http.StatusForbidden, "forbidden", openai.TypePermission, "model_not_allowed", "model",
+			"this key may not use the model "+strconv.Quote(req.Model))
+	}
+	return nil
+}
+
+func (s *Server) known(ctx context.Context, model string) (bool, error) {
+	models, err := s.cfg.Catalog.Models(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, m := range models {
+		if m.ID == model {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// dispatch starts the job, waiting in the model's shared queue while no
+// engine has room, for at most the queue limit.
+func (s *Server) dispatch(ctx context.Context, a *admission, req *openai.ChatCompletionRequest) (dispatch.Stream, *rejection) {
+	job := &dispatch.Job{RequestID: a.requestID, Model: a.model, Request: req}
+	var stream dispatch.Stream
+	try := func(ctx context.Context) (bool, error) {
+		st, err := s.cfg.Dispatcher.Dispatch(ctx, job)
+		if errors.Is(err, dispatch.ErrNoCapacity) {
+			return false, nil
+		}
+		stream = st
+		return true, err
+	}
+	done, err := try(ctx)
+	if err == nil && !done {
+		queued := time.Now()
+		err = s.cfg.Queue.Wait(ctx, a.model, a.requestID, s.cfg.QueueLimit, try)
+		s.cfg.Metrics.queueWait(a.model, time.Since(queued))
+	}
+	if err != nil {
+		return nil, dispatchRejection(ctx, err)
+	}
+	return stream, nil
+}
+
+func dispatchRejection(ctx context.Context, err error) *rejection {
+	var engErr *dispatch.Error
+	switch {
+	case errors.As(err, &engErr):
+		status := engErr.Status
+		if status >= 500 {
+			status = http.StatusBadGateway
+		}
+		return &rejection{status: status, reason: "engine_refused", body: engErr.Body, retryAfter: engErr.RetryAfter}
+	case errors.Is(err, quota.ErrQueueTimeout), errors.Is(err, quota.ErrQueueFull):
+		return reject(http.StatusServiceUnavailable, "queue_timeout", openai.TypeUnavailable, "no_capacity", "",
+			"no engine had room for this model within the queue limit; retry later").after(retryNoCapacity)
+	case errors.Is(err, dispatch.ErrUnknownModel):
+		return reject(http.StatusServiceUnavailable, "no_node", openai.TypeUnavailable, "no_healthy_node", "",
+			"no healthy node serves this model right now; retry later").after(retryNoCapacity)
+	case errors.Is(context.Cause(ctx), errFirstTokenTimeout):
+		return reject(http.StatusGatewayTimeout, "first_token_timeout", openai.TypeServer, "first_token_timeout", "",
+			"the engine did not answer in time")
+	default:
+		return reject(http.StatusBadGateway, "upstream", openai.TypeServer, "upstream_error", "",
+			"the engine could not be reached").after(retryNoCapacity)
+	}
 }
 
 // readRequest decodes and validates the body, answering 400/413 itself.
-func readRequest(c *gin.Context) (*openai.ChatCompletionRequest, bool) {
+func readRequest(c *gin.Context) (*openai.ChatCompletionRequest, []byte, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			writeError(c, http.StatusRequestEntityTooLarge, openai.NewError(openai.TypeInvalidRequest, "request_too_large", "", "request body exceeds "+strconv.Itoa(MaxBodyBytes)+" bytes"))
-			return nil, false
+			return nil, nil, false
 		}
 		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_body", "", "could not read the request body"))
-		return nil, false
+		return nil, nil, false
 	}
 	var req openai.ChatCompletionRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error()))
-		return nil, false
+		return nil, nil, false
 	}
 	if err := req.Validate(); err != nil {
 		var fe *openai.FieldError
@@ -61,37 +208,7 @@ func readRequest(c *gin.Context) (*openai.ChatCompletionRequest, bool) {
 			param = fe.Param
 		}
 		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_value", param, err.Error()))
-		return nil, false
+		return nil, nil, false
 	}
-	return &req, true
+	return &req, body, true
 }
-
-// dispatchFailed answers a job the dispatcher could not start.
-func (s *Server) dispatchFailed(c *gin.Context, err error) {
-	var engErr *dispatch.Error
-	switch {
-	case errors.As(err, &engErr):
-		if engErr.RetryAfter > 0 {
-			c.Header("Retry-After", strconv.Itoa(int(engErr.RetryAfter.Seconds())))
-		}
-		status := engErr.Status
-		if status >= 500 {
-			status = http.StatusBadGateway
-		}
-		writeError(c, status, engErr.Body)
-	case errors.Is(err, dispatch.ErrUnknownModel):
-		writeError(c, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "model_not_found", "model", "the model does not exist or is not served"))
-	case errors.Is(err, dispatch.ErrNoCapacity):
-		c.Header("Retry-After", strconv.Itoa(retryAfterNoCapacity))
-		writeError(c, http.StatusServiceUnavailable, openai.NewError(openai.TypeUnavailable, "no_healthy_node", "", "no healthy engine can take the request now; retry later"))
-	case c.Request.Context().Err() != nil:
-		// The client left before the engine answered: nobody to tell.
-	default:
-		s.cfg.Logger.Error("dispatch failed", "request_id", c.GetString(ctxRequestID), "err", err)
-		writeError(c, http.StatusBadGateway, openai.NewError(openai.TypeServer, "upstream_error", "", "the engine could not be reached"))
-	}
-}
-
-// retryAfterNoCapacity is the advice, in seconds, when no engine is free:
-// a few seconds lets a stream finish or a node come back.
-const retryAfterNoCapacity = 5

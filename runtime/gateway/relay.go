@@ -19,9 +19,9 @@ type State int
 // The ways a relayed request ends. The ledger settles Completed with the
 // engine's usage, ClientGone and Broken with the tokens counted so far.
 const (
-	Completed  State = iota // the engine finished and reported usage
+	Completed  State = iota // the engine finished
 	ClientGone              // the client disconnected mid-stream
-	Broken                  // the engine or the link to it failed mid-stream
+	Broken                  // the engine or the link to it failed, or timed out
 )
 
 func (s State) String() string {
@@ -31,85 +31,109 @@ func (s State) String() string {
 // Outcome is what the ledger needs to settle a relayed request.
 type Outcome struct {
 	State State
-	// PromptTokens and CompletionTokens are the engine's exact usage when
-	// State is Completed; otherwise CompletionTokens counts the content
-	// chunks relayed and PromptTokens is zero (unknown).
+	// Usage is set when the engine's usage event arrived: then the token
+	// counts are the engine's own. Otherwise CompletionTokens counts the
+	// content chunks relayed and PromptTokens is zero (unknown).
+	Usage            bool
 	PromptTokens     int64
 	CompletionTokens int64
 }
 
-// relayStream copies the engine's events to the client as they arrive,
-// dropping the usage chunk the client did not ask for.
-func relayStream(c *gin.Context, stream dispatch.Stream, wantUsage bool) Outcome {
-	w := c.Writer
+// relay copies one engine stream to one client.
+type relay struct {
+	c       *gin.Context
+	stream  dispatch.Stream
+	onFirst func()
+	started bool
+	out     Outcome
+}
+
+// next returns the next engine event and keeps the token count.
+func (r *relay) next() (dispatch.Event, error) {
+	ev, err := r.stream.Recv()
+	if err != nil {
+		return ev, err
+	}
+	if !r.started {
+		r.started = true
+		r.onFirst()
+	}
+	r.out.CompletionTokens += ev.Tokens
+	if ev.Usage != nil {
+		r.out.Usage = true
+		r.out.PromptTokens, r.out.CompletionTokens = ev.Usage.PromptTokens, ev.Usage.CompletionTokens
+	}
+	return ev, nil
+}
+
+// stream relays server-sent events as they arrive, dropping the usage
+// chunk the client did not ask for.
+func (r *relay) streamed(wantUsage bool) Outcome {
+	w := r.c.Writer
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	// The engine accepted the job: commit to 200 now so the client has its
+	// headers (x-request-id among them) before the first token; a failure
+	// from here on is an error event, as vLLM sends it.
+	w.Flush()
 	sse := openai.NewSSEWriter(w)
-	var out Outcome
 	for {
-		ev, err := stream.Recv()
+		ev, err := r.next()
 		if errors.Is(err, io.EOF) {
 			_ = sse.WriteDone()
 			w.Flush()
-			return out
+			return r.out
 		}
 		if err != nil {
-			if c.Request.Context().Err() != nil {
-				out.State = ClientGone
-				return out
+			if r.c.Request.Context().Err() != nil {
+				r.out.State = ClientGone
+				return r.out
 			}
-			out.State = Broken
+			r.out.State = Broken
 			_ = sse.WriteJSON(openai.NewError(openai.TypeServer, "engine_failed", "", "the engine failed mid-stream"))
 			_ = sse.WriteDone()
 			w.Flush()
-			return out
+			return r.out
 		}
-		out.CompletionTokens += ev.Tokens
-		if ev.Usage != nil {
-			out.PromptTokens, out.CompletionTokens = ev.Usage.PromptTokens, ev.Usage.CompletionTokens
-			if !wantUsage {
-				continue
-			}
+		if ev.Usage != nil && !wantUsage {
+			continue
 		}
 		if ev.Err != nil {
-			out.State = Broken
+			r.out.State = Broken
 		}
 		if err := sse.WriteData(ev.Data); err != nil {
-			out.State = ClientGone
-			return out
+			r.out.State = ClientGone
+			return r.out
 		}
 		w.Flush()
 	}
 }
 
-// relayWhole builds a non-streamed answer from the engine's stream.
-func relayWhole(c *gin.Context, stream dispatch.Stream) Outcome {
+// whole builds a non-streamed answer from the engine's stream.
+func (r *relay) buffered() Outcome {
 	var (
-		out     Outcome
 		content strings.Builder
 		resp    = openai.ChatCompletion{Object: openai.ObjectChatCompletion}
 		finish  = openai.FinishStop
 	)
 	for {
-		ev, err := stream.Recv()
+		ev, err := r.next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil || ev.Err != nil {
-			out.State = Broken
-			if c.Request.Context().Err() != nil {
-				out.State = ClientGone
-				return out
+			r.out.State = Broken
+			if r.c.Request.Context().Err() != nil {
+				r.out.State = ClientGone
+				return r.out
 			}
-			writeError(c, http.StatusBadGateway, openai.NewError(openai.TypeServer, "engine_failed", "", "the engine failed before the answer was complete"))
-			return out
+			writeError(r.c, http.StatusBadGateway, openai.NewError(openai.TypeServer, "engine_failed", "", "the engine failed before the answer was complete"))
+			return r.out
 		}
-		out.CompletionTokens += ev.Tokens
 		if ev.Usage != nil {
-			out.PromptTokens, out.CompletionTokens = ev.Usage.PromptTokens, ev.Usage.CompletionTokens
 			resp.Usage = ev.Usage
 			continue
 		}
@@ -133,6 +157,6 @@ func relayWhole(c *gin.Context, stream dispatch.Stream) Outcome {
 		Logprobs:     openai.Null(),
 		FinishReason: finish,
 	}}
-	c.JSON(http.StatusOK, resp)
-	return out
+	r.c.JSON(http.StatusOK, resp)
+	return r.out
 }

@@ -6,14 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -28,18 +26,6 @@ const (
 	readHeaderTimeout = 10 * time.Second
 )
 
-// Config is what a gateway needs.
-type Config struct {
-	// Addr is the listen address, "127.0.0.1:8080".
-	Addr string
-	// Dispatcher runs admitted requests.
-	Dispatcher dispatch.Dispatcher
-	// Models lists the models served, for GET /v1/models.
-	Models []openai.Model
-	// Logger receives one line per request, never its prompt or answer.
-	Logger *slog.Logger
-}
-
 // Server is a gateway.
 type Server struct {
 	cfg    Config
@@ -48,11 +34,9 @@ type Server struct {
 
 // New returns a gateway for cfg.
 func New(cfg Config) (*Server, error) {
-	if cfg.Dispatcher == nil {
-		return nil, errors.New("gateway: a dispatcher is required")
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{cfg: cfg, engine: gin.New()}
@@ -60,9 +44,18 @@ func New(cfg Config) (*Server, error) {
 	s.engine.NoRoute(func(c *gin.Context) {
 		writeError(c, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "unknown_url", "", "no route for "+c.Request.Method+" "+c.Request.URL.Path))
 	})
+	s.engine.NoMethod(func(c *gin.Context) {
+		writeError(c, http.StatusMethodNotAllowed, openai.NewError(openai.TypeInvalidRequest, "method_not_allowed", "", c.Request.Method+" is not allowed on "+c.Request.URL.Path))
+	})
+	s.engine.HandleMethodNotAllowed = true
 	v1 := s.engine.Group("/v1")
 	v1.POST("/chat/completions", s.chatCompletions)
 	v1.GET("/models", s.listModels)
+	v1.GET("/usage", s.usage)
+	s.engine.GET("/healthz", func(c *gin.Context) { c.Status(http.StatusOK) })
+	if cfg.Admin != nil {
+		cfg.Admin.Register(s.engine.Group(""))
+	}
 	return s, nil
 }
 
@@ -79,11 +72,17 @@ func (s *Server) Run(ctx context.Context) error {
 }
 
 // Serve serves on ln until ctx ends, then lets open streams finish for up
-// to ShutdownGrace.
+// to ShutdownGrace. With a certificate configured it serves TLS.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{Handler: s.engine, ReadHeaderTimeout: readHeaderTimeout}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() {
+		if s.cfg.TLSCertFile != "" {
+			errc <- srv.ServeTLS(ln, s.cfg.TLSCertFile, s.cfg.TLSKeyFile)
+			return
+		}
+		errc <- srv.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		return err
@@ -92,12 +91,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
 	defer cancel()
 	err := srv.Shutdown(sctx)
-	<-errc
+	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
+		err = errors.Join(err, serveErr)
+	}
 	return err
-}
-
-func (s *Server) listModels(c *gin.Context) {
-	c.JSON(http.StatusOK, openai.ModelList{Object: "list", Data: s.cfg.Models})
 }
 
 func (s *Server) recovered(c *gin.Context, err any) {

@@ -1,0 +1,22 @@
+package admin
+
+import (
+	"context"
+
+	"github.com/llmplat/llmplat/runtime/openai"
+)
+
+// OpenAIModels lists the declared models as GET /v1/models shows them; the
+// gateway's catalog loads through it.
+func (s *SQLStore) OpenAIModels(ctx context.Context) ([]openai.Model, error) {
+	models, err := s.ListModels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]openai.Model, 0, len(models))
+	for _, m := range models {
+		out = append(out, openai.Model{ID: m.Name, Object: "model", Created: m.CreatedAt.Unix(),
+			OwnedBy: "llmplat", MaxModelLen: int64(m.MaxContextTokens)})
+	}
+	return out, nil
+}

@@ -1,0 +1,191 @@
+package admin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// idPath is prefix followed by the decimal id.
+func idPath(prefix string, id int64) string { return prefix + strconv.FormatInt(id, 10) }
+
+// namePath is prefix followed by the escaped name.
+func namePath(prefix, name string) string { return prefix + url.PathEscape(name) }
+
+// newIdempotencyKey returns a random Idempotency-Key for one logical
+// create, reused by all its retries.
+func newIdempotencyKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand never fails on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// idemHeader is the header carrying key, or a fresh key when it is empty.
+func idemHeader(key string) http.Header {
+	if key == "" {
+		key = newIdempotencyKey()
+	}
+	return http.Header{idempotencyHeader: {key}}
+}
+
+// CreateTeam creates the team called name, or returns the existing one;
+// created reports which.
+func (c *Client) CreateTeam(ctx context.Context, name string) (t Team, created bool, err error) {
+	status, err := c.do(ctx, call{method: http.MethodPost, path: "/admin/teams", body: CreateTeamRequest{Name: name}, out: &t})
+	return t, status == http.StatusCreated, err
+}
+
+// ListTeams returns every team.
+func (c *Client) ListTeams(ctx context.Context) ([]Team, error) {
+	var l List[Team]
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/admin/teams", out: &l})
+	return l.Data, err
+}
+
+// GetTeam returns the team with id and its balance.
+func (c *Client) GetTeam(ctx context.Context, id int64) (Team, error) {
+	var t Team
+	_, err := c.do(ctx, call{method: http.MethodGet, path: idPath("/admin/teams/", id), out: &t})
+	return t, err
+}
+
+// UpdateTeam changes the fields req sets.
+func (c *Client) UpdateTeam(ctx context.Context, id int64, req UpdateTeamRequest) (Team, error) {
+	var t Team
+	_, err := c.do(ctx, call{method: http.MethodPatch, path: idPath("/admin/teams/", id), body: req, out: &t})
+	return t, err
+}
+
+// AddCredit records a credit entry once per req.IdempotencyKey; a replay
+// returns the first entry with Replayed set.
+func (c *Client) AddCredit(ctx context.Context, req CreditRequest) (Credit, error) {
+	var cr Credit
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/admin/credits", body: req, out: &cr})
+	return cr, err
+}
+
+// CreateKey creates an API key; the answer holds its secret once. Retries
+// reuse idempotencyKey (a random one when empty), so a retried create never
+// makes a second key: a replay answers without the secret (Replayed). Pass
+// a key kept across process restarts to extend that guarantee.
+func (c *Client) CreateKey(ctx context.Context, req CreateKeyRequest, idempotencyKey string) (CreatedKey, error) {
+	var k CreatedKey
+	_, err := c.do(ctx, call{method: http.MethodPost, path: "/admin/keys", body: req, header: idemHeader(idempotencyKey), out: &k})
+	return k, err
+}
+
+// ListKeys returns the keys of the team with teamID, or every key when it
+// is 0. No secret or hash is ever listed.
+func (c *Client) ListKeys(ctx context.Context, teamID int64) ([]Key, error) {
+	var q url.Values
+	if teamID != 0 {
+		q = url.Values{"team_id": {strconv.FormatInt(teamID, 10)}}
+	}
+	var l List[Key]
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/admin/keys", query: q, out: &l})
+	return l.Data, err
+}
+
+// GetKey returns the key with id.
+func (c *Client) GetKey(ctx context.Context, id int64) (Key, error) {
+	var k Key
+	_, err := c.do(ctx, call{method: http.MethodGet, path: idPath("/admin/keys/", id), out: &k})
+	return k, err
+}
+
+// UpdateKey changes the fields req sets.
+func (c *Client) UpdateKey(ctx context.Context, id int64, req UpdateKeyRequest) (Key, error) {
+	var k Key
+	_, err := c.do(ctx, call{method: http.MethodPatch, path: idPath("/admin/keys/", id), body: req, out: &k})
+	return k, err
+}
+
+// RotateKey gives the key a new secret, returned once; the old one stops
+// working.
+func (c *Client) RotateKey(ctx context.Context, id int64) (CreatedKey, error) {
+	var k CreatedKey
+	_, err := c.do(ctx, call{method: http.MethodPost, path: idPath("/admin/keys/", id) + "/rotate", out: &k})
+	return k, err
+}
+
+// RevokeKey revokes the key; revoking a revoked key is a no-op.
+func (c *Client) RevokeKey(ctx context.Context, id int64) (Key, error) {
+	var k Key
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: idPath("/admin/keys/", id), out: &k})
+	return k, err
+}
+
+// PutModel creates or updates the model called name; created reports
+// which.
+func (c *Client) PutModel(ctx context.Context, name string, spec ModelSpec) (m Model, created bool, err error) {
+	status, err := c.do(ctx, call{method: http.MethodPut, path: namePath("/admin/models/", name), body: spec, out: &m})
+	return m, status == http.StatusCreated, err
+}
+
+// ListModels returns every model.
+func (c *Client) ListModels(ctx context.Context) ([]Model, error) {
+	var l List[Model]
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/admin/models", out: &l})
+	return l.Data, err
+}
+
+// GetModel returns the model called name.
+func (c *Client) GetModel(ctx context.Context, name string) (Model, error) {
+	var m Model
+	_, err := c.do(ctx, call{method: http.MethodGet, path: namePath("/admin/models/", name), out: &m})
+	return m, err
+}
+
+// DeleteModel removes the model called name. A retry after a lost answer
+// gets a 404 *APIError: callers that only want it gone treat 404 as done.
+func (c *Client) DeleteModel(ctx context.Context, name string) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: namePath("/admin/models/", name)})
+	return err
+}
+
+// ListNodes returns the registered nodes with their live state.
+func (c *Client) ListNodes(ctx context.Context) (NodeList, error) {
+	var l NodeList
+	_, err := c.do(ctx, call{method: http.MethodGet, path: "/admin/nodes", out: &l})
+	return l, err
+}
+
+// GetNode returns the registered node with id.
+func (c *Client) GetNode(ctx context.Context, id string) (Node, error) {
+	var n Node
+	_, err := c.do(ctx, call{method: http.MethodGet, path: namePath("/admin/nodes/", id), out: &n})
+	return n, err
+}
+
+// DrainNode asks the orchestrator to drain the node.
+func (c *Client) DrainNode(ctx context.Context, id string) (DrainResult, error) {
+	var d DrainResult
+	_, err := c.do(ctx, call{method: http.MethodPost, path: namePath("/admin/nodes/", id) + "/drain", out: &d})
+	return d, err
+}
+
+// IssueNodeToken issues a token for the node; the answer holds it once.
+// idempotencyKey works as in CreateKey.
+func (c *Client) IssueNodeToken(ctx context.Context, nodeID, idempotencyKey string) (IssuedNodeToken, error) {
+	var t IssuedNodeToken
+	_, err := c.do(ctx, call{method: http.MethodPost, path: namePath("/admin/nodes/", nodeID) + "/tokens",
+		header: idemHeader(idempotencyKey), out: &t})
+	return t, err
+}
+
+// ListNodeTokens returns the node's tokens, never their secrets.
+func (c *Client) ListNodeTokens(ctx context.Context, nodeID string) ([]NodeToken, error) {
+	var l List[NodeToken]
+	_, err := c.do(ctx, call{method: http.MethodGet, path: namePath("/admin/nodes/", nodeID) + "/tokens", out: &l})
+	return l.Data, err
+}
+
+// RevokeNodeToken revokes the token with id; revoking twice is a no-op.
+func (c *Client) RevokeNodeToken(ctx context.Context, id int64) (NodeToken, error) {
+	var t NodeToken
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: idPath("/admin/node-tokens/", id), out: &t})
+	return t, err
+}

@@ -1,0 +1,27 @@
+// Package admin is the platform's admin API, the typed Go client for it, and
+// the SQL stores behind it.
+//
+// The API (API, mounted under /admin with Register or served alone by
+// Handler) manages teams, credit grants, API keys, models, on-prem node
+// tokens and the nodes view. Every route requires an admin principal; bodies
+// are strict JSON (unknown fields are refused) and errors use the OpenAI
+// shape {"error":{"message","type","param","code"}}, param naming the field
+// at fault. Money is integer micro-credits (1 credit = 1,000,000), never a
+// float or a decimal string, so amounts stay exact end to end.
+//
+// Creates are safe to retry, which the Terraform provider relies on: a team
+// is idempotent by name, a credit grant by its idempotency_key, a model by
+// its name (PUT is an upsert), and an API key or node token by the
+// Idempotency-Key header. A replayed key or token create returns the record
+// without its secret: only the secret's SHA-256 is stored, so the secret can
+// be shown once and never again.
+//
+// SQLStore implements auth.KeyStore and auth.TeamStore over runtime/store on
+// PostgreSQL and SQLite: a NULL limit reads as 0 (unlimited) and an empty
+// model_allowlist allows every model, as auth.Limits defines. SQLNodeTokens
+// issues, lists, revokes and verifies per-node tokens for the orchestrator.
+//
+// Client is the typed client the provider uses. It retries idempotent calls
+// on connection errors and 5xx answers with bounded, jittered backoff, and
+// returns refusals as *APIError.
+package admin

@@ -1,0 +1,55 @@
+package admin
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of the SQL stores, classified by the handlers with errors.Is.
+var (
+	// ErrNotFound means the team, key, model, node or token does not exist.
+	ErrNotFound = errors.New("admin: not found")
+	// ErrTeamNotFound means a request names a team that does not exist; it
+	// wraps ErrNotFound.
+	ErrTeamNotFound = fmt.Errorf("%w: team", ErrNotFound)
+	// ErrNameTaken means another team already has the name.
+	ErrNameTaken = errors.New("admin: name taken")
+	// ErrIdempotencyConflict means an Idempotency-Key was reused for a
+	// different request.
+	ErrIdempotencyConflict = errors.New("admin: idempotency key reused with a different request")
+	// ErrKeyRevoked means the operation needs a key that is not revoked.
+	ErrKeyRevoked = errors.New("admin: api key revoked")
+	// ErrInvalidNodeToken means a node presented a token that is unknown,
+	// belongs to another node, or was revoked.
+	ErrInvalidNodeToken = errors.New("admin: invalid node token")
+	// ErrNodeTokenRevoked means the node token was revoked; Verify wraps it
+	// together with ErrInvalidNodeToken.
+	ErrNodeTokenRevoked = errors.New("admin: node token revoked")
+	// ErrNodeNotFound is what a Drainer wraps when it does not know the
+	// node; it wraps ErrNotFound.
+	ErrNodeNotFound = fmt.Errorf("%w: node", ErrNotFound)
+)
+
+// APIError is a refusal from the admin API, decoded from its OpenAI-shaped
+// error body. Use errors.As to get it from a Client error.
+type APIError struct {
+	// Status is the HTTP status.
+	Status int
+	// Type is the error type ("invalid_request_error", "not_found_error", …).
+	Type string
+	// Code is the machine-readable code ("invalid_value", "not_found", …).
+	Code string
+	// Param names the request field at fault, if any.
+	Param string
+	// Message is the human-readable explanation.
+	Message string
+}
+
+// Error returns the status, code, param and message.
+func (e *APIError) Error() string {
+	s := fmt.Sprintf("admin api: %d %s", e.Status, e.Code)
+	if e.Param != "" {
+		s += " (" + e.Param + ")"
+	}
+	return s + ": " + e.Message
+}

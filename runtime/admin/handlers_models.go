@@ -1,0 +1,83 @@
+package admin
+
+import (
+	"net/http"
+
+	"github.com/gin-gonic/gin"
+)
+
+// pathName reads the model or node name path parameter; on failure it has
+// answered 400.
+func pathName(c *gin.Context, name string) (string, bool) {
+	v := c.Param(name)
+	if e := checkIdent(name, v); e != nil {
+		badRequest(c, codeInvalidValue, e)
+		return "", false
+	}
+	return v, true
+}
+
+// putModel is PUT /admin/models/{name}: 201 when created, 200 when updated
+// or already as asked.
+func (a *API) putModel(c *gin.Context) {
+	name, ok := pathName(c, "name")
+	if !ok {
+		return
+	}
+	var spec ModelSpec
+	present, ok := decodeBody(c, &spec)
+	if !ok {
+		return
+	}
+	if e := validateModel(&spec, present); e != nil {
+		badRequest(c, codeInvalidValue, e)
+		return
+	}
+	m, created, err := a.store.PutModel(c.Request.Context(), name, spec, a.now())
+	if err != nil {
+		a.fail(c, err, "name", "model")
+		return
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	writeJSON(c, status, m)
+}
+
+// listModels is GET /admin/models.
+func (a *API) listModels(c *gin.Context) {
+	models, err := a.store.ListModels(c.Request.Context())
+	if err != nil {
+		a.fail(c, err, "", "model")
+		return
+	}
+	writeJSON(c, http.StatusOK, List[Model]{Data: models})
+}
+
+// getModel is GET /admin/models/{name}.
+func (a *API) getModel(c *gin.Context) {
+	name, ok := pathName(c, "name")
+	if !ok {
+		return
+	}
+	m, err := a.store.GetModel(c.Request.Context(), name)
+	if err != nil {
+		a.fail(c, err, "name", "model")
+		return
+	}
+	writeJSON(c, http.StatusOK, m)
+}
+
+// deleteModel is DELETE /admin/models/{name}: 204, or 404 when absent.
+func (a *API) deleteModel(c *gin.Context) {
+	name, ok := pathName(c, "name")
+	if !ok {
+		return
+	}
+	if err := a.store.DeleteModel(c.Request.Context(), name); err != nil {
+		a.fail(c, err, "name", "model")
+		return
+	}
+	c.Status(http.StatusNoContent)
+}

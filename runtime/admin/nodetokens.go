@@ -1,0 +1,222 @@
+package admin
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/store"
+)
+
+// NodeTokenPrefix starts every node token. It differs from auth.KeyPrefix,
+// so a node token is never taken for an API key (or the reverse), and a
+// leaked one is recognisable.
+const NodeTokenPrefix = "llpnode_"
+
+// nodeTokenBodyLen is the number of base62 digits after the prefix: 43
+// digits carry the 256 bits of auth.GenerateKey.
+const nodeTokenBodyLen = 43
+
+// GenerateNodeToken returns a new random node token and the SHA-256 hash
+// that alone is stored.
+func GenerateNodeToken() (token string, hash []byte, err error) {
+	k, err := auth.GenerateKey()
+	if err != nil {
+		return "", nil, fmt.Errorf("generate node token: %w", err)
+	}
+	token = NodeTokenPrefix + k.Secret[len(auth.KeyPrefix):]
+	return token, auth.HashKey(token), nil
+}
+
+// looksLikeNodeToken reports whether s has a node token's shape, so that
+// garbage costs no query.
+func looksLikeNodeToken(s string) bool {
+	return strings.HasPrefix(s, NodeTokenPrefix) && len(s) == len(NodeTokenPrefix)+nodeTokenBodyLen
+}
+
+// SQLNodeTokens keeps per-node tokens in the node_tokens table: only their
+// hashes, and when they were revoked.
+type SQLNodeTokens struct {
+	db  *store.DB
+	idm *idempotency
+}
+
+// NewSQLNodeTokens returns node tokens over db, which must be migrated.
+func NewSQLNodeTokens(db *store.DB) *SQLNodeTokens {
+	return &SQLNodeTokens{db: db, idm: newIdempotency(db)}
+}
+
+// nodeTokenColumns are the node_tokens columns scanNodeToken reads.
+const nodeTokenColumns = "id, node_id, created_at, revoked_at"
+
+// scanNodeToken reads one token selected with nodeTokenColumns.
+func scanNodeToken(r rowScanner) (NodeToken, error) {
+	var (
+		t       NodeToken
+		revoked sql.NullTime
+	)
+	if err := r.Scan(&t.ID, &t.NodeID, &t.CreatedAt, &revoked); err != nil {
+		return NodeToken{}, err
+	}
+	t.CreatedAt, t.RevokedAt = t.CreatedAt.UTC(), nullTime(revoked)
+	return t, nil
+}
+
+// getNodeToken reads the token with id through q.
+func getNodeToken(ctx context.Context, q queryer, id int64) (NodeToken, error) {
+	t, err := scanNodeToken(q.QueryRowContext(ctx, "SELECT "+nodeTokenColumns+" FROM node_tokens WHERE id = $1", id))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return NodeToken{}, fmt.Errorf("node token %d: %w", id, ErrNotFound)
+	case err != nil:
+		return NodeToken{}, fmt.Errorf("read node token: %w", err)
+	}
+	return t, nil
+}
+
+// Issue creates a token for nodeID, which need not have registered yet,
+// and returns it with its secret. With a non-empty idemKey, a repeat for
+// the same node returns the first token without its secret (Replayed).
+func (s *SQLNodeTokens) Issue(ctx context.Context, nodeID, idemKey string, now time.Time) (IssuedNodeToken, error) {
+	fp := fingerprint(struct {
+		NodeID string `json:"node_id"`
+	}{nodeID})
+	if idemKey != "" {
+		if err := s.idm.ensure(ctx); err != nil {
+			return IssuedNodeToken{}, err
+		}
+	}
+	var out IssuedNodeToken
+	err := runIdempotent(func() error {
+		return withTx(ctx, s.db, func(tx *sql.Tx) error {
+			var err error
+			out, err = s.issueTx(ctx, tx, nodeID, idemKey, fp, now)
+			return err
+		})
+	})
+	if err != nil {
+		return IssuedNodeToken{}, fmt.Errorf("issue node token: %w", err)
+	}
+	return out, nil
+}
+
+// issueTx is Issue's transaction.
+func (s *SQLNodeTokens) issueTx(ctx context.Context, tx *sql.Tx, nodeID, idemKey, fp string, now time.Time) (IssuedNodeToken, error) {
+	if idemKey != "" {
+		id, err := lookupIdempotent(ctx, tx, scopeNodeToken, idemKey, fp)
+		if err != nil {
+			return IssuedNodeToken{}, err
+		}
+		if id != 0 {
+			t, err := getNodeToken(ctx, tx, id)
+			return IssuedNodeToken{NodeToken: t, Replayed: true, SecretNote: SecretNote}, err
+		}
+	}
+	token, hash, err := GenerateNodeToken()
+	if err != nil {
+		return IssuedNodeToken{}, err
+	}
+	t, err := scanNodeToken(tx.QueryRowContext(ctx, `INSERT INTO node_tokens (node_id, hash, created_at)
+		VALUES ($1, $2, $3) RETURNING `+nodeTokenColumns, nodeID, hash, now))
+	if err != nil {
+		return IssuedNodeToken{}, fmt.Errorf("insert: %w", err)
+	}
+	if idemKey != "" {
+		if err := recordIdempotent(ctx, tx, scopeNodeToken, idemKey, fp, t.ID, now); err != nil {
+			if store.IsUniqueViolation(err) {
+				return IssuedNodeToken{}, errRaceLost
+			}
+			return IssuedNodeToken{}, err
+		}
+	}
+	return IssuedNodeToken{NodeToken: t, Token: token}, nil
+}
+
+// List returns the tokens of nodeID, revoked ones included, oldest first.
+func (s *SQLNodeTokens) List(ctx context.Context, nodeID string) ([]NodeToken, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT "+nodeTokenColumns+" FROM node_tokens WHERE node_id = $1 ORDER BY id", nodeID)
+	if err != nil {
+		return nil, fmt.Errorf("list node tokens: %w", err)
+	}
+	defer rows.Close()
+	tokens := []NodeToken{}
+	for rows.Next() {
+		t, err := scanNodeToken(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list node tokens: %w", err)
+		}
+		tokens = append(tokens, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list node tokens: %w", err)
+	}
+	return tokens, nil
+}
+
+// Revoke marks the token with id revoked at now and records a revoke event
+// for its node, in one transaction. It reports whether this call revoked
+// it: revoking a revoked token changes nothing.
+func (s *SQLNodeTokens) Revoke(ctx context.Context, id int64, now time.Time) (NodeToken, bool, error) {
+	var (
+		t       NodeToken
+		changed bool
+	)
+	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, "UPDATE node_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL", id, now)
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		if t, err = getNodeToken(ctx, tx, id); err != nil {
+			return err
+		}
+		if changed = n == 1; !changed {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO node_events (node_id, kind, detail, created_at)
+			VALUES ($1, 'revoke', $2, $3)`, t.NodeID, "node token "+strconv.FormatInt(id, 10)+" revoked", now)
+		if err != nil {
+			return fmt.Errorf("record revoke event: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return NodeToken{}, false, fmt.Errorf("revoke node token: %w", err)
+	}
+	return t, changed, nil
+}
+
+// Verify checks the token a node presents at registration. It returns nil
+// only for a token issued to nodeID and not revoked; otherwise an error
+// wrapping ErrInvalidNodeToken (and ErrNodeTokenRevoked for a revoked
+// one). The token is never part of an error.
+func (s *SQLNodeTokens) Verify(ctx context.Context, nodeID, token string) error {
+	if !looksLikeNodeToken(token) {
+		return fmt.Errorf("%w: malformed token for node %q", ErrInvalidNodeToken, nodeID)
+	}
+	var (
+		owner   string
+		revoked sql.NullTime
+	)
+	err := s.db.QueryRowContext(ctx, "SELECT node_id, revoked_at FROM node_tokens WHERE hash = $1",
+		auth.HashKey(token)).Scan(&owner, &revoked)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("%w: unknown token for node %q", ErrInvalidNodeToken, nodeID)
+	case err != nil:
+		return fmt.Errorf("verify node token: %w", err)
+	case owner != nodeID:
+		return fmt.Errorf("%w: token of another node presented by %q", ErrInvalidNodeToken, nodeID)
+	case revoked.Valid:
+		return fmt.Errorf("%w: %w", ErrInvalidNodeToken, ErrNodeTokenRevoked)
+	}
+	return nil
+}

@@ -1,0 +1,248 @@
+package admin
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/store"
+)
+
+// nullIfZero stores a limit of 0 (unlimited) as NULL, which the schema
+// defines as "no limit" and its CHECK (> 0) requires.
+func nullIfZero(v int64) any {
+	if v == 0 {
+		return nil
+	}
+	return v
+}
+
+// nullTimeParam is a nullable time parameter in UTC.
+func nullTimeParam(t *time.Time) any {
+	if t == nil {
+		return nil
+	}
+	return t.UTC()
+}
+
+// allowlistJSON is the stored form of an allowlist: a JSON array, "[]" for
+// none (every model allowed).
+func allowlistJSON(list []string) string {
+	if list == nil {
+		list = []string{}
+	}
+	b, _ := json.Marshal(list) // a []string always marshals
+	return string(b)
+}
+
+// getKey reads the key with id through q (the pool or a transaction).
+func getKey(ctx context.Context, q queryer, id int64, forUpdate string) (Key, error) {
+	k, err := scanKey(q.QueryRowContext(ctx, "SELECT "+keyColumns+" FROM api_keys k WHERE k.id = $1"+forUpdate, id))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Key{}, fmt.Errorf("api key %d: %w", id, ErrNotFound)
+	case err != nil:
+		return Key{}, fmt.Errorf("read api key: %w", err)
+	}
+	return k, nil
+}
+
+// CreateKey creates an API key for req.TeamID and returns it with its
+// secret, which is not stored. With a non-empty idemKey, a repeat of the
+// same request returns the key created first, without its secret
+// (Replayed); a different request under the same idemKey fails with
+// ErrIdempotencyConflict. A missing team is ErrTeamNotFound.
+func (s *SQLStore) CreateKey(ctx context.Context, req CreateKeyRequest, idemKey string, now time.Time) (CreatedKey, error) {
+	if req.ExpiresAt != nil {
+		t := req.ExpiresAt.UTC()
+		req.ExpiresAt = &t
+	}
+	fp := fingerprint(req)
+	if idemKey != "" {
+		if err := s.idm.ensure(ctx); err != nil {
+			return CreatedKey{}, err
+		}
+	}
+	var out CreatedKey
+	err := runIdempotent(func() error {
+		return withTx(ctx, s.db, func(tx *sql.Tx) error {
+			var err error
+			out, err = s.createKeyTx(ctx, tx, req, idemKey, fp, now)
+			return err
+		})
+	})
+	if err != nil {
+		return CreatedKey{}, fmt.Errorf("create api key: %w", err)
+	}
+	return out, nil
+}
+
+// createKeyTx is CreateKey's transaction.
+func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req CreateKeyRequest, idemKey, fp string, now time.Time) (CreatedKey, error) {
+	if idemKey != "" {
+		id, err := lookupIdempotent(ctx, tx, scopeKeyCreate, idemKey, fp)
+		if err != nil {
+			return CreatedKey{}, err
+		}
+		if id != 0 {
+			k, err := getKey(ctx, tx, id, "")
+			return CreatedKey{Key: k, Replayed: true, SecretNote: SecretNote}, err
+		}
+	}
+	if err := teamExists(ctx, tx, req.TeamID); err != nil {
+		return CreatedKey{}, err
+	}
+	secret, err := auth.GenerateKey()
+	if err != nil {
+		return CreatedKey{}, fmt.Errorf("generate key: %w", err)
+	}
+	var id int64
+	err = tx.QueryRowContext(ctx, `INSERT INTO api_keys
+		(team_id, name, prefix, hash, model_allowlist, rpm, tokens_per_day, max_streams, expires_at, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
+		req.TeamID, req.Name, secret.Display, secret.Hash, allowlistJSON(req.ModelAllowlist),
+		nullIfZero(int64(req.RPM)), nullIfZero(req.TokensPerDay), nullIfZero(int64(req.MaxStreams)),
+		nullTimeParam(req.ExpiresAt), now).Scan(&id)
+	if err != nil {
+		return CreatedKey{}, fmt.Errorf("insert: %w", err)
+	}
+	if idemKey != "" {
+		if err := recordIdempotent(ctx, tx, scopeKeyCreate, idemKey, fp, id, now); err != nil {
+			if store.IsUniqueViolation(err) {
+				return CreatedKey{}, errRaceLost
+			}
+			return CreatedKey{}, err
+		}
+	}
+	k, err := getKey(ctx, tx, id, "")
+	return CreatedKey{Key: k, Secret: secret.Secret}, err
+}
+
+// GetKey returns the key with id, or ErrNotFound.
+func (s *SQLStore) GetKey(ctx context.Context, id int64) (Key, error) {
+	return getKey(ctx, s.db, id, "")
+}
+
+// ListKeys returns the keys of the team with teamID (every key when
+// teamID is 0), revoked ones included, oldest first.
+func (s *SQLStore) ListKeys(ctx context.Context, teamID int64) ([]Key, error) {
+	q, args := "SELECT "+keyColumns+" FROM api_keys k ORDER BY k.id", []any(nil)
+	if teamID != 0 {
+		if err := teamExists(ctx, s.db, teamID); err != nil {
+			return nil, err
+		}
+		q, args = "SELECT "+keyColumns+" FROM api_keys k WHERE k.team_id = $1 ORDER BY k.id", []any{teamID}
+	}
+	rows, err := s.db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	defer rows.Close()
+	keys := []Key{}
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list api keys: %w", err)
+		}
+		keys = append(keys, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list api keys: %w", err)
+	}
+	return keys, nil
+}
+
+// UpdateKey applies patch to the key with id and returns the result.
+func (s *SQLStore) UpdateKey(ctx context.Context, id int64, patch UpdateKeyRequest) (Key, error) {
+	var k Key
+	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+		var err error
+		if k, err = getKey(ctx, tx, id, s.db.Dialect().ForUpdate()); err != nil {
+			return err
+		}
+		applyKeyPatch(&k, patch)
+		_, err = tx.ExecContext(ctx, `UPDATE api_keys SET name = $2, model_allowlist = $3, rpm = $4,
+			tokens_per_day = $5, max_streams = $6, expires_at = $7 WHERE id = $1`,
+			id, k.Name, allowlistJSON(k.ModelAllowlist), nullIfZero(int64(k.RPM)), nullIfZero(k.TokensPerDay),
+			nullIfZero(int64(k.MaxStreams)), nullTimeParam(k.ExpiresAt))
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Key{}, fmt.Errorf("update api key: %w", err)
+	}
+	return k, nil
+}
+
+// applyKeyPatch sets the fields patch carries.
+func applyKeyPatch(k *Key, p UpdateKeyRequest) {
+	if p.Name != nil {
+		k.Name = *p.Name
+	}
+	if p.ModelAllowlist != nil {
+		k.ModelAllowlist = append([]string{}, *p.ModelAllowlist...)
+	}
+	if p.RPM != nil {
+		k.RPM = *p.RPM
+	}
+	if p.TokensPerDay != nil {
+		k.TokensPerDay = *p.TokensPerDay
+	}
+	if p.MaxStreams != nil {
+		k.MaxStreams = *p.MaxStreams
+	}
+	if p.ExpiresAt.Set {
+		k.ExpiresAt = nil
+		if p.ExpiresAt.Value != nil {
+			t := p.ExpiresAt.Value.UTC()
+			k.ExpiresAt = &t
+		}
+	}
+}
+
+// RotateKey gives the key with id a new secret, keeping its id, team and
+// limits; the old secret stops matching as the transaction commits. A
+// revoked key cannot be rotated (ErrKeyRevoked).
+func (s *SQLStore) RotateKey(ctx context.Context, id int64) (CreatedKey, error) {
+	var out CreatedKey
+	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+		k, err := getKey(ctx, tx, id, s.db.Dialect().ForUpdate())
+		if err != nil {
+			return err
+		}
+		if k.RevokedAt != nil {
+			return fmt.Errorf("api key %d: %w", id, ErrKeyRevoked)
+		}
+		secret, err := auth.GenerateKey()
+		if err != nil {
+			return fmt.Errorf("generate key: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, "UPDATE api_keys SET hash = $2, prefix = $3 WHERE id = $1",
+			id, secret.Hash, secret.Display); err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		k.Prefix = secret.Display
+		out = CreatedKey{Key: k, Secret: secret.Secret}
+		return nil
+	})
+	if err != nil {
+		return CreatedKey{}, fmt.Errorf("rotate api key: %w", err)
+	}
+	return out, nil
+}
+
+// RevokeKey marks the key with id revoked at now. Revoking a revoked key
+// changes nothing and returns it as it is.
+func (s *SQLStore) RevokeKey(ctx context.Context, id int64, now time.Time) (Key, error) {
+	if _, err := s.db.ExecContext(ctx, "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+		id, now); err != nil {
+		return Key{}, fmt.Errorf("revoke api key: %w", err)
+	}
+	return getKey(ctx, s.db, id, "")
+}

@@ -1,0 +1,119 @@
+package admin
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// modelColumns are the models columns scanModel reads, in order.
+const modelColumns = `name, served_name, prompt_price_micro_per_mtok, completion_price_micro_per_mtok,
+	max_context_tokens, max_output_tokens, created_at, updated_at`
+
+// scanModel reads one model selected with modelColumns.
+func scanModel(r rowScanner) (Model, error) {
+	var m Model
+	if err := r.Scan(&m.Name, &m.ServedName, &m.PromptPriceMicroPerMTok, &m.CompletionPriceMicroPerMTok,
+		&m.MaxContextTokens, &m.MaxOutputTokens, &m.CreatedAt, &m.UpdatedAt); err != nil {
+		return Model{}, err
+	}
+	m.CreatedAt, m.UpdatedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC()
+	return m, nil
+}
+
+// getModel reads the model called name through q.
+func getModel(ctx context.Context, q queryer, name, forUpdate string) (Model, error) {
+	m, err := scanModel(q.QueryRowContext(ctx, "SELECT "+modelColumns+" FROM models WHERE name = $1"+forUpdate, name))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return Model{}, fmt.Errorf("model %q: %w", name, ErrNotFound)
+	case err != nil:
+		return Model{}, fmt.Errorf("read model: %w", err)
+	}
+	return m, nil
+}
+
+// PutModel creates the model called name (created true) or brings it to
+// spec. Putting the spec it already has changes nothing, updated_at
+// included, so a repeated apply is a no-op.
+func (s *SQLStore) PutModel(ctx context.Context, name string, spec ModelSpec, now time.Time) (Model, bool, error) {
+	var (
+		m       Model
+		created bool
+	)
+	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+		var err error
+		m, err = scanModel(tx.QueryRowContext(ctx, `INSERT INTO models (name, served_name, prompt_price_micro_per_mtok,
+			completion_price_micro_per_mtok, max_context_tokens, max_output_tokens, created_at, updated_at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT (name) DO NOTHING RETURNING `+modelColumns,
+			name, spec.ServedName, spec.PromptPriceMicroPerMTok, spec.CompletionPriceMicroPerMTok,
+			spec.MaxContextTokens, spec.MaxOutputTokens, now))
+		if err == nil {
+			created = true
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("insert: %w", err)
+		}
+		if m, err = getModel(ctx, tx, name, s.db.Dialect().ForUpdate()); err != nil {
+			return err
+		}
+		if m.ModelSpec == spec {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, `UPDATE models SET served_name = $2, prompt_price_micro_per_mtok = $3,
+			completion_price_micro_per_mtok = $4, max_context_tokens = $5, max_output_tokens = $6, updated_at = $7
+			WHERE name = $1`, name, spec.ServedName, spec.PromptPriceMicroPerMTok, spec.CompletionPriceMicroPerMTok,
+			spec.MaxContextTokens, spec.MaxOutputTokens, now)
+		if err != nil {
+			return fmt.Errorf("update: %w", err)
+		}
+		m.ModelSpec, m.UpdatedAt = spec, now.UTC()
+		return nil
+	})
+	if err != nil {
+		return Model{}, false, fmt.Errorf("put model: %w", err)
+	}
+	return m, created, nil
+}
+
+// GetModel returns the model called name, or ErrNotFound.
+func (s *SQLStore) GetModel(ctx context.Context, name string) (Model, error) {
+	return getModel(ctx, s.db, name, "")
+}
+
+// ListModels returns every model by name.
+func (s *SQLStore) ListModels(ctx context.Context) ([]Model, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT "+modelColumns+" FROM models ORDER BY name")
+	if err != nil {
+		return nil, fmt.Errorf("list models: %w", err)
+	}
+	defer rows.Close()
+	models := []Model{}
+	for rows.Next() {
+		m, err := scanModel(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list models: %w", err)
+		}
+		models = append(models, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list models: %w", err)
+	}
+	return models, nil
+}
+
+// DeleteModel removes the model called name, or reports ErrNotFound.
+// Usage rows keep the name as text, so history survives.
+func (s *SQLStore) DeleteModel(ctx context.Context, name string) error {
+	res, err := s.db.ExecContext(ctx, "DELETE FROM models WHERE name = $1", name)
+	if err != nil {
+		return fmt.Errorf("delete model: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return fmt.Errorf("model %q: %w", name, ErrNotFound)
+	}
+	return nil
+}

@@ -1,0 +1,239 @@
+package admin
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// The types below are the admin API's wire format, shared by the server
+// and Client. Money is integer micro-credits; a limit of 0 means unlimited;
+// times are RFC 3339 in UTC.
+
+// List is the envelope of every list answer: {"data":[…]}.
+type List[T any] struct {
+	Data []T `json:"data"`
+}
+
+// Team is a team and its money as the ledger sees it.
+type Team struct {
+	ID   int64  `json:"id"`
+	Name string `json:"name"`
+	// BalanceMicrocredits is credits granted minus settled costs.
+	BalanceMicrocredits int64 `json:"balance_microcredits"`
+	// ReservedMicrocredits is held by requests still running.
+	ReservedMicrocredits int64 `json:"reserved_microcredits"`
+	// AvailableMicrocredits is balance minus reserved: what new requests
+	// may reserve.
+	AvailableMicrocredits int64     `json:"available_microcredits"`
+	CreatedAt             time.Time `json:"created_at"`
+}
+
+// CreateTeamRequest is the body of POST /admin/teams.
+type CreateTeamRequest struct {
+	Name string `json:"name"`
+}
+
+// UpdateTeamRequest is the body of PATCH /admin/teams/{id}; an absent field
+// is left as it is.
+type UpdateTeamRequest struct {
+	Name *string `json:"name,omitempty"`
+}
+
+// CreditRequest is the body of POST /admin/credits. A negative amount is a
+// correction; zero is refused.
+type CreditRequest struct {
+	TeamID             int64 `json:"team_id"`
+	AmountMicrocredits int64 `json:"amount_microcredits"`
+	// IdempotencyKey makes a retried grant a no-op: the same key with the
+	// same team and amount replays the first entry, with anything else it
+	// is a 409.
+	IdempotencyKey string `json:"idempotency_key"`
+	Note           string `json:"note,omitempty"`
+}
+
+// Credit is one ledger credit entry.
+type Credit struct {
+	ID                 int64     `json:"id"`
+	TeamID             int64     `json:"team_id"`
+	AmountMicrocredits int64     `json:"amount_microcredits"`
+	IdempotencyKey     string    `json:"idempotency_key"`
+	Note               string    `json:"note"`
+	CreatedAt          time.Time `json:"created_at"`
+	// Replayed is true when the entry already existed: the grant was not
+	// applied a second time.
+	Replayed bool `json:"replayed"`
+}
+
+// Key statuses, computed at answer time.
+const (
+	KeyActive  = "active"
+	KeyExpired = "expired"
+	KeyRevoked = "revoked"
+)
+
+// Key is an API key as the admin API shows it: never its secret or hash.
+type Key struct {
+	ID     int64  `json:"id"`
+	TeamID int64  `json:"team_id"`
+	Name   string `json:"name"`
+	// Prefix is the key's first characters ("llp_AbC123xy"), safe to show.
+	Prefix string `json:"prefix"`
+	// ModelAllowlist names the models the key may use; empty allows every
+	// model.
+	ModelAllowlist []string   `json:"model_allowlist"`
+	RPM            int        `json:"rpm"`
+	TokensPerDay   int64      `json:"tokens_per_day"`
+	MaxStreams     int        `json:"max_streams"`
+	ExpiresAt      *time.Time `json:"expires_at"`
+	RevokedAt      *time.Time `json:"revoked_at"`
+	CreatedAt      time.Time  `json:"created_at"`
+	// Status is KeyActive, KeyExpired or KeyRevoked.
+	Status string `json:"status"`
+}
+
+// CreateKeyRequest is the body of POST /admin/keys. Zero limits are
+// unlimited and an empty allowlist allows every model.
+type CreateKeyRequest struct {
+	TeamID         int64      `json:"team_id"`
+	Name           string     `json:"name,omitempty"`
+	ModelAllowlist []string   `json:"model_allowlist,omitempty"`
+	RPM            int        `json:"rpm,omitempty"`
+	TokensPerDay   int64      `json:"tokens_per_day,omitempty"`
+	MaxStreams     int        `json:"max_streams,omitempty"`
+	ExpiresAt      *time.Time `json:"expires_at,omitempty"`
+}
+
+// UpdateKeyRequest is the body of PATCH /admin/keys/{id}. An absent field
+// is left as it is; a zero limit removes the limit; an empty allowlist
+// allows every model; "expires_at": null removes the expiry.
+type UpdateKeyRequest struct {
+	Name           *string      `json:"name,omitempty"`
+	ModelAllowlist *[]string    `json:"model_allowlist,omitempty"`
+	RPM            *int         `json:"rpm,omitempty"`
+	TokensPerDay   *int64       `json:"tokens_per_day,omitempty"`
+	MaxStreams     *int         `json:"max_streams,omitempty"`
+	ExpiresAt      OptionalTime `json:"expires_at,omitzero"`
+}
+
+// SecretNote is the secret_note of a replayed create: why the secret is
+// missing and what to do instead.
+const SecretNote = "the secret was shown only in the first response to this Idempotency-Key; only its hash is stored, so rotate to get a new secret"
+
+// CreatedKey is the answer to creating or rotating a key. Secret is set
+// only in the first answer; a replay has Replayed and SecretNote instead.
+type CreatedKey struct {
+	Key
+	Secret     string `json:"key,omitempty"`
+	Replayed   bool   `json:"replayed,omitempty"`
+	SecretNote string `json:"secret_note,omitempty"`
+}
+
+// ModelSpec is the body of PUT /admin/models/{name}; every field is
+// required. Prices are micro-credits per million tokens.
+type ModelSpec struct {
+	ServedName                  string `json:"served_name"`
+	PromptPriceMicroPerMTok     int64  `json:"prompt_price_micro_per_mtok"`
+	CompletionPriceMicroPerMTok int64  `json:"completion_price_micro_per_mtok"`
+	MaxContextTokens            int    `json:"max_context_tokens"`
+	MaxOutputTokens             int    `json:"max_output_tokens"`
+}
+
+// Model is a declared model.
+type Model struct {
+	Name string `json:"name"`
+	ModelSpec
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Node is a registered node: its durable record from the nodes table, and
+// Live when a NodeView is configured and the node is beating.
+type Node struct {
+	ID       string `json:"id"`
+	Location string `json:"location"`
+	GPUs     int    `json:"gpus"`
+	GPUModel string `json:"gpu_model"`
+	// Models is the JSON array the node registered, as stored.
+	Models         json.RawMessage `json:"models"`
+	ServiceURL     string          `json:"service_url,omitempty"`
+	LastSeen       *time.Time      `json:"last_seen"`
+	OrchestratorID string          `json:"orchestrator_id,omitempty"`
+	State          string          `json:"state"`
+	CreatedAt      time.Time       `json:"created_at"`
+	Live           *NodeLive       `json:"live"`
+}
+
+// NodeLive is a node's heartbeat state, from the orchestrator's registry.
+type NodeLive struct {
+	Healthy      bool      `json:"healthy"`
+	QueueDepth   int       `json:"queue_depth"`
+	Running      int       `json:"running"`
+	KVCacheUsage float64   `json:"kv_cache_usage"`
+	GPUUtil      float64   `json:"gpu_util"`
+	Draining     bool      `json:"draining"`
+	Owner        string    `json:"owner,omitempty"`
+	BeatAt       time.Time `json:"beat_at"`
+}
+
+// NodeToken is a node token as listed: never its secret or hash.
+type NodeToken struct {
+	ID        int64      `json:"id"`
+	NodeID    string     `json:"node_id"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at"`
+}
+
+// IssuedNodeToken is the answer to issuing a node token. Token is set only
+// in the first answer; a replay has Replayed and SecretNote instead.
+type IssuedNodeToken struct {
+	NodeToken
+	Token      string `json:"token,omitempty"`
+	Replayed   bool   `json:"replayed,omitempty"`
+	SecretNote string `json:"secret_note,omitempty"`
+}
+
+// DrainResult is the answer to POST /admin/nodes/{id}/drain.
+type DrainResult struct {
+	NodeID string `json:"node_id"`
+	State  string `json:"state"`
+}
+
+// OptionalTime is a PATCH field that tells "absent" (Set false), "null"
+// (Set, Value nil) and a time apart. Tag it omitzero.
+type OptionalTime struct {
+	Set   bool
+	Value *time.Time
+}
+
+// SetTime returns an OptionalTime holding t.
+func SetTime(t time.Time) OptionalTime { return OptionalTime{Set: true, Value: &t} }
+
+// ClearTime returns an OptionalTime holding null.
+func ClearTime() OptionalTime { return OptionalTime{Set: true} }
+
+// IsZero reports whether the field is absent, for omitzero.
+func (o OptionalTime) IsZero() bool { return !o.Set }
+
+// MarshalJSON writes null or the time.
+func (o OptionalTime) MarshalJSON() ([]byte, error) {
+	if o.Value == nil {
+		return []byte("null"), nil
+	}
+	return json.Marshal(*o.Value)
+}
+
+// UnmarshalJSON reads null or an RFC 3339 time; either marks the field set.
+func (o *OptionalTime) UnmarshalJSON(b []byte) error {
+	o.Set = true
+	o.Value = nil
+	if string(b) == "null" {
+		return nil
+	}
+	var t time.Time
+	if err := json.Unmarshal(b, &t); err != nil {
+		return fmt.Errorf("want an RFC 3339 time or null: %w", err)
+	}
+	o.Value = &t
+	return nil
+}

@@ -1,0 +1,405 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	oa "github.com/llmplat/llmplat/runtime/openai"
+)
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func chatBody(model string, stream bool, maxTokens int) string {
+	return fmt.Sprintf(`{"model":%q,"stream":%v,"max_tokens":%d,"messages":[{"role":"user","content":"a secret prompt about llamas"}]}`, model, stream, maxTokens)
+}
+
+// TestOfficialClientSettlesExactly: the official Go client streams through
+// the gateway; the ledger row settles to the engine's exact counts, the
+// balance drops by exactly the cost, the engine counted the same tokens,
+// and /v1/usage reports them.
+func TestOfficialClientSettlesExactly(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	teamID := s.team("alpha", 10*credit)
+	key := s.key(admin.CreateKeyRequest{TeamID: teamID, Name: "k"})
+
+	var httpResp *http.Response
+	client := openai.NewClient(option.WithBaseURL(s.url+"/v1"), option.WithAPIKey(key))
+	ctx := context.Background()
+	stream := client.Chat.Completions.NewStreaming(ctx, openai.ChatCompletionNewParams{
+		Model:         "llama-8b",
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
+		MaxTokens:     openai.Int(40),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	}, option.WithResponseInto(&httpResp))
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	stream.Close()
+	if acc.Usage.CompletionTokens == 0 || acc.Choices[0].Message.Content == "" {
+		t.Fatalf("no answer: %+v", acc)
+	}
+	for _, h := range []string{"X-Request-Id"} {
+		if httpResp.Header.Get(h) == "" {
+			t.Errorf("missing header %s", h)
+		}
+	}
+	r := s.waitRow(httpResp.Header.Get("X-Request-Id"))
+	if r.status != "settled" || r.from != "exact" || r.prompt != acc.Usage.PromptTokens || r.completion != acc.Usage.CompletionTokens {
+		t.Errorf("ledger row = %+v, want settled exact %d/%d", r, acc.Usage.PromptTokens, acc.Usage.CompletionTokens)
+	}
+	wantCost := (r.prompt*promptPrice + r.completion*completionPrice + 999_999) / 1_000_000
+	if r.cost != wantCost {
+		t.Errorf("cost = %d, want %d", r.cost, wantCost)
+	}
+	bal, err := s.led.Balance(ctx, teamID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bal.Balance != 10*credit-r.cost || bal.Reserved != 0 {
+		t.Errorf("balance = %+v, want %d with nothing reserved", bal, 10*credit-r.cost)
+	}
+	stats := s.sims["llama-8b"].Stats()
+	if stats.GenerationTokens != acc.Usage.CompletionTokens {
+		t.Errorf("engine counted %d tokens, ledger settled %d", stats.GenerationTokens, acc.Usage.CompletionTokens)
+	}
+
+	req, _ := http.NewRequest(http.MethodGet, s.url+"/v1/usage", nil)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var rep UsageReport
+	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Data) != 1 || rep.Data[0].CompletionTokens != acc.Usage.CompletionTokens || rep.Data[0].PromptTokens != acc.Usage.PromptTokens || rep.Data[0].CostMicrocredits != r.cost {
+		t.Errorf("usage = %+v, want one row of %d/%d costing %d", rep.Data, acc.Usage.PromptTokens, acc.Usage.CompletionTokens, r.cost)
+	}
+
+	// Non-streamed through the same path.
+	comp, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model: "llama-8b", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Again")}, MaxTokens: openai.Int(10),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if comp.Choices[0].Message.Content == "" || comp.Usage.CompletionTokens == 0 {
+		t.Errorf("non-streamed answer empty: %+v", comp)
+	}
+}
+
+// errorCase is one refusal the gateway must give in the OpenAI shape.
+type errorCase struct {
+	name       string
+	status     int
+	typ, code  string
+	retryAfter bool
+}
+
+func checkError(t *testing.T, resp *http.Response, body string, want errorCase) {
+	t.Helper()
+	var e oa.ErrorBody
+	if err := json.Unmarshal([]byte(body), &e); err != nil {
+		t.Fatalf("body %q is not an OpenAI error: %v", body, err)
+	}
+	var code string
+	_ = json.Unmarshal(e.Error.Code, &code)
+	if resp.StatusCode != want.status || e.Error.Type != want.typ || code != want.code || e.Error.Message == "" {
+		t.Errorf("got %d %s/%s %q, want %d %s/%s", resp.StatusCode, e.Error.Type, code, e.Error.Message, want.status, want.typ, want.code)
+	}
+	if got := resp.Header.Get("Retry-After"); want.retryAfter && (got == "" || got == "0") {
+		t.Errorf("Retry-After = %q, want a positive number of seconds", got)
+	}
+	if resp.Header.Get("X-Request-Id") == "" {
+		t.Error("no x-request-id on an error")
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	rich := s.team("rich", 10*credit)
+	poor := s.team("poor", 0)
+	key := s.key(admin.CreateKeyRequest{TeamID: rich, ModelAllowlist: []string{"llama-8b"}})
+	poorKey := s.key(admin.CreateKeyRequest{TeamID: poor})
+	rpmKey := s.key(admin.CreateKeyRequest{TeamID: rich, RPM: 1})
+	tpdKey := s.key(admin.CreateKeyRequest{TeamID: rich, TokensPerDay: 5})
+	past := time.Now().Add(-time.Hour)
+	expired := s.key(admin.CreateKeyRequest{TeamID: rich, ExpiresAt: &past})
+
+	// Use up the rpm and tokens-per-day budgets first.
+	if resp, body := s.do(rpmKey, chatBody("llama-8b", false, 5)); resp.StatusCode != 200 {
+		t.Fatalf("first rpm request: %d %s", resp.StatusCode, body)
+	}
+	if resp, body := s.do(tpdKey, chatBody("llama-8b", false, 5)); resp.StatusCode != 200 {
+		t.Fatalf("first tokens request: %d %s", resp.StatusCode, body)
+	}
+
+	tests := []struct {
+		errorCase
+		key, body string
+	}{
+		{errorCase{"no key", 401, oa.TypeAuthentication, "missing_api_key", false}, "", chatBody("llama-8b", true, 5)},
+		{errorCase{"bad key", 401, oa.TypeAuthentication, "invalid_api_key", false}, "llp_" + strings.Repeat("x", 43), chatBody("llama-8b", true, 5)},
+		{errorCase{"expired key", 401, oa.TypeAuthentication, "expired_api_key", false}, expired, chatBody("llama-8b", true, 5)},
+		{errorCase{"bad json", 400, oa.TypeInvalidRequest, "invalid_json", false}, key, `{"model":`},
+		{errorCase{"no messages", 400, oa.TypeInvalidRequest, "invalid_value", false}, key, `{"model":"llama-8b","messages":[]}`},
+		{errorCase{"unknown model", 404, oa.TypeNotFound, "model_not_found", false}, key, chatBody("gpt-9", true, 5)},
+		{errorCase{"model not allowed", 403, oa.TypePermission, "model_not_allowed", false}, key, chatBody("qwen-32b", true, 5)},
+		{errorCase{"no balance", 402, oa.TypeInsufficient, "insufficient_balance", false}, poorKey, chatBody("llama-8b", true, 5)},
+		{errorCase{"rpm", 429, oa.TypeRateLimit, "rate_limit_exceeded", true}, rpmKey, chatBody("llama-8b", true, 5)},
+		{errorCase{"tokens per day", 429, oa.TypeRateLimit, "tokens_per_day_exceeded", true}, tpdKey, chatBody("llama-8b", true, 5)},
+		{errorCase{"metadata url", 400, oa.TypeInvalidRequest, "url_not_allowed", false}, key,
+			`{"model":"llama-8b","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://169.254.169.254/latest/meta-data/"}}]}]}`},
+		{errorCase{"loopback url", 400, oa.TypeInvalidRequest, "url_not_allowed", false}, key,
+			`{"model":"llama-8b","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","description":"http://127.0.0.1/"}}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := s.do(tt.key, tt.body)
+			checkError(t, resp, body, tt.errorCase)
+		})
+	}
+	if strings.Contains(s.logs.String(), "secret prompt") || strings.Contains(s.logs.String(), "llamas") {
+		t.Error("a prompt reached the logs")
+	}
+}
+
+// TestStreamLimitAndQueueTimeout: a key at its stream limit gets 429 with
+// Retry-After; a model whose engines are full queues, then answers 503 with
+// Retry-After at the queue limit, and the queued request's reservation is
+// cancelled.
+func TestStreamLimitAndQueueTimeout(t *testing.T) {
+	s := newStack(t, stackOpts{maxInFlight: 1, queueLimit: 300 * time.Millisecond, faults: enginesim.Faults{Hang: true}})
+	team := s.team("t", 10*credit)
+	one := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 1})
+	other := s.key(admin.CreateKeyRequest{TeamID: team})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held, err := s.post(ctx, s.url, one, chatBody("llama-8b", true, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Body.Close()
+
+	resp, body := s.do(one, chatBody("llama-8b", true, 5))
+	checkError(t, resp, body, errorCase{"streams", 429, oa.TypeRateLimit, "concurrency_limit_exceeded", true})
+
+	start := time.Now()
+	resp, body = s.do(other, chatBody("llama-8b", true, 5))
+	checkError(t, resp, body, errorCase{"queue", 503, oa.TypeUnavailable, "no_capacity", true})
+	if waited := time.Since(start); waited < 300*time.Millisecond {
+		t.Errorf("answered after %v, before the queue limit", waited)
+	}
+	r, err := s.ledgerRow(resp.Header.Get("X-Request-Id"))
+	if err != nil || r.status != "cancelled" {
+		t.Errorf("queued request's row = %+v (%v), want cancelled", r, err)
+	}
+}
+
+// TestMaxStreamsUnderAttack: 500 concurrent streams on one key with
+// max_streams 10 never have more than 10 active, the rest get 429, and the
+// slot set is empty afterwards.
+func TestMaxStreamsUnderAttack(t *testing.T) {
+	s := newStack(t, stackOpts{timeScale: 20})
+	team := s.team("t", 1000*credit)
+	key := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 10})
+	keyID := int64(1)
+	rdb := s.redis.Client()
+
+	var peak, engPeak atomic.Int64
+	stop := make(chan struct{})
+	var sampler sync.WaitGroup
+	sampler.Add(1)
+	go func() {
+		defer sampler.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if n := s.activeStreams(rdb, keyID); n > peak.Load() {
+				peak.Store(n)
+			}
+			if n := int64(s.sims["llama-8b"].Stats().Running); n > engPeak.Load() {
+				engPeak.Store(n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
+	var ok, limited, other atomic.Int64
+	var wg sync.WaitGroup
+	for range 500 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := s.post(context.Background(), s.url, key, chatBody("llama-8b", true, 20))
+			if err != nil {
+				other.Add(1)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case 200:
+				ok.Add(1)
+			case 429:
+				limited.Add(1)
+			default:
+				other.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	close(stop)
+	sampler.Wait()
+	t.Logf("200: %d, 429: %d, other: %d, peak slots %d, peak engine sequences %d", ok.Load(), limited.Load(), other.Load(), peak.Load(), engPeak.Load())
+	if peak.Load() > 10 || engPeak.Load() > 10 {
+		t.Errorf("peak active = %d slots, %d engine sequences; want at most 10", peak.Load(), engPeak.Load())
+	}
+	if ok.Load() < 10 || ok.Load()+limited.Load() != 500 || other.Load() != 0 {
+		t.Errorf("200=%d 429=%d other=%d; want every request answered 200 or 429, at least 10 served", ok.Load(), limited.Load(), other.Load())
+	}
+	if n := s.activeStreams(rdb, keyID); n != 0 {
+		t.Errorf("%d stream slots still held after every request ended", n)
+	}
+}
+
+// TestRPMAcrossTwoGateways: the per-minute limit holds across two gateway
+// replicas sharing Redis.
+func TestRPMAcrossTwoGateways(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	second := s.gateway()
+	team := s.team("t", 100*credit)
+	key := s.key(admin.CreateKeyRequest{TeamID: team, RPM: 5})
+	var ok, limited atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			url := s.url
+			if i%2 == 1 {
+				url = second
+			}
+			resp, err := s.post(context.Background(), url, key, chatBody("llama-8b", false, 3))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			switch resp.StatusCode {
+			case 200:
+				ok.Add(1)
+			case 429:
+				limited.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if ok.Load() != 5 || limited.Load() != 15 {
+		t.Errorf("200=%d 429=%d across two gateways, want exactly 5 and 15", ok.Load(), limited.Load())
+	}
+}
+
+// TestClientDisconnectSettlesPartial: a client that leaves mid-stream
+// aborts the engine's sequence, the ledger settles the tokens produced so
+// far, and the stream slot is free again.
+func TestClientDisconnectSettlesPartial(t *testing.T) {
+	s := newStack(t, stackOpts{timeScale: 1})
+	team := s.team("t", 100*credit)
+	key := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := s.post(ctx, s.url, key, chatBody("llama-8b", true, 2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := resp.Header.Get("X-Request-Id")
+	r := oa.NewSSEReader(resp.Body)
+	for range 5 {
+		if _, err := r.Next(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cancel()
+	resp.Body.Close()
+	row := s.waitRow(id)
+	if row.status != "settled" || row.from != "partial" || row.completion < 4 || row.completion >= 2000 {
+		t.Errorf("row = %+v, want settled partial with the few tokens produced", row)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for s.sims["llama-8b"].Stats().Running != 0 || s.activeStreams(s.redis.Client(), 1) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("engine still runs %d sequences or the slot is held after the client left", s.sims["llama-8b"].Stats().Running)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestTenantIsolation: team B's key can neither read team A's usage nor
+// use a model only A may use.
+func TestTenantIsolation(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	a := s.team("a", 10*credit)
+	b := s.team("b", 10*credit)
+	keyA := s.key(admin.CreateKeyRequest{TeamID: a, ModelAllowlist: []string{"llama-8b", "qwen-32b"}})
+	keyB := s.key(admin.CreateKeyRequest{TeamID: b, ModelAllowlist: []string{"llama-8b"}})
+	if resp, body := s.do(keyA, chatBody("qwen-32b", false, 5)); resp.StatusCode != 200 {
+		t.Fatalf("team A: %d %s", resp.StatusCode, body)
+	}
+	resp, body := s.do(keyB, chatBody("qwen-32b", false, 5))
+	checkError(t, resp, body, errorCase{"b uses a's model", 403, oa.TypePermission, "model_not_allowed", false})
+
+	for _, tc := range []struct {
+		key   string
+		wantN int
+	}{{keyA, 1}, {keyB, 0}} {
+		req, _ := http.NewRequest(http.MethodGet, s.url+"/v1/usage?team_id="+itoa(a), nil)
+		req.Header.Set("Authorization", "Bearer "+tc.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep UsageReport
+		_ = json.NewDecoder(resp.Body).Decode(&rep)
+		resp.Body.Close()
+		if len(rep.Data) != tc.wantN {
+			t.Errorf("usage rows = %d (%+v), want %d: the team comes from the key, never from the request", len(rep.Data), rep.Data, tc.wantN)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.url+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+keyB)
+	mresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list oa.ModelList
+	_ = json.NewDecoder(mresp.Body).Decode(&list)
+	mresp.Body.Close()
+	if len(list.Data) != 1 || list.Data[0].ID != "llama-8b" {
+		t.Errorf("team B sees models %+v, want only llama-8b", list.Data)
+	}
+}

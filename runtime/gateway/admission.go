@@ -1,0 +1,172 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/tokens"
+)
+
+// admission is an admitted request: what was granted and must be given
+// back or settled.
+type admission struct {
+	p         auth.Principal
+	requestID string
+	model     string
+	// slot is set when a stream slot was taken and must be released.
+	slot bool
+	// promptEstimate is the reserved prompt count, used for a partial
+	// settle when the engine's usage never arrived.
+	promptEstimate int64
+	reserved       ledger.Reserved
+}
+
+// admit runs the checks in the cheapest order: the stream slot (one Redis
+// round trip), tokens per day (read-only), requests per minute (the one
+// check that cannot be undone, so it runs last among the limits), then the
+// ledger reservation in PostgreSQL. A refusal at any step gives back what
+// earlier steps took.
+func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, req *openai.ChatCompletionRequest) (*admission, *rejection) {
+	a := &admission{p: p, requestID: c.GetString(ctxRequestID), model: req.Model}
+	id := p.QuotaID()
+	if p.Limits.MaxStreams > 0 {
+		d, err := s.cfg.Limits.AcquireStream(ctx, id, a.requestID, p.Limits.MaxStreams)
+		if err != nil {
+			return nil, unavailable("quota")
+		}
+		if !d.Allowed {
+			return nil, reject(http.StatusTooManyRequests, "streams", openai.TypeRateLimit, "concurrency_limit_exceeded", "",
+				"too many concurrent streams for this key (max "+strconv.Itoa(p.Limits.MaxStreams)+")").after(d.RetryAfter)
+		}
+		a.slot = true
+	}
+	if r := s.checkRates(c, ctx, p); r != nil {
+		s.release(a)
+		return nil, r
+	}
+	a.promptEstimate = tokens.EstimateChat(req.Messages)
+	res, err := s.cfg.Ledger.Reserve(ctx, ledger.Reservation{
+		RequestID: a.requestID, TeamID: p.TeamID, KeyID: p.KeyID, Model: req.Model,
+		PromptTokens: a.promptEstimate, MaxOutputTokens: req.MaxOutputTokens(),
+	})
+	if err != nil {
+		s.release(a)
+		return nil, reserveRejection(err)
+	}
+	a.reserved = res
+	s.cfg.Metrics.reserved(req.Model, p.TeamName, res.Microcredits)
+	return a, nil
+}
+
+// checkRates applies tokens per day, then requests per minute, and sets
+// the x-ratelimit-remaining-* headers.
+func (s *Server) checkRates(c *gin.Context, ctx context.Context, p auth.Principal) *rejection {
+	id := p.QuotaID()
+	if p.Limits.TokensPerDay > 0 {
+		d, err := s.cfg.Limits.CheckTokens(ctx, id, p.Limits.TokensPerDay)
+		if err != nil {
+			return unavailable("quota")
+		}
+		if !d.Allowed {
+			return reject(http.StatusTooManyRequests, "tokens_per_day", openai.TypeRateLimit, "tokens_per_day_exceeded", "",
+				"this key has used its tokens for today").after(d.RetryAfter)
+		}
+		c.Header("X-Ratelimit-Limit-Tokens", strconv.FormatInt(p.Limits.TokensPerDay, 10))
+		c.Header("X-Ratelimit-Remaining-Tokens", strconv.FormatInt(d.Remaining, 10))
+	}
+	if p.Limits.RPM > 0 {
+		d, err := s.cfg.Limits.AllowRequest(ctx, id, p.Limits.RPM)
+		if err != nil {
+			return unavailable("quota")
+		}
+		c.Header("X-Ratelimit-Limit-Requests", strconv.Itoa(p.Limits.RPM))
+		c.Header("X-Ratelimit-Remaining-Requests", strconv.Itoa(d.Remaining))
+		if !d.Allowed {
+			return reject(http.StatusTooManyRequests, "rpm", openai.TypeRateLimit, "rate_limit_exceeded", "",
+				"too many requests per minute for this key (max "+strconv.Itoa(p.Limits.RPM)+")").after(d.RetryAfter)
+		}
+	}
+	return nil
+}
+
+func reserveRejection(err error) *rejection {
+	switch {
+	case errors.Is(err, ledger.ErrInsufficientBalance):
+		return reject(http.StatusPaymentRequired, "balance", openai.TypeInsufficient, "insufficient_balance", "",
+			"the team's balance cannot cover this request's reservation; ask for credit or lower max_tokens")
+	case errors.Is(err, ledger.ErrUnknownModel):
+		return reject(http.StatusNotFound, "unknown_model", openai.TypeNotFound, "model_not_found", "model",
+			"the model does not exist")
+	case errors.Is(err, ledger.ErrContextTooLong):
+		return reject(http.StatusBadRequest, "bad_request", openai.TypeInvalidRequest, "context_length_exceeded", "messages",
+			"the prompt leaves no room for an answer within the model's context length")
+	case errors.Is(err, ledger.ErrUnknownTeam):
+		return reject(http.StatusForbidden, "forbidden", openai.TypePermission, "unknown_team", "",
+			"the credential's team does not exist")
+	default:
+		return unavailable("ledger")
+	}
+}
+
+// release gives back the stream slot and wakes the model's queue; it runs
+// even after the client left, so it does not use the request's context.
+func (s *Server) release(a *admission) {
+	if !a.slot {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	_ = s.cfg.Limits.ReleaseStream(ctx, a.p.QuotaID(), a.requestID)
+	_ = s.cfg.Queue.Notify(ctx, a.model)
+	a.slot = false
+}
+
+// finish settles the ledger row from how the relay ended: the engine's
+// exact usage when it arrived; the tokens produced so far when the client
+// left or the engine broke (the prompt counted at its reserved estimate);
+// a cancel when nothing was produced. Settle is idempotent, so a retry
+// after a blip cannot debit twice.
+func (s *Server) finish(a *admission, out Outcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	var (
+		o   ledger.Outcome
+		err error
+	)
+	for range settleAttempts {
+		switch {
+		case out.State == Completed && out.Usage:
+			o, err = s.cfg.Ledger.Settle(ctx, a.requestID, ledger.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens}, ledger.SourceExact)
+		case out.CompletionTokens > 0 || out.Usage:
+			prompt := out.PromptTokens
+			if !out.Usage {
+				prompt = a.promptEstimate
+			}
+			o, err = s.cfg.Ledger.Settle(ctx, a.requestID, ledger.Usage{PromptTokens: prompt, CompletionTokens: out.CompletionTokens}, ledger.SourcePartial)
+		default:
+			o, err = s.cfg.Ledger.Cancel(ctx, a.requestID)
+		}
+		if err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		s.cfg.Logger.Error("settle failed; the sweeper will close the row", "request_id", a.requestID, "err", err)
+		return
+	}
+	if o.Applied && o.Status == "settled" {
+		s.cfg.Metrics.settled(a.model, a.p.TeamName, o.CostMicrocredits, o.Usage.CompletionTokens)
+		if err := s.cfg.Limits.AddTokens(ctx, a.p.QuotaID(), o.Usage.PromptTokens+o.Usage.CompletionTokens); err != nil {
+			s.cfg.Logger.Warn("tokens-per-day counter not updated", "request_id", a.requestID, "err", err)
+		}
+	}
+}

@@ -1,0 +1,57 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/openai"
+)
+
+// DefaultCatalogTTL is how long a loaded model list is trusted: a model
+// the platform team adds is served within seconds, and the database is
+// asked at most once per TTL, not once per request.
+const DefaultCatalogTTL = 5 * time.Second
+
+// CachedCatalog loads the model list through a function and keeps it for a
+// TTL. When a reload fails it keeps serving the last good list.
+type CachedCatalog struct {
+	load func(context.Context) ([]openai.Model, error)
+	ttl  time.Duration
+	now  func() time.Time
+
+	mu     sync.Mutex
+	models []openai.Model
+	loaded time.Time
+}
+
+var _ Catalog = (*CachedCatalog)(nil)
+
+// NewCachedCatalog returns a catalog over load; ttl 0 means DefaultCatalogTTL.
+func NewCachedCatalog(load func(context.Context) ([]openai.Model, error), ttl time.Duration) *CachedCatalog {
+	if ttl == 0 {
+		ttl = DefaultCatalogTTL
+	}
+	return &CachedCatalog{load: load, ttl: ttl, now: time.Now}
+}
+
+// Models implements Catalog.
+func (c *CachedCatalog) Models(ctx context.Context) ([]openai.Model, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.models != nil && c.now().Sub(c.loaded) < c.ttl {
+		return c.models, nil
+	}
+	models, err := c.load(ctx)
+	if err != nil {
+		if c.models != nil {
+			return c.models, nil
+		}
+		return nil, err
+	}
+	if models == nil {
+		models = []openai.Model{}
+	}
+	c.models, c.loaded = models, c.now()
+	return models, nil
+}

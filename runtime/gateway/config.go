@@ -1,0 +1,138 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/quota"
+	"github.com/llmplat/llmplat/runtime/urlguard"
+)
+
+// Defaults of a gateway's limits, each with its reason.
+const (
+	// DefaultQueueLimit is the seed's 30 s: longer than that a user is
+	// better served by a 503 and a retry than by a silent wait.
+	DefaultQueueLimit = 30 * time.Second
+	// DefaultFirstTokenTimeout ends a request whose engine accepted it but
+	// sends nothing: an unresponsive node must not hang the client (the
+	// seed's "requests routed to an unresponsive node").
+	DefaultFirstTokenTimeout = 60 * time.Second
+	// DefaultMaxRequestDuration bounds one request end to end; it stays
+	// below the stream slots' deadline and the ledger sweeper's window so
+	// that neither touches a live request.
+	DefaultMaxRequestDuration = 9 * time.Minute
+	// settleTimeout bounds the settle that runs after the client left.
+	settleTimeout = 10 * time.Second
+	// settleAttempts retries a settle that failed on a database blip; the
+	// sweeper is the backstop after that.
+	settleAttempts = 3
+)
+
+// Authenticator verifies a request's Authorization header.
+type Authenticator interface {
+	Authenticate(ctx context.Context, authorization string) (auth.Principal, error)
+}
+
+// Limiter is the gateway's view of the Redis limits (quota.Limiter).
+type Limiter interface {
+	AcquireStream(ctx context.Context, keyID, requestID string, maxStreams int) (quota.StreamDecision, error)
+	ReleaseStream(ctx context.Context, keyID, requestID string) error
+	AllowRequest(ctx context.Context, keyID string, rpm int) (quota.RateDecision, error)
+	CheckTokens(ctx context.Context, keyID string, limit int64) (quota.TokenDecision, error)
+	AddTokens(ctx context.Context, keyID string, n int64) error
+}
+
+// Queue is the shared per-model queue (quota.Queue).
+type Queue interface {
+	Wait(ctx context.Context, model, requestID string, limit time.Duration, try quota.TryFunc) error
+	Notify(ctx context.Context, model string) error
+}
+
+// Ledger is the two-phase credit ledger (ledger.Ledger).
+type Ledger interface {
+	Reserve(ctx context.Context, r ledger.Reservation) (ledger.Reserved, error)
+	Settle(ctx context.Context, requestID string, u ledger.Usage, src ledger.Source) (ledger.Outcome, error)
+	Cancel(ctx context.Context, requestID string) (ledger.Outcome, error)
+	Usage(ctx context.Context, teamID int64, from, to time.Time) ([]ledger.ModelUsage, error)
+}
+
+// Catalog lists the models the platform serves.
+type Catalog interface {
+	Models(ctx context.Context) ([]openai.Model, error)
+}
+
+// StaticCatalog is a fixed list of models.
+type StaticCatalog []openai.Model
+
+// Models implements Catalog.
+func (c StaticCatalog) Models(context.Context) ([]openai.Model, error) { return c, nil }
+
+// Config is what a gateway needs. Auth, Limits, Queue and Ledger are
+// required: there is no unmetered mode.
+type Config struct {
+	// Addr is the listen address, "127.0.0.1:8080".
+	Addr string
+	// TLSCertFile and TLSKeyFile turn on TLS at the edge when both are set.
+	TLSCertFile, TLSKeyFile string
+
+	Dispatcher dispatch.Dispatcher
+	Catalog    Catalog
+	Auth       Authenticator
+	Limits     Limiter
+	Queue      Queue
+	Ledger     Ledger
+	// URLGuard refuses bodies that point at internal URLs; nil means a
+	// guard with the default resolver.
+	URLGuard *urlguard.Guard
+	// Metrics records the gateway's metrics; nil means a private registry.
+	Metrics *Metrics
+	// Admin, when set, mounts the admin API under /admin.
+	Admin interface{ Register(r gin.IRouter) }
+
+	QueueLimit         time.Duration
+	FirstTokenTimeout  time.Duration
+	MaxRequestDuration time.Duration
+
+	// Logger receives one line per request, never its prompt or answer.
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	switch {
+	case c.Dispatcher == nil:
+		return c, errors.New("gateway: a dispatcher is required")
+	case c.Auth == nil || c.Limits == nil || c.Queue == nil || c.Ledger == nil:
+		return c, errors.New("gateway: auth, limits, queue and ledger are required")
+	case c.Catalog == nil:
+		return c, errors.New("gateway: a model catalog is required")
+	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
+		return c, errors.New("gateway: TLS needs both a certificate and a key file")
+	}
+	if c.URLGuard == nil {
+		c.URLGuard = &urlguard.Guard{}
+	}
+	if c.Metrics == nil {
+		c.Metrics = NewMetrics(nil)
+	}
+	if c.QueueLimit == 0 {
+		c.QueueLimit = DefaultQueueLimit
+	}
+	if c.FirstTokenTimeout == 0 {
+		c.FirstTokenTimeout = DefaultFirstTokenTimeout
+	}
+	if c.MaxRequestDuration == 0 {
+		c.MaxRequestDuration = DefaultMaxRequestDuration
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c, nil
+}

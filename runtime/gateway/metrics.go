@@ -1,0 +1,86 @@
+package gateway
+
+import (
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the gateway's Prometheus metrics. Labels are bounded: model
+// (known models only: unknown ones are refused before any metric), team
+// (the teams the platform team declared), status code and reason.
+type Metrics struct {
+	requests     *prometheus.CounterVec
+	rejections   *prometheus.CounterVec
+	ttft         *prometheus.HistogramVec
+	tokensPerSec *prometheus.HistogramVec
+	queueWaitH   *prometheus.HistogramVec
+	inFlight     *prometheus.GaugeVec
+	reservedMC   *prometheus.CounterVec
+	settledMC    *prometheus.CounterVec
+}
+
+// NewMetrics registers the gateway's metrics, and the Go runtime's
+// (goroutines among them: the leak alarm), on reg; nil means a private
+// registry.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	m := &Metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_requests_total",
+			Help: "Chat completions that reached an engine, by model and outcome."}, []string{"model", "outcome"}),
+		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_rejections_total",
+			Help: "Requests refused before an engine, by reason and HTTP status."}, []string{"reason", "code"}),
+		ttft: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "llmplat_gateway_time_to_first_token_seconds",
+			Help:    "Time from request arrival to the engine's first event.",
+			Buckets: []float64{0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60}}, []string{"model"}),
+		tokensPerSec: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "llmplat_gateway_stream_tokens_per_second",
+			Help:    "Output tokens per second of each finished stream.",
+			Buckets: []float64{5, 10, 20, 30, 40, 50, 75, 100, 200}}, []string{"model"}),
+		queueWaitH: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "llmplat_gateway_queue_wait_seconds",
+			Help:    "Time requests waited in the model queue.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 30}}, []string{"model"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmplat_gateway_streams_in_flight",
+			Help: "Requests currently relaying an engine's answer."}, []string{"model"}),
+		reservedMC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_reserved_microcredits_total",
+			Help: "Micro-credits reserved at admission."}, []string{"model", "team"}),
+		settledMC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_settled_microcredits_total",
+			Help: "Micro-credits debited at settle."}, []string{"model", "team"}),
+	}
+	reg.MustRegister(m.requests, m.rejections, m.ttft, m.tokensPerSec, m.queueWaitH, m.inFlight, m.reservedMC, m.settledMC)
+	_ = reg.Register(collectors.NewGoCollector()) // already registered on a shared registry is fine
+	return m
+}
+
+func (m *Metrics) rejected(reason string, code int) {
+	m.rejections.WithLabelValues(reason, strconv.Itoa(code)).Inc()
+}
+
+func (m *Metrics) reserved(model, team string, micro int64) {
+	m.reservedMC.WithLabelValues(model, team).Add(float64(micro))
+}
+
+func (m *Metrics) settled(model, team string, micro, _ int64) {
+	m.settledMC.WithLabelValues(model, team).Add(float64(micro))
+}
+
+func (m *Metrics) streamStarted(model string) { m.inFlight.WithLabelValues(model).Inc() }
+func (m *Metrics) streamEnded(model string)   { m.inFlight.WithLabelValues(model).Dec() }
+
+func (m *Metrics) firstToken(model string, d time.Duration) {
+	m.ttft.WithLabelValues(model).Observe(d.Seconds())
+}
+
+func (m *Metrics) queueWait(model string, d time.Duration) {
+	m.queueWaitH.WithLabelValues(model).Observe(d.Seconds())
+}
+
+func (m *Metrics) finished(model string, out Outcome, total time.Duration) {
+	m.requests.WithLabelValues(model, out.State.String()).Inc()
+	if out.State == Completed && out.CompletionTokens > 0 && total > 0 {
+		m.tokensPerSec.WithLabelValues(model).Observe(float64(out.CompletionTokens) / total.Seconds())
+	}
+}

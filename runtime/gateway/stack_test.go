@@ -1,0 +1,290 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/quota"
+	"github.com/llmplat/llmplat/runtime/store"
+	"github.com/llmplat/llmplat/runtime/testenv"
+	"github.com/llmplat/llmplat/runtime/urlguard"
+)
+
+func TestMain(m *testing.M) { testenv.MainWithLeakCheck(m) }
+
+// Test prices in micro-credits per million tokens: 0.1 USD per million
+// prompt tokens and 0.5 USD per million completion tokens.
+const (
+	promptPrice     = 100_000
+	completionPrice = 500_000
+	credit          = 1_000_000 // one credit in micro-credits
+)
+
+// stackOpts shape a test platform.
+type stackOpts struct {
+	timeScale         float64       // engine speed; 0 means 200× real time
+	maxInFlight       int           // per engine; 0 means no cap
+	queueLimit        time.Duration // 0 means the default
+	firstTokenTimeout time.Duration
+	faults            enginesim.Faults
+}
+
+// stack is the whole admission path on real PostgreSQL and Redis with a
+// simulated engine per model: what production runs, minus the
+// orchestrator.
+type stack struct {
+	t      *testing.T
+	db     *store.DB
+	led    *ledger.Ledger
+	adm    *admin.SQLStore
+	redis  testenv.RedisEnv
+	sims   map[string]*enginesim.Sim
+	direct *dispatch.Direct
+	opts   stackOpts
+	logs   *syncBuffer
+	url    string // the first gateway's base URL
+}
+
+func newStack(t *testing.T, o stackOpts) *stack {
+	t.Helper()
+	if o.timeScale == 0 {
+		o.timeScale = 200
+	}
+	ctx := context.Background()
+	db, err := store.Open(ctx, testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	led, err := ledger.New(db, ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &stack{t: t, db: db, led: led, adm: admin.NewSQLStore(db), redis: testenv.Redis(t),
+		sims: map[string]*enginesim.Sim{}, opts: o, logs: &syncBuffer{}}
+	targets := map[string][]dispatch.Target{}
+	for _, name := range []string{"llama-8b", "qwen-32b"} {
+		_, _, err := s.adm.PutModel(ctx, name, admin.ModelSpec{ServedName: name, PromptPriceMicroPerMTok: promptPrice,
+			CompletionPriceMicroPerMTok: completionPrice, MaxContextTokens: 8192, MaxOutputTokens: 4096}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		url := s.startEngine(name)
+		targets[name] = []dispatch.Target{{URL: url, ServedName: name, MaxInFlight: o.maxInFlight}}
+	}
+	s.direct = dispatch.NewDirect(targets, nil)
+	s.url = s.gateway()
+	return s
+}
+
+// startEngine runs a simulated engine for model until the test ends.
+func (s *stack) startEngine(model string) string {
+	dep, err := enginesim.Profile(model)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	sim, err := enginesim.New(enginesim.Config{Deployment: dep, ServedModelName: model, TimeScale: s.opts.timeScale, Seed: 7, Faults: s.opts.faults})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sim.Serve(ctx, ln) }()
+	s.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			s.t.Errorf("engine %s: %v", model, err)
+		}
+	})
+	s.sims[model] = sim
+	return "http://" + ln.Addr().String()
+}
+
+// gateway starts one more gateway replica on the shared database, Redis
+// and engines, with its own Redis clients and key cache, as a separate
+// process would have, and returns its base URL.
+func (s *stack) gateway() string {
+	t := s.t
+	rdb := s.redis.Client()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	keys, err := auth.NewKeyCache(auth.KeyCacheConfig{Store: s.adm, Redis: rdb, Prefix: s.redis.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = keys.Run(ctx) }()
+	qcfg := quota.Config{Prefix: s.redis.Prefix}
+	lim, err := quota.New(rdb, qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := quota.NewQueue(rdb, qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gw, err := New(Config{
+		Dispatcher:        s.direct,
+		Catalog:           NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
+		Auth:              &auth.Authenticator{Keys: keys},
+		Limits:            lim,
+		Queue:             q,
+		Ledger:            s.led,
+		URLGuard:          &urlguard.Guard{Resolver: noDNS{}},
+		QueueLimit:        s.opts.queueLimit,
+		FirstTokenTimeout: s.opts.firstTokenTimeout,
+		Logger:            slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// noDNS resolves nothing: tests never leave the machine.
+type noDNS struct{}
+
+func (noDNS) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return nil, errors.New("no DNS in tests")
+}
+
+// team creates a team with credits.
+func (s *stack) team(name string, credits int64) int64 {
+	s.t.Helper()
+	ctx := context.Background()
+	tm, _, err := s.adm.CreateTeam(ctx, name, time.Now())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if credits != 0 {
+		if _, err := s.led.AddCredit(ctx, tm.ID, "grant-"+name, credits, "test"); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	return tm.ID
+}
+
+// key creates an API key and returns its secret.
+func (s *stack) key(req admin.CreateKeyRequest) string {
+	s.t.Helper()
+	k, err := s.adm.CreateKey(context.Background(), req, "", time.Now())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return k.Secret
+}
+
+// post sends a chat completion with a key.
+func (s *stack) post(ctx context.Context, url, key, body string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if key != "" {
+		req.Header.Set("Authorization", "Bearer "+key)
+	}
+	return http.DefaultClient.Do(req)
+}
+
+// do posts and reads the whole answer.
+func (s *stack) do(key, body string) (*http.Response, string) {
+	s.t.Helper()
+	resp, err := s.post(context.Background(), s.url, key, body)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
+
+// row is one usage_ledger row as the tests read it.
+type row struct {
+	status, from       string
+	prompt, completion int64
+	cost, reserved     int64
+}
+
+func (s *stack) ledgerRow(requestID string) (row, error) {
+	var r row
+	var from *string
+	err := s.db.QueryRowContext(context.Background(),
+		`SELECT status::text, settled_from::text, prompt_tokens, completion_tokens, cost_microcredits, reserved_microcredits
+		 FROM usage_ledger WHERE request_id = $1`, requestID).Scan(&r.status, &from, &r.prompt, &r.completion, &r.cost, &r.reserved)
+	if from != nil {
+		r.from = *from
+	}
+	return r, err
+}
+
+// waitRow polls until the request's row has left 'reserved'.
+func (s *stack) waitRow(requestID string) row {
+	s.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r, err := s.ledgerRow(requestID)
+		if err == nil && r.status != "reserved" {
+			return r
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("row %s still %q (err %v) after 10 s", requestID, r.status, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// activeStreams counts the key's held stream slots in Redis.
+func (s *stack) activeStreams(rdb *redis.Client, keyID int64) int64 {
+	n, err := rdb.ZCard(context.Background(), quota.NewKeys(s.redis.Prefix).Streams("key:"+itoa(keyID))).Result()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return n
+}
+
+// syncBuffer is a log sink safe for concurrent handlers.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

@@ -1,0 +1,101 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// maxCreditAmount bounds one credit entry (a billion credits): far above
+// any real grant, and low enough that no run of grants overflows a balance.
+const maxCreditAmount = 1_000_000_000 * 1_000_000
+
+// Credit is one credit entry: a grant (positive) or a correction
+// (negative) of a team's balance, in micro-credits.
+type Credit struct {
+	ID, TeamID, Amount   int64
+	IdempotencyKey, Note string
+	CreatedAt            time.Time
+	// Applied is true only for the call that inserted the entry and moved
+	// the balance; a retry gets false and the entry as first recorded.
+	Applied bool
+}
+
+// AddCredit records a credit entry and adds amountMicro to the team's
+// balance, in one transaction. A negative amount is a correction: it is
+// allowed and may take the balance below zero. The idempotency key makes a
+// retry a no-op that returns the first entry with Applied false; a key
+// reused for another team or amount returns that entry and
+// ErrIdempotencyConflict, and changes nothing.
+func (l *Ledger) AddCredit(ctx context.Context, teamID int64, idempotencyKey string, amountMicro int64, note string) (Credit, error) {
+	switch {
+	case idempotencyKey == "", amountMicro == 0, amountMicro > maxCreditAmount, amountMicro < -maxCreditAmount:
+		return Credit{}, fmt.Errorf("add credit %q of %d: %w", idempotencyKey, amountMicro, ErrInvalidInput)
+	case teamID <= 0:
+		return Credit{}, fmt.Errorf("add credit %q: team %d: %w", idempotencyKey, teamID, ErrUnknownTeam)
+	}
+	var out Credit
+	err := l.withTx(ctx, func(tx *sql.Tx) error {
+		c, found, err := lookupCredit(ctx, tx, idempotencyKey)
+		if err != nil || found {
+			out = c
+			return err
+		}
+		res, err := tx.ExecContext(ctx,
+			"UPDATE teams SET balance_microcredits = balance_microcredits + $2 WHERE id = $1", teamID, amountMicro)
+		if err != nil {
+			return fmt.Errorf("credit team: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return fmt.Errorf("credit team: %w", err)
+		} else if n == 0 {
+			return fmt.Errorf("team %d: %w", teamID, ErrUnknownTeam)
+		}
+		out = Credit{TeamID: teamID, Amount: amountMicro, IdempotencyKey: idempotencyKey, Note: note,
+			CreatedAt: l.now(), Applied: true}
+		err = tx.QueryRowContext(ctx, `INSERT INTO credit_entries
+			(team_id, idempotency_key, amount_microcredits, note, created_at) VALUES ($1, $2, $3, $4, $5)
+			ON CONFLICT (idempotency_key) DO NOTHING RETURNING id`,
+			teamID, idempotencyKey, amountMicro, note, out.CreatedAt).Scan(&out.ID)
+		if errors.Is(err, sql.ErrNoRows) {
+			return errRollback // a concurrent call with this key committed first
+		}
+		if err != nil {
+			return fmt.Errorf("insert credit entry: %w", err)
+		}
+		return nil
+	})
+	if errors.Is(err, errRollback) {
+		var found bool
+		out, found, err = lookupCredit(ctx, l.db, idempotencyKey)
+		if err == nil && !found {
+			err = fmt.Errorf("credit entry vanished after a conflict: %w", ErrNotFound)
+		}
+	}
+	if err != nil {
+		return Credit{}, fmt.Errorf("add credit %q: %w", idempotencyKey, err)
+	}
+	if !out.Applied && (out.TeamID != teamID || out.Amount != amountMicro) {
+		return out, fmt.Errorf("add credit %q: recorded as %d for team %d, asked %d for team %d: %w",
+			idempotencyKey, out.Amount, out.TeamID, amountMicro, teamID, ErrIdempotencyConflict)
+	}
+	return out, nil
+}
+
+// lookupCredit returns the credit entry recorded under key, if any.
+func lookupCredit(ctx context.Context, q querier, key string) (Credit, bool, error) {
+	c := Credit{IdempotencyKey: key}
+	err := q.QueryRowContext(ctx, `SELECT id, team_id, amount_microcredits, note, created_at
+		FROM credit_entries WHERE idempotency_key = $1`, key).
+		Scan(&c.ID, &c.TeamID, &c.Amount, &c.Note, &c.CreatedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Credit{}, false, nil
+	}
+	if err != nil {
+		return Credit{}, false, fmt.Errorf("look up credit entry: %w", err)
+	}
+	c.CreatedAt = c.CreatedAt.UTC()
+	return c, true, nil
+}

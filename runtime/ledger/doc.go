@@ -1,0 +1,42 @@
+// Package ledger is the platform's two-phase credit ledger: every request
+// reserves its worst-case cost before the GPU works, and is then settled
+// with its exact usage or cancelled, exactly once.
+//
+// One implementation serves PostgreSQL and the local mode's SQLite through
+// store.DB. Every change of money is one transaction that touches the
+// request's usage_ledger row and its team's row together, so the ledger
+// keeps these invariants at every commit, whatever crashes or retries:
+//
+//   - teams.balance_microcredits = Σ credit_entries − Σ costs of settled rows;
+//   - teams.reserved_microcredits = Σ reserved_microcredits of the team's rows
+//     still in 'reserved' (migration 0002), so admission reads one locked row
+//     instead of summing a ledger that grows without bound;
+//   - a row leaves 'reserved' once: Settle and Cancel move it only from
+//     'reserved', under a row lock, so a retried, concurrent or swept settle
+//     is a no-op and a team is never debited twice.
+//
+// The rules the code follows, and the reasons:
+//
+//   - Reserve clamps the output to the model's max_output_tokens and to the
+//     room the prompt leaves in its context (ErrContextTooLong when none).
+//     When the client set no max_tokens, the output is also clamped to what
+//     the available balance covers, so a team with little credit gets a
+//     shorter answer rather than a false refusal for a length it never asked
+//     for; an explicit max_tokens the balance cannot cover is refused
+//     (ErrInsufficientBalance). Prices and the cap are stored on the row.
+//   - Settle bills Cost(usage) at the reserved prices, but never more than
+//     the reservation: the client was promised at most that, and the
+//     reservation is what admission checked against the balance.
+//   - Settle debits unconditionally. The reservation guaranteed cover when it
+//     was made; if an admin lowered the balance meanwhile (a negative credit
+//     entry), the debit may take the balance below zero. The tokens were
+//     produced, so the debt is recorded (Outcome.Overdrawn, a warning in the
+//     log) and carried, and the next Reserve is refused until credit arrives.
+//   - AddCredit is idempotent by key; negative amounts are corrections and
+//     may make the balance negative, which the admin sees in Balance.
+//   - Sweep settles reservations older than Config.SweepAfter from the node's
+//     completion log, or cancels them, through the same Settle and Cancel.
+//
+// Usage reports are scoped by the team id the caller took from the verified
+// credential, never from the request.
+package ledger

@@ -1,0 +1,142 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/store"
+)
+
+const (
+	// DefaultSweepAfter is the age after which a row still reserved is an
+	// orphan: longer than the longest allowed request (the gateway's 10 min
+	// stream deadline), so the sweeper never touches a live request.
+	DefaultSweepAfter = 15 * time.Minute
+	// DefaultSweepInterval keeps an orphaned reservation from holding a
+	// team's balance much past SweepAfter, for one indexed query a minute.
+	DefaultSweepInterval = time.Minute
+	// sweepBatch bounds the rows one sweep query reads, so a crash that left
+	// thousands of rows is worked through in short queries.
+	sweepBatch = 100
+)
+
+// Statuses of a usage_ledger row.
+const (
+	StatusReserved  = "reserved"
+	StatusSettled   = "settled"
+	StatusCancelled = "cancelled"
+)
+
+var (
+	// ErrInsufficientBalance means the team's available balance cannot cover
+	// the reservation (402).
+	ErrInsufficientBalance = errors.New("insufficient balance")
+	// ErrUnknownModel means no model of that name is declared.
+	ErrUnknownModel = errors.New("unknown model")
+	// ErrUnknownTeam means no team has that id.
+	ErrUnknownTeam = errors.New("unknown team")
+	// ErrNotFound means no ledger row has that request id.
+	ErrNotFound = errors.New("ledger row not found")
+	// ErrContextTooLong means the prompt leaves no room for a single output
+	// token in the model's context (the gateway's 400).
+	ErrContextTooLong = errors.New("prompt leaves no room for output in the model's context")
+	// ErrIdempotencyConflict means a credit's idempotency key was reused
+	// for a different team or amount, or a request id for another team.
+	ErrIdempotencyConflict = errors.New("idempotency key reused with different values")
+	// ErrInvalidInput means an argument is out of range: an empty id,
+	// negative tokens, a zero amount or an unknown source.
+	ErrInvalidInput = errors.New("invalid ledger input")
+)
+
+// Config tunes a Ledger. The zero value is valid.
+type Config struct {
+	// Now is the clock that stamps rows and ages them for the sweeper; nil
+	// means time.Now.
+	Now func() time.Time
+	// SweepAfter is the age after which a row still reserved is swept;
+	// zero means DefaultSweepAfter.
+	SweepAfter time.Duration
+	// SweepInterval is how often Run sweeps; zero means
+	// DefaultSweepInterval.
+	SweepInterval time.Duration
+	// Completions is the nodes' completion log the sweeper settles from;
+	// nil means the sweeper cancels every orphan.
+	Completions CompletionLog
+	// Logger receives sweep results and overdrafts; nil discards them.
+	Logger *slog.Logger
+}
+
+// withDefaults validates c and fills its zero fields.
+func (c Config) withDefaults() (Config, error) {
+	if c.SweepAfter < 0 || c.SweepInterval < 0 {
+		return c, fmt.Errorf("ledger config: negative sweep duration: %w", ErrInvalidInput)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.SweepAfter == 0 {
+		c.SweepAfter = DefaultSweepAfter
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = DefaultSweepInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c, nil
+}
+
+// Ledger reserves, settles, cancels and sweeps usage, and keeps the teams'
+// balances. It is safe for concurrent use, also by several processes on one
+// database.
+type Ledger struct {
+	db  *store.DB
+	cfg Config
+}
+
+// New returns a Ledger on db, which must be migrated.
+func New(db *store.DB, cfg Config) (*Ledger, error) {
+	if db == nil {
+		return nil, fmt.Errorf("ledger: nil database: %w", ErrInvalidInput)
+	}
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Ledger{db: db, cfg: cfg}, nil
+}
+
+// now returns the clock's time in UTC, the form both dialects compare in,
+// at PostgreSQL's microsecond precision, so a time reads back as written.
+func (l *Ledger) now() time.Time { return l.cfg.Now().UTC().Truncate(time.Microsecond) }
+
+// errRollback makes withTx roll back without reporting an error, for a
+// transaction that found it must change nothing after it began writing.
+var errRollback = errors.New("roll back")
+
+// withTx runs fn in one transaction and commits it when fn returns nil. It
+// rolls back on any error; errRollback is returned as is for the caller to
+// recognise. On SQLite the transaction begins IMMEDIATE, holding the write
+// lock from its first statement.
+func (l *Ledger) withTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
+	tx, err := l.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
+			err = errors.Join(err, fmt.Errorf("roll back: %w", rbErr))
+		}
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}

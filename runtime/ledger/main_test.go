@@ -1,0 +1,11 @@
+package ledger
+
+import (
+	"testing"
+
+	"github.com/llmplat/llmplat/runtime/testenv"
+)
+
+func TestMain(m *testing.M) {
+	testenv.MainWithLeakCheck(m)
+}

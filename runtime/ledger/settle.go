@@ -1,0 +1,184 @@
+package ledger
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Usage is the tokens a request consumed.
+type Usage struct {
+	PromptTokens, CompletionTokens int64
+}
+
+// Source says where a settle's counts came from (usage_ledger.settled_from).
+type Source string
+
+// The sources of a settle.
+const (
+	// SourceExact is the engine's final usage chunk.
+	SourceExact Source = "exact"
+	// SourcePartial is the tokens produced before a disconnect or failure.
+	SourcePartial Source = "partial"
+	// SourceEstimate is the gateway's own count when nothing better exists.
+	SourceEstimate Source = "estimate"
+	// SourceNodeLog is the node's completion log, replayed or swept.
+	SourceNodeLog Source = "node_log"
+)
+
+// valid reports whether s is one of the sources.
+func (s Source) valid() bool {
+	switch s {
+	case SourceExact, SourcePartial, SourceEstimate, SourceNodeLog:
+		return true
+	}
+	return false
+}
+
+// Outcome is a ledger row after Settle or Cancel.
+type Outcome struct {
+	RequestID string
+	TeamID    int64
+	KeyID     int64 // 0 = none (JWT)
+	Model     string
+	Status    string // StatusSettled or StatusCancelled (StatusReserved only if never finished)
+	Source    Source // set when settled
+	Usage     Usage
+	// CostMicrocredits is what the team was debited: 0 when cancelled.
+	CostMicrocredits int64
+	// Applied is true only for the call that moved the row out of
+	// 'reserved'; a retried or losing concurrent call gets false and the
+	// row as the winner left it.
+	Applied bool
+	// Overdrawn means this settle took the team's balance below zero: its
+	// balance was lowered while the request ran. The debt is carried.
+	Overdrawn bool
+}
+
+// Settle moves the reserved row of requestID to settled with usage u from
+// src, and in the same transaction debits the team by the cost and releases
+// the reservation. The cost is Cost(u) at the prices reserved with the row,
+// capped at the reservation: the client was promised at most that. A row
+// already settled or cancelled is returned unchanged with Applied false;
+// an unknown request id is ErrNotFound.
+func (l *Ledger) Settle(ctx context.Context, requestID string, u Usage, src Source) (Outcome, error) {
+	if requestID == "" || !src.valid() || u.PromptTokens < 0 || u.CompletionTokens < 0 {
+		return Outcome{}, fmt.Errorf("settle %q: source %q, usage %+v: %w", requestID, src, u, ErrInvalidInput)
+	}
+	out, err := l.finish(ctx, requestID, StatusSettled, src, u)
+	if err != nil {
+		return out, fmt.Errorf("settle %q: %w", requestID, err)
+	}
+	return out, nil
+}
+
+// Cancel moves the reserved row of requestID to cancelled and releases the
+// reservation at no cost. A row already settled or cancelled is returned
+// unchanged with Applied false; an unknown request id is ErrNotFound.
+func (l *Ledger) Cancel(ctx context.Context, requestID string) (Outcome, error) {
+	if requestID == "" {
+		return Outcome{}, fmt.Errorf("cancel: empty request id: %w", ErrInvalidInput)
+	}
+	out, err := l.finish(ctx, requestID, StatusCancelled, "", Usage{})
+	if err != nil {
+		return out, fmt.Errorf("cancel %q: %w", requestID, err)
+	}
+	return out, nil
+}
+
+// finish moves a reserved row to status (settled or cancelled) in one
+// transaction. The row is read under a lock (the IMMEDIATE transaction on
+// SQLite) and updated only from 'reserved', so of any number of concurrent
+// calls exactly one applies.
+func (l *Ledger) finish(ctx context.Context, requestID, status string, src Source, u Usage) (Outcome, error) {
+	var out Outcome
+	err := l.withTx(ctx, func(tx *sql.Tx) error {
+		row, err := l.lockRow(ctx, tx, requestID)
+		if err != nil {
+			return err
+		}
+		out = row.outcome()
+		if row.status != StatusReserved {
+			return nil
+		}
+		var cost int64
+		var from any // settled_from is NULL unless settled
+		if status == StatusSettled {
+			cost = min(Cost(u.PromptTokens, u.CompletionTokens, row.promptPrice, row.completionPrice), row.reserved)
+			from = string(src)
+		} else {
+			u = Usage{}
+		}
+		res, err := tx.ExecContext(ctx, `UPDATE usage_ledger SET status = $2, settled_from = $3,
+			prompt_tokens = $4, completion_tokens = $5, cost_microcredits = $6, settled_at = $7
+			WHERE id = $1 AND status = 'reserved'`,
+			row.id, status, from, u.PromptTokens, u.CompletionTokens, cost, l.now())
+		if err != nil {
+			return fmt.Errorf("update row: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != 1 {
+			// The row lock makes this impossible; refuse to debit if it happens.
+			return fmt.Errorf("update row: %d rows moved (%v), want 1", n, err)
+		}
+		var balance int64
+		err = tx.QueryRowContext(ctx, `UPDATE teams SET balance_microcredits = balance_microcredits - $2,
+			reserved_microcredits = reserved_microcredits - $3 WHERE id = $1 RETURNING balance_microcredits`,
+			row.teamID, cost, row.reserved).Scan(&balance)
+		if err != nil {
+			return fmt.Errorf("debit team %d: %w", row.teamID, err)
+		}
+		out.Status, out.Usage, out.CostMicrocredits, out.Applied = status, u, cost, true
+		out.Source = src
+		if cost > 0 && balance < 0 {
+			out.Overdrawn = true
+			l.cfg.Logger.Warn("settle overdrew a team: its balance was lowered while the request ran",
+				"request_id", requestID, "team_id", row.teamID, "cost_microcredits", cost, "balance_microcredits", balance)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ledgerRow is a usage_ledger row as finish needs it.
+type ledgerRow struct {
+	id, teamID, keyID int64
+	requestID         string
+	model, status     string
+	source            Source
+	usage             Usage
+	reserved, cost    int64
+	promptPrice       int64
+	completionPrice   int64
+}
+
+// lockRow reads the row of requestID and locks it until the transaction
+// ends.
+func (l *Ledger) lockRow(ctx context.Context, tx *sql.Tx, requestID string) (ledgerRow, error) {
+	r := ledgerRow{requestID: requestID}
+	var keyID sql.NullInt64
+	var source sql.NullString
+	err := tx.QueryRowContext(ctx, `SELECT id, team_id, key_id, model, status, settled_from,
+		prompt_tokens, completion_tokens, reserved_microcredits, cost_microcredits,
+		prompt_price_micro_per_mtok, completion_price_micro_per_mtok
+		FROM usage_ledger WHERE request_id = $1`+l.db.Dialect().ForUpdate(), requestID).
+		Scan(&r.id, &r.teamID, &keyID, &r.model, &r.status, &source,
+			&r.usage.PromptTokens, &r.usage.CompletionTokens, &r.reserved, &r.cost,
+			&r.promptPrice, &r.completionPrice)
+	if errors.Is(err, sql.ErrNoRows) {
+		return r, ErrNotFound
+	}
+	if err != nil {
+		return r, fmt.Errorf("lock row: %w", err)
+	}
+	r.keyID, r.source = keyID.Int64, Source(source.String)
+	return r, nil
+}
+
+// outcome returns the row as an Outcome of a call that changed nothing.
+func (r ledgerRow) outcome() Outcome {
+	return Outcome{
+		RequestID: r.requestID, TeamID: r.teamID, KeyID: r.keyID, Model: r.model, Status: r.status, Source: r.source,
+		Usage: r.usage, CostMicrocredits: r.cost,
+	}
+}
