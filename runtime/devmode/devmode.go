@@ -17,11 +17,17 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/store"
+	"github.com/llmplat/llmplat/runtime/urlguard"
 )
+
+// redisPrefix namespaces the local mode's keys.
+const redisPrefix = "llmplat:"
 
 // Defaults of the local mode.
 const (
@@ -121,22 +127,31 @@ func Run(ctx context.Context, cfg Config) error {
 		maxLens[name] = eng.maxModelLen
 		cfg.Logger.Info("engine started", "model", name, "url", eng.url)
 	}
-	adm := admin.NewSQLStore(db)
-	cred, err := bootstrap(ctx, adm, led, maxLens)
+	cred, err := bootstrap(ctx, admin.NewSQLStore(db), led, maxLens)
 	if err != nil {
 		return err
 	}
-
-	front, err := newFront(ctx, g, frontDeps{cfg: cfg, rdb: rdb, db: db, led: led, adm: adm, targets: targets})
+	adminToken, err := auth.GenerateAdminToken()
 	if err != nil {
 		return err
 	}
-	if err := waitReady(ctx, front.base+"/healthz", targets); err != nil {
+	front, err := frontdoor.Start(ctx, g, frontdoor.Config{
+		Addr: cfg.Addr, MetricsAddr: cfg.MetricsAddr, DB: db, Redis: rdb, RedisPrefix: redisPrefix,
+		Ledger: led, Dispatcher: dispatch.NewDirect(targets, nil), AdminToken: adminToken,
+		// The local mode has no DNS to ask: a name that cannot be resolved
+		// is let through; internal addresses are still refused.
+		URLGuard: &urlguard.Guard{AllowUnresolvable: true},
+		Logger:   cfg.Logger,
+	})
+	if err != nil {
 		return err
 	}
-	fmt.Fprintf(cfg.Stdout, "llmplat dev: ready — models %v, metrics %s/metrics, data %s\n\n", cfg.Models, front.metrics, dataDir)
-	fmt.Fprintf(cfg.Stdout, "OPENAI_BASE_URL=%s/v1\nOPENAI_API_KEY=%s\n\n", front.base, cred.key)
-	fmt.Fprintf(cfg.Stdout, "LLMPLAT_ADMIN_TOKEN=%s\n\n", front.adminToken)
+	if err := waitReady(ctx, front.Base+"/healthz", targets); err != nil {
+		return err
+	}
+	fmt.Fprintf(cfg.Stdout, "llmplat dev: ready — models %v, metrics %s/metrics, data %s\n\n", cfg.Models, front.Metrics, dataDir)
+	fmt.Fprintf(cfg.Stdout, "OPENAI_BASE_URL=%s/v1\nOPENAI_API_KEY=%s\n\n", front.Base, cred.key)
+	fmt.Fprintf(cfg.Stdout, "LLMPLAT_ADMIN_TOKEN=%s\n\n", adminToken)
 	fmt.Fprintf(cfg.Stdout, "team %q has %d credits; stop with Ctrl-C\n", cred.team, cred.credits)
 	return g.Wait()
 }

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.MainWithLeakCheck(m) }
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestGatewayCommand runs `llmplat gateway` as production would, on real
+// PostgreSQL and Redis in front of a simulated engine: the admin API
+// (opened by the bootstrap token from the environment) declares a model,
+// a team, credit and a key, and the key streams a completion.
+func TestGatewayCommand(t *testing.T) {
+	dep, err := enginesim.Profile("llama-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim, err := enginesim.New(enginesim.Config{Deployment: dep, ServedModelName: "llama-8b", TimeScale: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	simCtx, simStop := context.WithCancel(context.Background())
+	simDone := make(chan error, 1)
+	go func() { simDone <- sim.Run(simCtx) }()
+	eng := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { eng.Close(); simStop(); <-simDone })
+
+	const adminToken = "llpadm_0123456789abcdefghijABCDEFGHIJ0123456789abc"
+	t.Setenv("LLMPLAT_ADMIN_TOKEN", adminToken)
+	rds := testenv.Redis(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	out := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() {
+		done <- runGateway(ctx, []string{"-addr", "127.0.0.1:0", "-metrics-addr", "127.0.0.1:0",
+			"-database-url", testenv.Postgres(t), "-redis-url", rds.URL, "-redis-prefix", rds.Prefix,
+			"-engine", "llama-8b=" + eng.URL + "@8"}, out)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("gateway returned %v", err)
+		}
+	})
+	var base string
+	for deadline := time.Now().Add(30 * time.Second); base == ""; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gateway did not start: %s", out.String())
+		}
+		if _, rest, ok := strings.Cut(out.String(), "serving "); ok {
+			base, _, _ = strings.Cut(rest, " ")
+		}
+	}
+
+	cl, err := admin.NewClient(base, adminToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := cl.PutModel(ctx, "llama-8b", admin.ModelSpec{ServedName: "llama-8b", PromptPriceMicroPerMTok: 100_000,
+		CompletionPriceMicroPerMTok: 500_000, MaxContextTokens: 8192, MaxOutputTokens: 4096}); err != nil {
+		t.Fatal(err)
+	}
+	team, _, err := cl.CreateTeam(ctx, "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.AddCredit(ctx, admin.CreditRequest{TeamID: team.ID, AmountMicrocredits: 5_000_000, IdempotencyKey: "g1"}); err != nil {
+		t.Fatal(err)
+	}
+	key, err := cl.CreateKey(ctx, admin.CreateKeyRequest{TeamID: team.ID, Name: "ci"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(
+		`{"model":"llama-8b","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
+	req.Header.Set("Authorization", "Bearer "+key.Secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var got struct {
+		Usage struct {
+			CompletionTokens int64 `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if resp.StatusCode != 200 || json.Unmarshal(body, &got) != nil || got.Usage.CompletionTokens == 0 {
+		t.Fatalf("completion: %d %s", resp.StatusCode, body)
+	}
+	http.DefaultClient.CloseIdleConnections()
+}

@@ -1,0 +1,142 @@
+package frontdoor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/gateway"
+	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/quota"
+	"github.com/llmplat/llmplat/runtime/store"
+	"github.com/llmplat/llmplat/runtime/urlguard"
+)
+
+// Config is what a front door needs.
+type Config struct {
+	// Addr and MetricsAddr are the API's and the metrics' listen addresses.
+	Addr, MetricsAddr string
+	// TLSCertFile and TLSKeyFile turn on TLS at the edge.
+	TLSCertFile, TLSKeyFile string
+	DB                      *store.DB
+	Redis                   redis.UniversalClient
+	// RedisPrefix namespaces every Redis key, so deployments can share one.
+	RedisPrefix string
+	Ledger      *ledger.Ledger
+	Dispatcher  dispatch.Dispatcher
+	// AdminToken, when set, is a bootstrap credential with the admin role.
+	AdminToken string
+	// JWT, when set, accepts JWTs verified against a JWKS URL.
+	JWT *auth.JWTConfig
+	// URLGuard refuses internal URLs in bodies; nil means the default.
+	URLGuard          *urlguard.Guard
+	QueueLimit        time.Duration
+	FirstTokenTimeout time.Duration
+	Logger            *slog.Logger
+}
+
+// Front is a running front door.
+type Front struct {
+	// Base and Metrics are the URLs the API and /metrics answer on.
+	Base, Metrics string
+}
+
+// Start builds the front door and runs its parts in g until ctx ends.
+func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	adm := admin.NewSQLStore(cfg.DB)
+	keys, err := auth.NewKeyCache(auth.KeyCacheConfig{Store: adm, Redis: cfg.Redis, Prefix: cfg.RedisPrefix, Logger: cfg.Logger})
+	if err != nil {
+		return Front{}, err
+	}
+	g.Go(func() error { return keys.Run(ctx) })
+	authn := &auth.Authenticator{Keys: keys}
+	if cfg.AdminToken != "" {
+		if authn.Admin, err = auth.NewStaticAdminToken(cfg.AdminToken); err != nil {
+			return Front{}, err
+		}
+	}
+	if cfg.JWT != nil {
+		jc := *cfg.JWT
+		jc.Teams = adm
+		if authn.JWT, err = auth.NewJWTVerifier(jc); err != nil {
+			return Front{}, err
+		}
+	}
+	qcfg := quota.Config{Prefix: cfg.RedisPrefix}
+	lim, err := quota.New(cfg.Redis, qcfg)
+	if err != nil {
+		return Front{}, err
+	}
+	queue, err := quota.NewQueue(cfg.Redis, qcfg)
+	if err != nil {
+		return Front{}, err
+	}
+	adminAPI, err := admin.New(admin.Config{DB: cfg.DB, Ledger: cfg.Ledger, Authenticate: authn.Authenticate, Revoker: keys, Logger: cfg.Logger})
+	if err != nil {
+		return Front{}, err
+	}
+	reg := prometheus.NewRegistry()
+	gw, err := gateway.New(gateway.Config{
+		TLSCertFile:       cfg.TLSCertFile,
+		TLSKeyFile:        cfg.TLSKeyFile,
+		Dispatcher:        cfg.Dispatcher,
+		Catalog:           gateway.NewCachedCatalog(adm.OpenAIModels, 0),
+		Auth:              authn,
+		Limits:            lim,
+		Queue:             queue,
+		Ledger:            cfg.Ledger,
+		URLGuard:          cfg.URLGuard,
+		Metrics:           gateway.NewMetrics(reg),
+		Admin:             adminAPI,
+		QueueLimit:        cfg.QueueLimit,
+		FirstTokenTimeout: cfg.FirstTokenTimeout,
+		Logger:            cfg.Logger,
+	})
+	if err != nil {
+		return Front{}, err
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return Front{}, fmt.Errorf("gateway listen on %s: %w", cfg.Addr, err)
+	}
+	g.Go(func() error { return gw.Serve(ctx, ln) })
+	mln, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		ln.Close()
+		return Front{}, fmt.Errorf("metrics listen on %s: %w", cfg.MetricsAddr, err)
+	}
+	msrv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: readHeaderTimeout}
+	g.Go(func() error {
+		if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		return msrv.Close()
+	})
+	scheme := "http://"
+	if cfg.TLSCertFile != "" {
+		scheme = "https://"
+	}
+	return Front{Base: scheme + ln.Addr().String(), Metrics: "http://" + mln.Addr().String()}, nil
+}
+
+// readHeaderTimeout stops slow-loris clients on the metrics port.
+const readHeaderTimeout = 10 * time.Second
