@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/store"
@@ -18,71 +17,16 @@ import (
 const (
 	scopeKeyCreate   = "api_key.create"
 	scopeNodeToken   = "node_token.issue"
-	idempotencyTable = "admin_idempotency"
+	idempotencyTable = "admin_idempotency" // created by store migration 0003
 )
-
-// idempotencyLockKey is the PostgreSQL advisory lock that serialises
-// replicas creating the idempotency table at once ("llmadm" in ASCII);
-// store's migration lock is a different number.
-const idempotencyLockKey int64 = 0x6c6c6d61646d
-
-// createIdempotencyTable is the DDL of the table that remembers which
-// resource an Idempotency-Key created, per dialect.
-//
-// The table belongs in a store migration (api_keys and node_tokens have no
-// column for it in 0001); until one exists, the admin API creates it on
-// first use, idempotently and under a lock.
-var createIdempotencyTable = map[store.Dialect]string{
-	store.Postgres: `CREATE TABLE IF NOT EXISTS admin_idempotency (
-		scope       TEXT NOT NULL,
-		key         TEXT NOT NULL,
-		fingerprint TEXT NOT NULL,
-		resource_id BIGINT NOT NULL,
-		created_at  TIMESTAMPTZ NOT NULL,
-		PRIMARY KEY (scope, key))`,
-	store.SQLite: `CREATE TABLE IF NOT EXISTS admin_idempotency (
-		scope       TEXT NOT NULL,
-		key         TEXT NOT NULL,
-		fingerprint TEXT NOT NULL,
-		resource_id BIGINT NOT NULL,
-		created_at  TIMESTAMP NOT NULL,
-		PRIMARY KEY (scope, key))`,
-}
 
 // idempotency records Idempotency-Keys in the database, so a retry reaching
 // another replica still finds the first answer.
 type idempotency struct {
 	db *store.DB
-
-	mu    sync.Mutex
-	ready bool // the table is known to exist
 }
 
 func newIdempotency(db *store.DB) *idempotency { return &idempotency{db: db} }
-
-// ensure creates the table once per process; a failure is retried on the
-// next call.
-func (m *idempotency) ensure(ctx context.Context) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.ready {
-		return nil
-	}
-	err := withTx(ctx, m.db, func(tx *sql.Tx) error {
-		if m.db.Dialect() == store.Postgres {
-			if _, err := tx.ExecContext(ctx, "SELECT pg_advisory_xact_lock($1)", idempotencyLockKey); err != nil {
-				return fmt.Errorf("lock: %w", err)
-			}
-		}
-		_, err := tx.ExecContext(ctx, createIdempotencyTable[m.db.Dialect()])
-		return err
-	})
-	if err != nil {
-		return fmt.Errorf("create %s: %w", idempotencyTable, err)
-	}
-	m.ready = true
-	return nil
-}
 
 // fingerprint is the hex SHA-256 of v's JSON: a retry sends the same
 // request, so a different fingerprint under the same key is a conflict.

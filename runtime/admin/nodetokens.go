@@ -87,9 +87,6 @@ func (s *SQLNodeTokens) Issue(ctx context.Context, nodeID, idemKey string, now t
 		NodeID string `json:"node_id"`
 	}{nodeID})
 	if idemKey != "" {
-		if err := s.idm.ensure(ctx); err != nil {
-			return IssuedNodeToken{}, err
-		}
 	}
 	var out IssuedNodeToken
 	err := runIdempotent(func() error {

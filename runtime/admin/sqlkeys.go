@@ -63,9 +63,6 @@ func (s *SQLStore) CreateKey(ctx context.Context, req CreateKeyRequest, idemKey 
 	}
 	fp := fingerprint(req)
 	if idemKey != "" {
-		if err := s.idm.ensure(ctx); err != nil {
-			return CreatedKey{}, err
-		}
 	}
 	var out CreatedKey
 	err := runIdempotent(func() error {
