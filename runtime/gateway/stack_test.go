@@ -73,7 +73,10 @@ func newStack(t *testing.T, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
+	t.Cleanup(func() {
+		db.Close()
+		http.DefaultClient.CloseIdleConnections() // keep-alive conns are not leaks
+	})
 	if err := db.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}

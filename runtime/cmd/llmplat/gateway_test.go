@@ -118,5 +118,21 @@ func TestGatewayCommand(t *testing.T) {
 	if resp.StatusCode != 200 || json.Unmarshal(body, &got) != nil || got.Usage.CompletionTokens == 0 {
 		t.Fatalf("completion: %d %s", resp.StatusCode, body)
 	}
+
+	// Metrics are served on their own listener, with bounded labels.
+	_, rest, _ := strings.Cut(out.String(), "(metrics ")
+	metricsURL, _, _ := strings.Cut(rest, ")")
+	mresp, err := http.Get(metricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(mresp.Body)
+	mresp.Body.Close()
+	for _, want := range []string{`llmplat_gateway_settled_microcredits_total{model="llama-8b",team="alpha"}`,
+		`llmplat_gateway_requests_total{model="llama-8b",outcome="completed"} 1`, "go_goroutines"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("metrics lack %s", want)
+		}
+	}
 	http.DefaultClient.CloseIdleConnections()
 }
