@@ -90,7 +90,7 @@ func (s *SQLNodeTokens) Issue(ctx context.Context, nodeID, idemKey string, now t
 	}
 	var out IssuedNodeToken
 	err := runIdempotent(func() error {
-		return withTx(ctx, s.db, func(tx *sql.Tx) error {
+		return s.db.InTx(ctx, func(tx *sql.Tx) error {
 			var err error
 			out, err = s.issueTx(ctx, tx, nodeID, idemKey, fp, now)
 			return err
@@ -163,7 +163,7 @@ func (s *SQLNodeTokens) Revoke(ctx context.Context, id int64, now time.Time) (No
 		t       NodeToken
 		changed bool
 	)
-	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "UPDATE node_tokens SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL", id, now)
 		if err != nil {
 			return fmt.Errorf("update: %w", err)

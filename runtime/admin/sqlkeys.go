@@ -66,7 +66,7 @@ func (s *SQLStore) CreateKey(ctx context.Context, req CreateKeyRequest, idemKey 
 	}
 	var out CreatedKey
 	err := runIdempotent(func() error {
-		return withTx(ctx, s.db, func(tx *sql.Tx) error {
+		return s.db.InTx(ctx, func(tx *sql.Tx) error {
 			var err error
 			out, err = s.createKeyTx(ctx, tx, req, idemKey, fp, now)
 			return err
@@ -156,7 +156,7 @@ func (s *SQLStore) ListKeys(ctx context.Context, teamID int64) ([]Key, error) {
 // UpdateKey applies patch to the key with id and returns the result.
 func (s *SQLStore) UpdateKey(ctx context.Context, id int64, patch UpdateKeyRequest) (Key, error) {
 	var k Key
-	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		if k, err = getKey(ctx, tx, id, s.db.Dialect().ForUpdate()); err != nil {
 			return err
@@ -208,7 +208,7 @@ func applyKeyPatch(k *Key, p UpdateKeyRequest) {
 // revoked key cannot be rotated (ErrKeyRevoked).
 func (s *SQLStore) RotateKey(ctx context.Context, id int64) (CreatedKey, error) {
 	var out CreatedKey
-	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		k, err := getKey(ctx, tx, id, s.db.Dialect().ForUpdate())
 		if err != nil {
 			return err

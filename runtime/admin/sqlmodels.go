@@ -43,7 +43,7 @@ func (s *SQLStore) PutModel(ctx context.Context, name string, spec ModelSpec, no
 		m       Model
 		created bool
 	)
-	err := withTx(ctx, s.db, func(tx *sql.Tx) error {
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		m, err = scanModel(tx.QueryRowContext(ctx, `INSERT INTO models (name, served_name, prompt_price_micro_per_mtok,
 			completion_price_micro_per_mtok, max_context_tokens, max_output_tokens, created_at, updated_at)

@@ -112,26 +112,6 @@ func (s *SQLStore) TeamByName(ctx context.Context, name string) (int64, error) {
 	return id, nil
 }
 
-// withTx runs fn in a transaction on db and commits when fn returns nil.
-func withTx(ctx context.Context, db *store.DB, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
-			err = errors.Join(err, fmt.Errorf("roll back: %w", rbErr))
-		}
-	}()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}
-
 // queryer is *sql.DB, *store.DB or *sql.Tx.
 type queryer interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row

@@ -37,7 +37,7 @@ func (l *Ledger) AddCredit(ctx context.Context, teamID int64, idempotencyKey str
 		return Credit{}, fmt.Errorf("add credit %q: team %d: %w", idempotencyKey, teamID, ErrUnknownTeam)
 	}
 	var out Credit
-	err := l.withTx(ctx, func(tx *sql.Tx) error {
+	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
 		c, found, err := lookupCredit(ctx, tx, idempotencyKey)
 		if err != nil || found {
 			out = c

@@ -1,8 +1,6 @@
 package ledger
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -114,29 +112,6 @@ func New(db *store.DB, cfg Config) (*Ledger, error) {
 // at PostgreSQL's microsecond precision, so a time reads back as written.
 func (l *Ledger) now() time.Time { return l.cfg.Now().UTC().Truncate(time.Microsecond) }
 
-// errRollback makes withTx roll back without reporting an error, for a
+// errRollback makes InTx roll back without reporting an error, for a
 // transaction that found it must change nothing after it began writing.
 var errRollback = errors.New("roll back")
-
-// withTx runs fn in one transaction and commits it when fn returns nil. It
-// rolls back on any error; errRollback is returned as is for the caller to
-// recognise. On SQLite the transaction begins IMMEDIATE, holding the write
-// lock from its first statement.
-func (l *Ledger) withTx(ctx context.Context, fn func(tx *sql.Tx) error) (err error) {
-	tx, err := l.db.BeginTx(ctx, nil)
-	if err != nil {
-		return fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		if rbErr := tx.Rollback(); rbErr != nil && !errors.Is(rbErr, sql.ErrTxDone) {
-			err = errors.Join(err, fmt.Errorf("roll back: %w", rbErr))
-		}
-	}()
-	if err := fn(tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
-}

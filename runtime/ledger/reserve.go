@@ -60,7 +60,7 @@ func (l *Ledger) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
 		return Reserved{}, fmt.Errorf("reserve %q: %w", r.RequestID, err)
 	}
 	var out Reserved
-	err := l.withTx(ctx, func(tx *sql.Tx) error {
+	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		out, err = l.reserveTx(ctx, tx, r)
 		return err

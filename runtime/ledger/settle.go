@@ -93,7 +93,7 @@ func (l *Ledger) Cancel(ctx context.Context, requestID string) (Outcome, error) 
 // calls exactly one applies.
 func (l *Ledger) finish(ctx context.Context, requestID, status string, src Source, u Usage) (Outcome, error) {
 	var out Outcome
-	err := l.withTx(ctx, func(tx *sql.Tx) error {
+	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
 		row, err := l.lockRow(ctx, tx, requestID)
 		if err != nil {
 			return err
