@@ -49,7 +49,7 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 		a.slot = true
 	}
 	if r := s.checkRates(c, ctx, p); r != nil {
-		s.release(a)
+		s.giveBackSlot(context.WithoutCancel(ctx), a)
 		return nil, r
 	}
 	a.promptEstimate = tokens.EstimateChat(req.Messages)
@@ -58,7 +58,7 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 		PromptTokens: a.promptEstimate, MaxOutputTokens: req.MaxOutputTokens(),
 	})
 	if err != nil {
-		s.release(a)
+		s.giveBackSlot(context.WithoutCancel(ctx), a)
 		return nil, reserveRejection(err)
 	}
 	a.reserved = res
@@ -116,17 +116,23 @@ func reserveRejection(err error) *rejection {
 	}
 }
 
-// release gives back the stream slot and wakes the model's queue; it runs
-// even after the client left, so it does not use the request's context.
+// release ends an admitted request: it gives back the stream slot and
+// wakes the model's queue, since the request's engine place is free (its
+// stream was closed before release runs).
 func (s *Server) release(a *admission) {
-	if !a.slot {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	_ = s.cfg.Limits.ReleaseStream(ctx, a.p.QuotaID(), a.requestID)
+	s.giveBackSlot(ctx, a)
 	_ = s.cfg.Queue.Notify(ctx, a.model)
-	a.slot = false
+}
+
+// giveBackSlot releases the stream slot, if one was taken. It runs after
+// the client left too, so ctx is not the request's.
+func (s *Server) giveBackSlot(ctx context.Context, a *admission) {
+	if a.slot {
+		_ = s.cfg.Limits.ReleaseStream(ctx, a.p.QuotaID(), a.requestID)
+		a.slot = false
+	}
 }
 
 // finish settles the ledger row from how the relay ended: the engine's
@@ -157,7 +163,7 @@ func (s *Server) finish(a *admission, out Outcome) {
 		if err == nil {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(settleRetryPause)
 	}
 	if err != nil {
 		s.cfg.Logger.Error("settle failed; the sweeper will close the row", "request_id", a.requestID, "err", err)

@@ -34,6 +34,9 @@ const (
 	// settleAttempts retries a settle that failed on a database blip; the
 	// sweeper is the backstop after that.
 	settleAttempts = 3
+	// settleRetryPause spaces settle attempts: long enough for a
+	// connection blip to pass, short enough to keep the handler brief.
+	settleRetryPause = 100 * time.Millisecond
 )
 
 // Authenticator verifies a request's Authorization header.
