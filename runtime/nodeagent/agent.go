@@ -1,0 +1,178 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/llmplat/llmplat/runtime/nodeproto"
+)
+
+// dialTimeout bounds the WebSocket handshake: a server that cannot upgrade
+// in 10 s is down, and the backoff should take over.
+const dialTimeout = 10 * time.Second
+
+// Agent connects one engine to the orchestrator.
+type Agent struct {
+	cfg Config
+}
+
+// New returns an agent for cfg after validating it.
+func New(cfg Config) (*Agent, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{cfg: c}, nil
+}
+
+// outcome is how one connection ended, for the dial loop.
+type outcome struct {
+	// upFor is how long the link served after welcome; 0 if it never did.
+	upFor time.Duration
+	// advice is the server's wait before the next dial (retry_after, the
+	// cap after a refusal); 0 means none.
+	advice time.Duration
+	// redial means dial again after exactly advice (reconnect), without a
+	// backoff draw.
+	redial bool
+	// drained means the node drained: Run returns.
+	drained bool
+}
+
+// Run connects, serves and reconnects until ctx ends or the server drains
+// the node; both return nil. After a reconnect frame the old connection
+// finishes its in-flight requests in the background while Run dials the
+// new one; Run waits for it before returning.
+func (a *Agent) Run(ctx context.Context) error {
+	bo := nodeproto.NewBackoff(a.cfg.Rand)
+	var old sync.WaitGroup
+	defer old.Wait()
+	for {
+		out, err := a.connectOrRedial(ctx, &old)
+		if ctx.Err() != nil || out.drained {
+			return nil
+		}
+		var wait time.Duration
+		if out.redial {
+			bo.Reset() // the server asked: nothing is failing
+			wait = out.advice
+		} else {
+			bo.ResetIfStable(out.upFor)
+			bo.Advise(out.advice)
+			wait = bo.Next()
+		}
+		a.cfg.Logger.Warn("node link ended", "err", err, "retry_in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// result is how a connection ended.
+type result struct {
+	out outcome
+	err error
+}
+
+// connectOrRedial serves one connection until it ends, or until the server
+// asks for a new one; the old connection then goes on under old.
+func (a *Agent) connectOrRedial(ctx context.Context, old *sync.WaitGroup) (outcome, error) {
+	redial := make(chan time.Duration, 1) // one reconnect per connection counts
+	res := make(chan result, 1)           // the connection's end, read once
+	go func() {
+		out, err := a.connect(ctx, redial)
+		res <- result{out, err}
+	}()
+	select {
+	case r := <-res:
+		return r.out, r.err
+	case after := <-redial:
+		old.Add(1)
+		go func() {
+			defer old.Done()
+			if r := <-res; r.err != nil {
+				a.cfg.Logger.Warn("old node link ended", "err", r.err)
+			}
+		}()
+		return outcome{advice: after, redial: true}, nil
+	}
+}
+
+// connect dials, registers and serves one connection.
+// A reconnect frame's wait is sent on redial.
+func (a *Agent) connect(ctx context.Context, redial chan<- time.Duration) (outcome, error) {
+	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	conn, _, err := websocket.Dial(dctx, a.cfg.ServerURL, nil)
+	cancel()
+	if err != nil {
+		return outcome{}, fmt.Errorf("dial: %w", err)
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(nodeproto.AgentReadLimit)
+	w, out, err := a.handshake(ctx, conn)
+	if w == nil {
+		return out, err
+	}
+	a.cfg.Logger.Info("node registered", "epoch", w.Epoch, "orchestrator", w.OrchestratorID)
+	start := time.Now()
+	s := newSession(a, conn, w, redial)
+	out, err = s.serve(ctx)
+	out.upFor = time.Since(start)
+	return out, err
+}
+
+// handshake sends register and reads the server's answer. It returns the
+// welcome, or nil with the outcome the server's refusal calls for.
+func (a *Agent) handshake(ctx context.Context, conn *websocket.Conn) (*nodeproto.Welcome, outcome, error) {
+	b, err := nodeproto.Encode(a.cfg.register())
+	if err != nil {
+		return nil, outcome{}, fmt.Errorf("encode register: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
+	err = conn.Write(wctx, websocket.MessageText, b)
+	cancel()
+	if err != nil {
+		return nil, outcome{}, fmt.Errorf("send register: %w", err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, nodeproto.RegisterTimeout)
+	_, msg, err := conn.Read(rctx)
+	cancel()
+	if err != nil {
+		return nil, adviceForClose(err), fmt.Errorf("read welcome: %w", err)
+	}
+	f, err := nodeproto.Decode(msg)
+	if err != nil {
+		if errors.Is(err, nodeproto.ErrVersion) {
+			return nil, outcome{advice: nodeproto.BackoffCap}, fmt.Errorf("read welcome: %w", err)
+		}
+		return nil, outcome{}, fmt.Errorf("read welcome: %w", err)
+	}
+	switch f := f.(type) {
+	case *nodeproto.Welcome:
+		return f, outcome{}, nil
+	case *nodeproto.RetryAfter:
+		return nil, outcome{advice: f.Wait()}, fmt.Errorf("server asked to retry after %s: %s", f.Wait(), f.Reason)
+	case *nodeproto.Error:
+		return nil, outcome{advice: nodeproto.BackoffCap}, fmt.Errorf("server refused registration: %d %s", f.Status, f.Message)
+	}
+	return nil, outcome{}, fmt.Errorf("read welcome: unexpected %s frame", f.Type())
+}
+
+// adviceForClose returns the cap after a close that says the server will
+// not take this agent as it is (policy, protocol version).
+func adviceForClose(err error) outcome {
+	switch websocket.CloseStatus(err) {
+	case websocket.StatusPolicyViolation, websocket.StatusProtocolError:
+		return outcome{advice: nodeproto.BackoffCap}
+	}
+	return outcome{}
+}

@@ -1,0 +1,107 @@
+package nodeagent
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+
+	"github.com/llmplat/llmplat/runtime/nodeproto"
+)
+
+// DefaultEngineURL is vLLM's default address beside the agent.
+const DefaultEngineURL = "http://127.0.0.1:8000"
+
+// Config is everything an Agent needs.
+type Config struct {
+	// ServerURL is the orchestrator's socket, ws:// or wss://…/v1/nodes/connect.
+	ServerURL string
+	// NodeID names this node (1 to 128 bytes of [A-Za-z0-9._-]).
+	NodeID string
+	// Token is the node's own token; it is never logged.
+	Token nodeproto.Secret
+	// EngineURL is the engine's base URL without /v1; empty means
+	// DefaultEngineURL.
+	EngineURL string
+	// Models are the models the engine serves.
+	Models []nodeproto.Model
+	// GPUs are the node's GPUs, empty when telemetry is unavailable.
+	GPUs []nodeproto.GPU
+	// Version is the agent's software version.
+	Version string
+	// HTTPClient talks to the engine; nil means a client without a timeout,
+	// since a stream lasts as long as the answer.
+	HTTPClient *http.Client
+	// Logger receives the agent's logs; nil discards them.
+	Logger *slog.Logger
+	// Rand is the backoff's jitter source; nil means the runtime's.
+	Rand rand.Source
+}
+
+// ErrConfig means a Config is unusable.
+var ErrConfig = errors.New("nodeagent: invalid config")
+
+// withDefaults validates c and fills its defaults.
+func (c Config) withDefaults() (Config, error) {
+	u, err := url.Parse(c.ServerURL)
+	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
+		return c, fmt.Errorf("%w: server URL must be ws:// or wss://", ErrConfig)
+	}
+	if !nodeproto.ValidID(c.NodeID) {
+		return c, fmt.Errorf("%w: node id %q", ErrConfig, c.NodeID)
+	}
+	if c.Token == "" {
+		return c, fmt.Errorf("%w: token is required", ErrConfig)
+	}
+	if c.EngineURL == "" {
+		c.EngineURL = DefaultEngineURL
+	}
+	if c.Version == "" {
+		c.Version = "dev"
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	reg := c.register()
+	if err := reg.Validate(); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	return c, nil
+}
+
+// register returns the node's first frame.
+func (c *Config) register() *nodeproto.Register {
+	return &nodeproto.Register{
+		NodeID:   c.NodeID,
+		Token:    c.Token,
+		GPUs:     c.GPUs,
+		Models:   c.Models,
+		Version:  c.Version,
+		Location: nodeproto.LocationOnPrem,
+	}
+}
+
+// modelNames returns the platform names of the served models.
+func (c *Config) modelNames() []string {
+	names := make([]string, 0, len(c.Models))
+	for _, m := range c.Models {
+		names = append(names, m.Name)
+	}
+	return names
+}
+
+// serves reports whether the engine serves the platform model name.
+func (c *Config) serves(name string) bool {
+	for _, m := range c.Models {
+		if m.Name == name {
+			return true
+		}
+	}
+	return false
+}

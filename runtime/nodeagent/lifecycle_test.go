@@ -1,0 +1,139 @@
+package nodeagent
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/nodeproto"
+	"github.com/llmplat/llmplat/runtime/openai"
+)
+
+func TestReconnectAfterServerClose(t *testing.T) {
+	sim, engineURL := newSim(t)
+	fs := newFakeServer(t, nil)
+	startAgent(t, fs, sim, engineURL)
+	first := fs.accept(t)
+	first.c.CloseNow()
+	second := fs.accept(t)
+	if got, want := second.register.NodeID, first.register.NodeID; got != want {
+		t.Errorf("second register node_id = %q, want %q", got, want)
+	}
+	if _, ok := second.nextAny(t).(*nodeproto.Heartbeat); !ok {
+		t.Error("the new connection does not beat")
+	}
+}
+
+func TestReconnectAdvice(t *testing.T) {
+	sim, engineURL := newSim(t)
+	fs := newFakeServer(t, nil)
+	startAgent(t, fs, sim, engineURL)
+	first := fs.accept(t)
+	first.send(t, assignFrame("req-old", testModel, sim.ServedModelName(), 600))
+	if _, ok := first.next(t).(*nodeproto.Chunk); !ok {
+		t.Fatal("first answer is not a chunk")
+	}
+	first.send(t, &nodeproto.Reconnect{AfterMS: 0, Reason: "replica leaving"})
+	second := fs.accept(t)
+	if got := sim.Stats().Running; got != 1 {
+		t.Errorf("simulator running = %d while the new connection registered, want the old request's 1", got)
+	}
+	second.send(t, assignFrame("req-new", testModel, sim.ServedModelName(), 4))
+	if _, ok := second.next(t).(*nodeproto.Chunk); !ok {
+		t.Error("the new connection does not serve assignments")
+	}
+	first.send(t, assignFrame("req-late", testModel, sim.ServedModelName(), 4))
+	var refused, done bool
+	for !refused || !done {
+		switch f := first.next(t).(type) {
+		case *nodeproto.Chunk:
+		case *nodeproto.Done:
+			if got, want := f.CompletionTokens, int64(600); got != want {
+				t.Errorf("old request done completion_tokens = %d, want %d", got, want)
+			}
+			done = true
+		case *nodeproto.Error:
+			if got, want := f.Status, http.StatusServiceUnavailable; got != want {
+				t.Errorf("late assign on the old socket: status %d, want %d", got, want)
+			}
+			refused = true
+		default:
+			t.Fatalf("unexpected %s frame on the old socket", f.Type())
+		}
+	}
+}
+
+func TestRetryAfterIsHonoured(t *testing.T) {
+	sim, engineURL := newSim(t)
+	fs := newFakeServer(t, func(n int) nodeproto.Frame {
+		if n == 1 {
+			return &nodeproto.RetryAfter{Seconds: 1, Reason: "rate limited"}
+		}
+		return &nodeproto.Welcome{Epoch: int64(n), HeartbeatInterval: 1, Window: nodeproto.DefaultWindow, OrchestratorID: "orch-test"}
+	})
+	startAgent(t, fs, sim, engineURL)
+	fs.accept(t) // refused with retry_after
+	start := time.Now()
+	fs.accept(t) // welcomed
+	// The agent waits 1 s plus jitter; its own first backoff draw would
+	// be under 1 s. 50 ms covers the gap between the answer and accept.
+	if got, want := time.Since(start), time.Second-50*time.Millisecond; got < want {
+		t.Errorf("redialled after %v, want at least %v", got, want)
+	}
+}
+
+func TestDrainFinishesInFlightThenReturns(t *testing.T) {
+	sim, engineURL := newSim(t)
+	fs := newFakeServer(t, nil)
+	res, stop := startAgent(t, fs, sim, engineURL)
+	sc := fs.accept(t)
+	sc.send(t, assignFrame("req-d1", testModel, sim.ServedModelName(), 400))
+	if _, ok := sc.next(t).(*nodeproto.Chunk); !ok {
+		t.Fatal("first answer is not a chunk")
+	}
+	sc.send(t, &nodeproto.Drain{})
+	sc.send(t, assignFrame("req-d2", testModel, sim.ServedModelName(), 8))
+	var refused, done bool
+	for !refused || !done {
+		switch f := sc.next(t).(type) {
+		case *nodeproto.Chunk:
+		case *nodeproto.Error:
+			if got, want := f.RequestID, "req-d2"; got != want {
+				t.Fatalf("error request_id = %q, want %q", got, want)
+			}
+			if got, want := f.Status, http.StatusServiceUnavailable; got != want {
+				t.Errorf("error status = %d, want %d", got, want)
+			}
+			refused = true
+		case *nodeproto.Done:
+			if got, want := f.FinishReason, openai.FinishLength; got != want {
+				t.Errorf("in-flight done finish_reason = %q, want %q", got, want)
+			}
+			if got, want := f.CompletionTokens, int64(400); got != want {
+				t.Errorf("in-flight done completion_tokens = %d, want %d", got, want)
+			}
+			done = true
+		default:
+			t.Fatalf("unexpected %s frame", f.Type())
+		}
+	}
+	if err := waitRun(res); err != nil {
+		t.Fatalf("Run after drain: %v", err)
+	}
+	stop()
+}
+
+func TestRunReturnsOnCancelMidStream(t *testing.T) {
+	sim, engineURL := newSim(t)
+	fs := newFakeServer(t, nil)
+	res, stop := startAgent(t, fs, sim, engineURL)
+	sc := fs.accept(t)
+	sc.send(t, assignFrame("req-x", testModel, sim.ServedModelName(), 3000))
+	if _, ok := sc.next(t).(*nodeproto.Chunk); !ok {
+		t.Fatal("first answer is not a chunk")
+	}
+	stop()
+	if err := waitRun(res); err != nil {
+		t.Fatalf("Run after cancel: %v", err)
+	}
+}
