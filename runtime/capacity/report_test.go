@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,27 +11,8 @@ import (
 	"testing"
 
 	"github.com/llmplat/llmplat/runtime/capacity"
+	"github.com/llmplat/llmplat/runtime/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files in testdata from the current output")
-
-// golden compares got with testdata/name, or rewrites it under -update.
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("output differs from %s (run with -update if the change is intended)\ngot:\n%s\nwant:\n%s", path, got, want)
-	}
-}
 
 func TestGoldenOutput(t *testing.T) {
 	seed := seedPlan(t)
@@ -56,7 +36,7 @@ func TestGoldenOutput(t *testing.T) {
 			if err := tt.write(&b, tt.res); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, tt.golden, b.Bytes())
+			golden.Check(t, tt.golden, b.Bytes())
 		})
 	}
 }

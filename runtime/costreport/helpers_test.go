@@ -2,9 +2,7 @@ package costreport
 
 import (
 	"context"
-	"flag"
 	"math"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,8 +11,6 @@ import (
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files")
 
 // week is the fixture week's window.
 var week = Window{From: costreporttest.From, To: costreporttest.To}
@@ -85,22 +81,4 @@ func rowOf(t *testing.T, r Report, model string) ModelReport {
 	}
 	t.Fatalf("no row for %s in %+v", model, r.Models)
 	return ModelReport{}
-}
-
-// checkGolden compares got with the golden file, or rewrites it with -update.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != string(want) {
-		t.Errorf("%s differs:\ngot:\n%s\nwant:\n%s", name, got, want)
-	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/llmplat/llmplat/runtime/capacity"
+	"github.com/llmplat/llmplat/runtime/golden"
 )
 
 // The queries the Prometheus source must send for the fixture week, as an
@@ -126,7 +127,7 @@ func TestPrometheusReport(t *testing.T) {
 	if err := WriteTable(&table, r); err != nil {
 		t.Fatal(err)
 	}
-	checkGolden(t, "week_prometheus.golden.txt", table.Bytes())
+	golden.Check(t, "week_prometheus.golden.txt", table.Bytes())
 }
 
 func TestPrometheusErrors(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/golden"
 	"github.com/llmplat/llmplat/runtime/store"
 )
 
@@ -158,8 +159,8 @@ func TestFixtureWeek(t *testing.T) {
 			if err := WriteJSON(&js, r); err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, "week.golden.txt", table.Bytes())
-			checkGolden(t, "week.golden.json", js.Bytes())
+			golden.Check(t, "week.golden.txt", table.Bytes())
+			golden.Check(t, "week.golden.json", js.Bytes())
 		})
 	}
 }

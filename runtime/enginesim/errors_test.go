@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/golden"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -89,7 +90,7 @@ func TestModels(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	checkGolden(t, "models.golden", b)
+	golden.Check(t, "models.golden", b)
 	var list openai.ModelList
 	if err := json.Unmarshal(b, &list); err != nil {
 		t.Fatal(err)

@@ -5,36 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/llmplat/llmplat/runtime/golden"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/tokens"
 )
-
-var update = flag.Bool("update", false, "rewrite testdata/*.golden from the simulator's output")
-
-// checkGolden compares got with testdata/name, or rewrites it with -update.
-func checkGolden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("read golden (run with -update to create it): %v", err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("%s differs from the golden file\ngot:\n%s\nwant:\n%s", name, got, want)
-	}
-}
 
 // TestGoldenStream streams with stepping, one token per step, so the bytes
 // are deterministic, and checks them against the golden files and against
@@ -75,7 +53,7 @@ func TestGoldenStream(t *testing.T) {
 			if rest, _ := io.ReadAll(br); len(rest) > 0 {
 				t.Errorf("bytes after [DONE]: %q", rest)
 			}
-			checkGolden(t, tt.golden, stream.Bytes())
+			golden.Check(t, tt.golden, stream.Bytes())
 			checkStreamFormat(t, stream.Bytes(), tt.wantFinish, tt.wantUsage)
 		})
 	}
@@ -157,7 +135,7 @@ func TestGoldenCompletion(t *testing.T) {
 		}
 	}
 	b := <-got
-	checkGolden(t, "completion.golden", b)
+	golden.Check(t, "completion.golden", b)
 	var c openai.ChatCompletion
 	if err := json.Unmarshal(b, &c); err != nil {
 		t.Fatal(err)

@@ -3,15 +3,13 @@ package openai
 import (
 	"bytes"
 	"errors"
-	"flag"
+	"github.com/llmplat/llmplat/runtime/golden"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files")
 
 // vllmStream builds the chunks vLLM sends for a two-token answer.
 func vllmStream(includeUsage bool) []any {
@@ -59,24 +57,8 @@ func TestStreamGolden(t *testing.T) {
 			if err := w.WriteDone(); err != nil {
 				t.Fatal(err)
 			}
-			compareGolden(t, filepath.Join("testdata", tt.name+".golden"), buf.Bytes())
+			golden.Check(t, tt.name+".golden", buf.Bytes())
 		})
-	}
-}
-
-func compareGolden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("stream differs from %s\ngot:\n%s\nwant:\n%s", path, got, want)
 	}
 }
 
