@@ -52,9 +52,17 @@ func (k Keys) NodeChannel(nodeID string) string {
 	return k.prefix + "node:{" + nodeID + "}:in"
 }
 
-// ReplyChannel is the pub/sub channel on which the owning replica sends a
-// request's frames (chunk, done, error) back to the replica that forwarded
-// it.
-func (k Keys) ReplyChannel(requestID string) string {
-	return k.prefix + "req:{" + requestID + "}"
+// ReplicaChannel is the pub/sub channel on which an orchestrator replica
+// receives the frames of the requests it forwarded to nodes whose sockets
+// other replicas own: one subscription per replica, instead of one per
+// request.
+func (k Keys) ReplicaChannel(replicaID string) string {
+	return k.prefix + "orch:{" + replicaID + "}:replies"
+}
+
+// Completion is the key under which the replica that received a request's
+// done frame keeps its token counts for the ledger sweeper (a string of
+// JSON, with a TTL).
+func (k Keys) Completion(requestID string) string {
+	return k.prefix + "done:{" + requestID + "}"
 }

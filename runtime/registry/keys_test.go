@@ -20,7 +20,8 @@ func TestKeys(t *testing.T) {
 		{"live index", k.Live(), "llmplat:nodes:live"},
 		{"registration counter", k.Registrations(1733150000), "llmplat:reg:{1733150000}"},
 		{"node channel", k.NodeChannel("fra-gpu-07"), "llmplat:node:{fra-gpu-07}:in"},
-		{"reply channel", k.ReplyChannel("req_3f00"), "llmplat:req:{req_3f00}"},
+		{"replica channel", k.ReplicaChannel("orch-1"), "llmplat:orch:{orch-1}:replies"},
+		{"completion", k.Completion("req_3f00"), "llmplat:done:{req_3f00}"},
 		{"empty prefix", NewKeys("").Node("n1"), "node:{n1}"},
 	}
 	for _, tt := range tests {

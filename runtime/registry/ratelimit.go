@@ -34,6 +34,14 @@ func (r *Registry) AllowRegistration(ctx context.Context, perSecond int) (bool, 
 	return d.allowed, d.retryAfter, err
 }
 
+// AllowRegistrationAt is AllowRegistration that also returns the Redis
+// server's time the attempt was counted at: the second it counts against,
+// for a record of admissions that can be checked against the limit.
+func (r *Registry) AllowRegistrationAt(ctx context.Context, perSecond int) (bool, time.Duration, time.Time, error) {
+	d, err := r.allowRegistration(ctx, perSecond)
+	return d.allowed, d.retryAfter, d.serverTime, err
+}
+
 // allowRegistration is AllowRegistration with the attempt's details.
 func (r *Registry) allowRegistration(ctx context.Context, perSecond int) (regDecision, error) {
 	if perSecond <= 0 {
