@@ -18,10 +18,10 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/auth"
-	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/urlguard"
 )
@@ -110,22 +110,29 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := db.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
-	led, err := ledger.New(db, ledger.Config{Logger: cfg.Logger})
+	led, err := ledger.New(db, ledger.Config{Completions: orchestrator.NewCompletionLog(rdb, redisPrefix), Logger: cfg.Logger})
 	if err != nil {
 		return err
 	}
 	g.Go(func() error { return led.Run(ctx) })
 
-	targets := map[string][]dispatch.Target{}
+	engines := map[string]engine{}
 	maxLens := map[string]int64{}
 	for _, name := range cfg.Models {
 		eng, err := startEngine(ctx, g, name, cfg.TimeScale)
 		if err != nil {
 			return err
 		}
-		targets[name] = []dispatch.Target{{URL: eng.url, ServedName: name, MaxInFlight: eng.maxNumSeqs}}
+		engines[name] = eng
 		maxLens[name] = eng.maxModelLen
 		cfg.Logger.Info("engine started", "model", name, "url", eng.url)
+	}
+	if err := waitEngines(ctx, engines); err != nil {
+		return err
+	}
+	orch, err := startControlPlane(ctx, g, db, rdb, engines, cfg.Logger)
+	if err != nil {
+		return err
 	}
 	cred, err := bootstrap(ctx, admin.NewSQLStore(db), led, maxLens)
 	if err != nil {
@@ -137,7 +144,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	front, err := frontdoor.Start(ctx, g, frontdoor.Config{
 		Addr: cfg.Addr, MetricsAddr: cfg.MetricsAddr, DB: db, Redis: rdb, RedisPrefix: redisPrefix,
-		Ledger: led, Dispatcher: dispatch.NewDirect(targets, nil), AdminToken: adminToken,
+		Ledger: led, Dispatcher: orch, AdminToken: adminToken,
 		// The local mode has no DNS to ask: a name that cannot be resolved
 		// is let through; internal addresses are still refused.
 		URLGuard: &urlguard.Guard{AllowUnresolvable: true},
@@ -146,10 +153,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	if err := waitReady(ctx, front.Base+"/healthz", targets); err != nil {
+	if err := waitHealthy(ctx, front.Base+"/healthz"); err != nil {
 		return err
 	}
-	fmt.Fprintf(cfg.Stdout, "llmplat dev: ready — models %v, metrics %s/metrics, data %s\n\n", cfg.Models, front.Metrics, dataDir)
+	fmt.Fprintf(cfg.Stdout, "llmplat dev: ready — models %v on %d nodes (GET /admin/nodes), metrics %s/metrics, data %s\n\n",
+		cfg.Models, len(engines), front.Metrics, dataDir)
 	fmt.Fprintf(cfg.Stdout, "OPENAI_BASE_URL=%s/v1\nOPENAI_API_KEY=%s\n\n", front.Base, cred.key)
 	fmt.Fprintf(cfg.Stdout, "LLMPLAT_ADMIN_TOKEN=%s\n\n", adminToken)
 	fmt.Fprintf(cfg.Stdout, "team %q has %d credits; stop with Ctrl-C\n", cred.team, cred.credits)
@@ -175,6 +183,7 @@ type engine struct {
 	url         string
 	maxModelLen int64
 	maxNumSeqs  int
+	kvTokens    int64
 }
 
 // startEngine runs one simulated engine on a loopback port.
@@ -193,19 +202,23 @@ func startEngine(ctx context.Context, g *errgroup.Group, profile string, timeSca
 		return engine{}, fmt.Errorf("engine %s listen: %w", profile, err)
 	}
 	g.Go(func() error { return sim.Serve(ctx, ln) })
-	return engine{url: "http://" + ln.Addr().String(), maxModelLen: sim.MaxModelLen(), maxNumSeqs: cfg.MaxNumSeqs}, nil
+	return engine{url: "http://" + ln.Addr().String(), maxModelLen: sim.MaxModelLen(), maxNumSeqs: cfg.MaxNumSeqs,
+		kvTokens: sim.Stats().KVBlocksTotal * int64(dep.BlockSize)}, nil
 }
 
-// waitReady polls the gateway and every engine's /health until all answer.
-func waitReady(ctx context.Context, gatewayURL string, targets map[string][]dispatch.Target) error {
+// waitEngines polls every engine's /health until all answer.
+func waitEngines(ctx context.Context, engines map[string]engine) error {
+	urls := make([]string, 0, len(engines))
+	for _, e := range engines {
+		urls = append(urls, e.url+"/health")
+	}
+	return waitHealthy(ctx, urls...)
+}
+
+// waitHealthy polls the URLs until each answers 200.
+func waitHealthy(ctx context.Context, urls ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	urls := []string{gatewayURL}
-	for _, ts := range targets {
-		for _, t := range ts {
-			urls = append(urls, t.URL+"/health")
-		}
-	}
 	for _, u := range urls {
 		for {
 			if ok(ctx, u) {

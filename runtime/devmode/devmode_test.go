@@ -3,6 +3,7 @@ package devmode
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"net/http"
 	"sort"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"go.uber.org/goleak"
+
+	"github.com/llmplat/llmplat/runtime/admin"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -36,7 +39,7 @@ func (b *syncBuffer) String() string {
 }
 
 // startDev runs the local mode and returns the printed base URL and key.
-func startDev(t *testing.T) (baseURL, key string) {
+func startDev(t *testing.T) (baseURL, key, adminToken string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &syncBuffer{}
@@ -56,7 +59,7 @@ func startDev(t *testing.T) (baseURL, key string) {
 		}
 	})
 	deadline := time.Now().Add(60 * time.Second)
-	for baseURL == "" || key == "" {
+	for baseURL == "" || key == "" || adminToken == "" {
 		select {
 		case err := <-done:
 			t.Fatalf("local mode exited before printing its credentials: %v\n%s", err, out.String())
@@ -72,16 +75,19 @@ func startDev(t *testing.T) (baseURL, key string) {
 			if v, found := strings.CutPrefix(l, "OPENAI_API_KEY="); found {
 				key = v
 			}
+			if v, found := strings.CutPrefix(l, "LLMPLAT_ADMIN_TOKEN="); found {
+				adminToken = v
+			}
 		}
 	}
-	return baseURL, key
+	return baseURL, key, adminToken
 }
 
 // TestLocalModeStreams is the README's promise: the printed lines work with
 // the official OpenAI Go client, which streams from the 8B model and reads
 // the usage.
 func TestLocalModeStreams(t *testing.T) {
-	baseURL, key := startDev(t)
+	baseURL, key, _ := startDev(t)
 	if !strings.HasPrefix(key, "llp_") {
 		t.Errorf("key %q lacks the llp_ prefix", key)
 	}
@@ -125,7 +131,7 @@ func TestLocalModeStreams(t *testing.T) {
 // TestLocalModeEnforcesKeysAndOpensAdmin: the local mode runs the real
 // admission path: no key is a 401, and the printed admin token opens /admin.
 func TestLocalModeEnforcesKeysAndOpensAdmin(t *testing.T) {
-	baseURL, _ := startDev(t)
+	baseURL, _, adminToken := startDev(t)
 	resp, err := http.Post(baseURL+"/chat/completions", "application/json",
 		strings.NewReader(`{"model":"llama-8b","messages":[{"role":"user","content":"hi"}]}`))
 	if err != nil {
@@ -134,6 +140,31 @@ func TestLocalModeEnforcesKeysAndOpensAdmin(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("no key: status %d, want 401", resp.StatusCode)
+	}
+
+	// The nodes view lists one node agent per engine, live and healthy.
+	req, err := http.NewRequest(http.MethodGet, strings.TrimSuffix(baseURL, "/v1")+"/admin/nodes", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes admin.NodeList
+	err = json.NewDecoder(resp.Body).Decode(&nodes)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /admin/nodes: status %d, %v", resp.StatusCode, err)
+	}
+	if len(nodes.Data) != len(DefaultModels) {
+		t.Fatalf("GET /admin/nodes lists %d nodes, want one per model (%d)", len(nodes.Data), len(DefaultModels))
+	}
+	for _, n := range nodes.Data {
+		if n.Live == nil || !n.Live.Healthy || n.Live.Owner != replicaID {
+			t.Errorf("node %s: live %+v, want healthy and owned by %s", n.ID, n.Live, replicaID)
+		}
 	}
 	http.DefaultClient.CloseIdleConnections()
 }

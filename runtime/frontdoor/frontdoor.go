@@ -19,7 +19,9 @@ import (
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/quota"
+	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/urlguard"
 )
@@ -86,7 +88,15 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 	if err != nil {
 		return Front{}, err
 	}
-	adminAPI, err := admin.New(admin.Config{DB: cfg.DB, Ledger: cfg.Ledger, Authenticate: authn.Authenticate, Revoker: keys, Logger: cfg.Logger})
+	// Node control needs only Redis and the database, so the admin API can
+	// drain, revoke and list nodes whichever process owns their sockets.
+	nodeReg, err := registry.New(cfg.Redis, registry.Config{Prefix: cfg.RedisPrefix, Logger: cfg.Logger})
+	if err != nil {
+		return Front{}, err
+	}
+	nodes := orchestrator.NewControl(nodeReg, cfg.Redis, orchestrator.NewEvents(cfg.DB, nil))
+	adminAPI, err := admin.New(admin.Config{DB: cfg.DB, Ledger: cfg.Ledger, Authenticate: authn.Authenticate, Revoker: keys,
+		NodeTokenRevoker: nodes, Nodes: nodes, Drainer: nodes, Logger: cfg.Logger})
 	if err != nil {
 		return Front{}, err
 	}

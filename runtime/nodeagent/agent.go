@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -16,9 +17,20 @@ import (
 // in 10 s is down, and the backoff should take over.
 const dialTimeout = 10 * time.Second
 
+// ErrAlreadyRunning is returned by Run when the agent already runs.
+var ErrAlreadyRunning = errors.New("nodeagent: already running")
+
 // Agent connects one engine to the orchestrator.
 type Agent struct {
-	cfg Config
+	cfg     Config
+	running atomic.Bool
+	// dones keeps done records until acknowledged, across connections.
+	dones *doneStore
+	// clog is the completion log while Run runs; nil when none is set.
+	clog *completionLog
+	// live is the newest welcomed connection, which takes the done records
+	// of older ones that ended.
+	live atomic.Pointer[session]
 }
 
 // New returns an agent for cfg after validating it.
@@ -27,7 +39,22 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: c}, nil
+	return &Agent{cfg: c, dones: newDoneStore(maxPendingDones)}, nil
+}
+
+// Stats are an agent's done-record counts.
+type Stats struct {
+	// PendingDones are done records not yet acknowledged by a server.
+	PendingDones int
+	// DroppedDones counts records dropped unacknowledged at the cap of
+	// 10,000; the completion log still has them.
+	DroppedDones int64
+}
+
+// Stats returns the agent's done-record counts.
+func (a *Agent) Stats() Stats {
+	p, d := a.dones.counts()
+	return Stats{PendingDones: p, DroppedDones: d}
 }
 
 // outcome is how one connection ended, for the dial loop.
@@ -47,8 +74,23 @@ type outcome struct {
 // Run connects, serves and reconnects until ctx ends or the server drains
 // the node; both return nil. After a reconnect frame the old connection
 // finishes its in-flight requests in the background while Run dials the
-// new one; Run waits for it before returning.
+// new one; Run waits for it before returning. It fails only when the
+// completion log cannot be opened.
 func (a *Agent) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return ErrAlreadyRunning
+	}
+	defer a.running.Store(false)
+	clog, err := openCompletionLog(a.cfg.CompletionLog, a.cfg.Now)
+	if err != nil {
+		return err
+	}
+	a.clog = clog
+	defer func() {
+		if err := clog.close(); err != nil {
+			a.cfg.Logger.Error("close completion log", "err", err)
+		}
+	}()
 	bo := nodeproto.NewBackoff(a.cfg.Rand)
 	var old sync.WaitGroup
 	defer old.Wait()

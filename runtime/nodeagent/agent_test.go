@@ -11,9 +11,9 @@ import (
 )
 
 func TestRegisterThenWelcome(t *testing.T) {
-	sim, engineURL := newSim(t)
-	fs := newFakeServer(t, nil)
-	startAgent(t, fs, sim, engineURL)
+	_, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	startAgent(t, fs, eng)
 	sc := fs.accept(t)
 	if got, want := sc.register.NodeID, "node-test-1"; got != want {
 		t.Errorf("register node_id = %q, want %q", got, want)
@@ -34,9 +34,9 @@ func TestRegisterThenWelcome(t *testing.T) {
 }
 
 func TestAssignStreamsChunksThenDone(t *testing.T) {
-	sim, engineURL := newSim(t)
-	fs := newFakeServer(t, nil)
-	startAgent(t, fs, sim, engineURL)
+	sim, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	startAgent(t, fs, eng)
 	sc := fs.accept(t)
 	sc.send(t, assignFrame("req-1", testModel, sim.ServedModelName(), 24))
 	var want int64
@@ -75,9 +75,9 @@ func TestAssignStreamsChunksThenDone(t *testing.T) {
 }
 
 func TestAssignRefused(t *testing.T) {
-	sim, engineURL := newSim(t)
-	fs := newFakeServer(t, nil)
-	startAgent(t, fs, sim, engineURL)
+	sim, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	startAgent(t, fs, eng)
 	sc := fs.accept(t)
 	tests := []struct {
 		name     string
@@ -109,9 +109,9 @@ func TestAssignRefused(t *testing.T) {
 }
 
 func TestCancelAbortsEngineStream(t *testing.T) {
-	sim, engineURL := newSim(t)
-	fs := newFakeServer(t, nil)
-	startAgent(t, fs, sim, engineURL)
+	sim, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	startAgent(t, fs, eng)
 	sc := fs.accept(t)
 	sc.send(t, assignFrame("req-c", testModel, sim.ServedModelName(), 3000))
 	if _, ok := sc.next(t).(*nodeproto.Chunk); !ok {

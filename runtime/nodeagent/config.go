@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
@@ -39,6 +41,17 @@ type Config struct {
 	Logger *slog.Logger
 	// Rand is the backoff's jitter source; nil means the runtime's.
 	Rand rand.Source
+	// CompletionLog, when set, is a file to which the agent appends one
+	// JSON line per finished request (see Completion), so a sweeper can
+	// settle from the node's own counts after a crash; empty means none.
+	CompletionLog string
+	// GPUQuery reads the GPUs' utilisation for a heartbeat, one percentage
+	// per line as nvidia-smi prints it with
+	// --query-gpu=utilization.gpu --format=csv,noheader,nounits. Nil means
+	// nvidia-smi when it is on the PATH at New, and otherwise no gpu_util.
+	GPUQuery func(ctx context.Context) ([]byte, error)
+	// Now stamps completion log lines; nil means time.Now.
+	Now func() time.Time
 }
 
 // ErrConfig means a Config is unusable.
@@ -67,6 +80,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if c.GPUQuery == nil {
+		c.GPUQuery = nvidiaSMI()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	reg := c.register()
 	if err := reg.Validate(); err != nil {

@@ -10,9 +10,9 @@ import (
 )
 
 func TestReconnectAfterServerClose(t *testing.T) {
-	sim, engineURL := newSim(t)
-	fs := newFakeServer(t, nil)
-	startAgent(t, fs, sim, engineURL)
+	_, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	startAgent(t, fs, eng)
 	first := fs.accept(t)
 	first.c.CloseNow()
 	second := fs.accept(t)
@@ -25,9 +25,9 @@ func TestReconnectAfterServerClose(t *testing.T) {
 }
 
 func TestReconnectAdvice(t *testing.T) {
-	sim, engineURL := newSim(t)
-	fs := newFakeServer(t, nil)
-	startAgent(t, fs, sim, engineURL)
+	sim, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	startAgent(t, fs, eng)
 	first := fs.accept(t)
 	first.send(t, assignFrame("req-old", testModel, sim.ServedModelName(), 600))
 	if _, ok := first.next(t).(*nodeproto.Chunk); !ok {
@@ -64,14 +64,14 @@ func TestReconnectAdvice(t *testing.T) {
 }
 
 func TestRetryAfterIsHonoured(t *testing.T) {
-	sim, engineURL := newSim(t)
-	fs := newFakeServer(t, func(n int) nodeproto.Frame {
+	_, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{onRegister: func(n int) nodeproto.Frame {
 		if n == 1 {
 			return &nodeproto.RetryAfter{Seconds: 1, Reason: "rate limited"}
 		}
 		return &nodeproto.Welcome{Epoch: int64(n), HeartbeatInterval: 1, Window: nodeproto.DefaultWindow, OrchestratorID: "orch-test"}
-	})
-	startAgent(t, fs, sim, engineURL)
+	}})
+	startAgent(t, fs, eng)
 	fs.accept(t) // refused with retry_after
 	start := time.Now()
 	fs.accept(t) // welcomed
@@ -83,9 +83,9 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 }
 
 func TestDrainFinishesInFlightThenReturns(t *testing.T) {
-	sim, engineURL := newSim(t)
-	fs := newFakeServer(t, nil)
-	res, stop := startAgent(t, fs, sim, engineURL)
+	sim, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	ag := startAgent(t, fs, eng)
 	sc := fs.accept(t)
 	sc.send(t, assignFrame("req-d1", testModel, sim.ServedModelName(), 400))
 	if _, ok := sc.next(t).(*nodeproto.Chunk); !ok {
@@ -117,23 +117,59 @@ func TestDrainFinishesInFlightThenReturns(t *testing.T) {
 			t.Fatalf("unexpected %s frame", f.Type())
 		}
 	}
-	if err := waitRun(res); err != nil {
+	if err := waitRun(ag.res); err != nil {
 		t.Fatalf("Run after drain: %v", err)
 	}
-	stop()
+	ag.stop()
 }
 
 func TestRunReturnsOnCancelMidStream(t *testing.T) {
-	sim, engineURL := newSim(t)
-	fs := newFakeServer(t, nil)
-	res, stop := startAgent(t, fs, sim, engineURL)
+	sim, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	ag := startAgent(t, fs, eng)
 	sc := fs.accept(t)
 	sc.send(t, assignFrame("req-x", testModel, sim.ServedModelName(), 3000))
 	if _, ok := sc.next(t).(*nodeproto.Chunk); !ok {
 		t.Fatal("first answer is not a chunk")
 	}
-	stop()
-	if err := waitRun(res); err != nil {
+	ag.stop()
+	if err := waitRun(ag.res); err != nil {
 		t.Fatalf("Run after cancel: %v", err)
 	}
+}
+
+func TestDrainDeadlineCancelsThenReturns(t *testing.T) {
+	sim, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	ag := startAgent(t, fs, eng)
+	sc := fs.accept(t)
+	sc.send(t, assignFrame("req-dl", testModel, eng.served, 3000))
+	readChunks(t, sc, "req-dl", 0, 1)
+	const deadline = 300 * time.Millisecond
+	sc.send(t, &nodeproto.Drain{DeadlineMS: deadline.Milliseconds()})
+	start := time.Now()
+	var done *nodeproto.Done
+	for done == nil {
+		switch f := sc.next(t).(type) {
+		case *nodeproto.Chunk:
+		case *nodeproto.Done:
+			done = f
+		default:
+			t.Fatalf("unexpected %s frame", f.Type())
+		}
+	}
+	if got, want := time.Since(start), deadline-50*time.Millisecond; got < want {
+		t.Errorf("cancelled %v after the drain, want at least %v", got, want)
+	}
+	if got, want := done.FinishReason, openai.FinishAbort; got != want {
+		t.Errorf("done finish_reason = %q, want %q", got, want)
+	}
+	if got := done.CompletionTokens; got < 1 || got >= 3000 {
+		t.Errorf("done completion_tokens = %d, want some but not all of 3000", got)
+	}
+	if err := waitRun(ag.res); err != nil {
+		t.Fatalf("Run after a drain deadline: %v", err)
+	}
+	ag.stop()
+	eventually(t, "engine aborts the request", func() bool { return sim.Stats().Running == 0 })
 }

@@ -34,29 +34,32 @@ func (s *session) assign(ctx context.Context, a *nodeproto.Assign) {
 		refuse(http.StatusConflict, "request already running")
 		return
 	}
-	rctx, cancel := context.WithCancel(ctx)
-	s.reqs[a.RequestID] = cancel
+	rctx, cancel := context.WithCancelCause(ctx)
+	r := &inflight{cancel: cancel, credit: newCredit(s.w.Window)}
+	s.reqs[a.RequestID] = r
 	s.wg.Add(1)
 	s.mu.Unlock()
 	go func() {
 		defer s.wg.Done()
-		defer s.finish(a.RequestID, cancel)
-		s.run(ctx, rctx, a)
+		defer s.finish(a.RequestID, r)
+		s.run(ctx, rctx, r, a)
 	}()
 }
 
 // finish forgets a request and completes a drain it was the last of.
-func (s *session) finish(id string, cancel context.CancelFunc) {
-	cancel()
+func (s *session) finish(id string, r *inflight) {
+	r.cancel(errSessionOver)
 	s.mu.Lock()
 	delete(s.reqs, id)
 	s.checkDrained()
 	s.mu.Unlock()
 }
 
-// run streams one request from the engine. sctx is the connection's
-// context, for sending; rctx is the request's, cancelled by cancel.
-func (s *session) run(sctx, rctx context.Context, a *nodeproto.Assign) {
+// run streams one request from the engine and ends it with done or
+// error. sctx is the connection's context, for sending; rctx is the
+// request's, which a cancel, a drain's deadline or the link's end cancels:
+// the engine stream is then closed and the done says abort.
+func (s *session) run(sctx, rctx context.Context, r *inflight, a *nodeproto.Assign) {
 	id := a.RequestID
 	body, err := streamingBody(a.Body)
 	if err != nil {
@@ -66,49 +69,96 @@ func (s *session) run(sctx, rctx context.Context, a *nodeproto.Assign) {
 	st, err := dispatch.OpenEngineStream(rctx, s.a.cfg.HTTPClient, s.a.cfg.EngineURL, id, body)
 	if err != nil {
 		if rctx.Err() != nil {
-			s.send(sctx, &nodeproto.Done{RequestID: id, FinishReason: openai.FinishAbort})
+			s.complete(sctx, &nodeproto.Done{RequestID: id, FinishReason: openai.FinishAbort})
 			return
 		}
 		s.send(sctx, refusal(id, err))
 		return
 	}
-	defer st.Close()
-	var (
-		seq, completion int64
-		usage           *openai.Usage
-		finish          string
-	)
+	done := s.relay(sctx, rctx, r, id, st)
+	st.Close() // aborts the engine's request if it still runs
+	if done != nil {
+		s.complete(sctx, done)
+	}
+}
+
+// relay sends the engine's events as chunk frames within the request's
+// credit and returns the request's done record, or nil after sending an
+// error frame for a stream that broke before its first chunk.
+func (s *session) relay(sctx, rctx context.Context, r *inflight, id string, st dispatch.Stream) *nodeproto.Done {
+	var t tally
 	for {
 		ev, err := st.Recv()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			if rctx.Err() != nil {
-				s.send(sctx, &nodeproto.Done{RequestID: id, CompletionTokens: completion, FinishReason: openai.FinishAbort})
-				return
-			}
+		switch {
+		case errors.Is(err, io.EOF):
+			return t.done(id, t.finish)
+		case err != nil && rctx.Err() != nil:
+			return t.done(id, openai.FinishAbort)
+		case err != nil && t.seq == 0:
 			s.send(sctx, &nodeproto.Error{RequestID: id, Status: http.StatusBadGateway, Message: "engine stream broke"})
-			return
+			return nil
+		case err != nil:
+			// Chunks went out: the done carries their counts, and its
+			// empty finish reason tells the server the stream broke.
+			return t.done(id, "")
 		}
-		completion += ev.Tokens
-		if ev.Usage != nil {
-			usage = ev.Usage
-		}
-		if r := finishReason(ev.Data); r != "" {
-			finish = r
-		}
+		t.add(ev)
 		// Data is valid only until the next Recv; the writer encodes later.
-		if !s.send(sctx, &nodeproto.Chunk{RequestID: id, Seq: seq, Delta: bytes.Clone(ev.Data)}) {
-			return
+		c := &nodeproto.Chunk{RequestID: id, Seq: t.seq, Delta: bytes.Clone(ev.Data)}
+		if !r.credit.take(rctx) || !s.send(sctx, c) {
+			return t.done(id, openai.FinishAbort)
 		}
-		seq++
+		t.seq++
 	}
-	done := &nodeproto.Done{RequestID: id, CompletionTokens: completion, FinishReason: finish}
-	if usage != nil {
-		done.PromptTokens, done.CompletionTokens = usage.PromptTokens, usage.CompletionTokens
+}
+
+// tally counts a request's stream as it is relayed.
+type tally struct {
+	seq, completion int64
+	usage           *openai.Usage
+	finish          string
+}
+
+// add counts one engine event.
+func (t *tally) add(ev dispatch.Event) {
+	t.completion += ev.Tokens
+	if ev.Usage != nil {
+		t.usage = ev.Usage
 	}
-	s.send(sctx, done)
+	if r := finishReason(ev.Data); r != "" {
+		t.finish = r
+	}
+}
+
+// done returns the request's done record: the engine's usage counts when
+// its usage chunk came, else the content chunks read.
+func (t *tally) done(id, finish string) *nodeproto.Done {
+	d := &nodeproto.Done{RequestID: id, CompletionTokens: t.completion, FinishReason: finish}
+	if t.usage != nil {
+		d.PromptTokens, d.CompletionTokens = t.usage.PromptTokens, t.usage.CompletionTokens
+	}
+	return d
+}
+
+// complete keeps a request's done record until acknowledged, appends it
+// to the completion log, then sends it. When this connection is over, the
+// newest live connection takes it; either way the record waits in the
+// store for the next replay until an ack names it.
+func (s *session) complete(sctx context.Context, d *nodeproto.Done) {
+	if old := s.a.dones.add(d); old != nil {
+		_, dropped := s.a.dones.counts()
+		s.a.cfg.Logger.Warn("dropped an unacknowledged done record at the cap",
+			"request_id", old.RequestID, "dropped_total", dropped)
+	}
+	if err := s.a.clog.write(d); err != nil {
+		s.a.cfg.Logger.Error("write completion log", "request_id", d.RequestID, "err", err)
+	}
+	if s.send(sctx, d) {
+		return
+	}
+	if live := s.a.live.Load(); live != nil && live != s {
+		live.offer(d)
+	}
 }
 
 // refusal turns an engine's refusal into a request error frame.

@@ -18,6 +18,14 @@ import (
 // ends a stuck connection.
 const outQueue = 64
 
+// drainAckWait bounds how long a drained agent waits for the server to
+// acknowledge its last done records before it closes: an ack follows a
+// done within a round trip, and the completion log keeps them past it.
+const drainAckWait = 5 * time.Second
+
+// ackPoll is how often a drained agent looks for those acks.
+const ackPoll = 20 * time.Millisecond
+
 // session is one registered connection.
 type session struct {
 	a    *Agent
@@ -26,39 +34,56 @@ type session struct {
 	// out carries every outgoing frame to the one writer; a nil frame
 	// asks the writer to close the socket normally after what precedes it.
 	out chan nodeproto.Frame
+	// over is closed when the connection has ended, for senders of other
+	// connections that hand it done records.
+	over chan struct{}
 
 	// redial receives a reconnect frame's wait, at most once.
 	redial chan<- time.Duration
 
-	mu       sync.Mutex
-	reqs     map[string]context.CancelFunc // in-flight requests by id
-	draining bool                          // the server drained the node
-	leaving  bool                          // the server asked for a new connection
-	drained  chan struct{}                 // closed once draining or leaving with nothing in flight
-	once     sync.Once
-	advice   time.Duration // the server's wait before the next dial, 0 for none
-	after    time.Duration // the reconnect frame's wait, once leaving
-	wg       sync.WaitGroup
+	mu         sync.Mutex
+	reqs       map[string]*inflight // in-flight requests by id
+	draining   bool                 // the server drained the node
+	leaving    bool                 // the server asked for a new connection
+	drained    chan struct{}        // closed once draining or leaving with nothing in flight
+	once       sync.Once
+	advice     time.Duration // the server's wait before the next dial, 0 for none
+	after      time.Duration // the reconnect frame's wait, once leaving
+	drainTimer *time.Timer   // cancels what still runs at a drain's deadline
+	drainAt    time.Time     // when drainTimer fires
+	wg         sync.WaitGroup
+}
+
+// inflight is one running request.
+type inflight struct {
+	cancel context.CancelCauseFunc
+	credit *credit
 }
 
 func newSession(a *Agent, conn *websocket.Conn, w *nodeproto.Welcome, redial chan<- time.Duration) *session {
 	return &session{
 		a: a, conn: conn, w: w, redial: redial,
 		out:     make(chan nodeproto.Frame, outQueue),
-		reqs:    make(map[string]context.CancelFunc),
+		over:    make(chan struct{}),
+		reqs:    make(map[string]*inflight),
 		drained: make(chan struct{}),
 	}
 }
 
 // serve runs the connection until it breaks, ctx ends or a drain
-// completes. Every goroutine it starts has ended when it returns.
+// completes. Every goroutine it starts has ended when it returns. The
+// done records no server has acknowledged go out first, before any other
+// frame of this connection.
 func (s *session) serve(ctx context.Context) (outcome, error) {
+	replay := s.a.dones.snapshot() // before any request of this connection can finish
+	s.a.live.Store(s)
+	defer s.a.live.CompareAndSwap(s, nil)
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
-		cancel(s.writeLoop(sctx))
+		cancel(s.writeLoop(sctx, replay))
 	}()
 	s.wg.Add(2)
 	go func() {
@@ -73,6 +98,7 @@ func (s *session) serve(ctx context.Context) (outcome, error) {
 	select {
 	case <-s.drained:
 		out.drained = true
+		s.awaitAcks(sctx)
 		s.send(sctx, nil) // flush queued frames, then close normally
 		select {
 		case <-writerDone:
@@ -81,10 +107,14 @@ func (s *session) serve(ctx context.Context) (outcome, error) {
 	case <-sctx.Done():
 	}
 	err := context.Cause(sctx)
-	cancel(errors.New("session over"))
+	cancel(errSessionOver)
+	close(s.over)
 	s.wg.Wait()
 	<-writerDone
 	s.mu.Lock()
+	if s.drainTimer != nil {
+		s.drainTimer.Stop()
+	}
 	leaving := s.leaving
 	out.advice = max(s.advice, adviceForClose(err).advice)
 	if leaving {
@@ -98,6 +128,28 @@ func (s *session) serve(ctx context.Context) (outcome, error) {
 	return out, err
 }
 
+// errSessionOver ends a session's context once serve is done with it.
+var errSessionOver = errors.New("session over")
+
+// awaitAcks waits, up to drainAckWait, until no done record waits for an
+// ack, so a drained node leaves nothing unconfirmed behind.
+func (s *session) awaitAcks(ctx context.Context) {
+	deadline := time.NewTimer(drainAckWait)
+	defer deadline.Stop()
+	tick := time.NewTicker(ackPoll)
+	defer tick.Stop()
+	for s.a.Stats().PendingDones > 0 {
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			s.a.cfg.Logger.Warn("drained with done records unacknowledged", "pending", s.a.Stats().PendingDones)
+			return
+		case <-tick.C:
+		}
+	}
+}
+
 // send hands f to the writer, or gives up when the connection ends.
 func (s *session) send(ctx context.Context, f nodeproto.Frame) bool {
 	select {
@@ -108,9 +160,28 @@ func (s *session) send(ctx context.Context, f nodeproto.Frame) bool {
 	}
 }
 
-// writeLoop is the socket's only writer. A nil frame closes the socket
-// normally; any write error ends the connection.
-func (s *session) writeLoop(ctx context.Context) error {
+// offer hands a done record of an older connection to this one's writer,
+// or gives up when this connection has ended too: the record stays in the
+// store for the next replay either way.
+func (s *session) offer(d *nodeproto.Done) {
+	select {
+	case s.out <- d:
+	case <-s.over:
+	}
+}
+
+// writeLoop is the socket's only writer. It writes the replayed done
+// records first, then the queue. A nil frame closes the socket normally;
+// any write error ends the connection.
+func (s *session) writeLoop(ctx context.Context, replay []*nodeproto.Done) error {
+	if len(replay) > 0 {
+		s.a.cfg.Logger.Info("replaying unacknowledged done records", "count", len(replay))
+	}
+	for _, d := range replay {
+		if err := s.write(ctx, d); err != nil {
+			return err
+		}
+	}
 	for {
 		var f nodeproto.Frame
 		select {
@@ -121,18 +192,27 @@ func (s *session) writeLoop(ctx context.Context) error {
 		if f == nil {
 			return s.conn.Close(websocket.StatusNormalClosure, "drained")
 		}
-		b, err := nodeproto.Encode(f)
-		if err != nil {
-			s.a.cfg.Logger.Error("drop unencodable frame", "type", f.Type(), "err", err)
-			continue
-		}
-		wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
-		err = s.conn.Write(wctx, websocket.MessageText, b)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("write %s: %w", f.Type(), err)
+		if err := s.write(ctx, f); err != nil {
+			return err
 		}
 	}
+}
+
+// write encodes and writes one frame within WriteTimeout. A frame that
+// cannot be encoded is logged and dropped.
+func (s *session) write(ctx context.Context, f nodeproto.Frame) error {
+	b, err := nodeproto.Encode(f)
+	if err != nil {
+		s.a.cfg.Logger.Error("drop unencodable frame", "type", f.Type(), "err", err)
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
+	err = s.conn.Write(wctx, websocket.MessageText, b)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("write %s: %w", f.Type(), err)
+	}
+	return nil
 }
 
 // readLoop reads and dispatches server frames until the connection ends.
@@ -154,57 +234,5 @@ func (s *session) readLoop(ctx context.Context) error {
 			return fmt.Errorf("decode: %w", err)
 		}
 		s.handle(ctx, f)
-	}
-}
-
-// handle acts on one server frame.
-func (s *session) handle(ctx context.Context, f nodeproto.Frame) {
-	switch f := f.(type) {
-	case *nodeproto.Assign:
-		s.assign(ctx, f)
-	case *nodeproto.Cancel:
-		s.mu.Lock()
-		cancel := s.reqs[f.RequestID]
-		s.mu.Unlock()
-		if cancel != nil {
-			cancel()
-		}
-	case *nodeproto.Drain:
-		s.mu.Lock()
-		s.draining = true
-		s.checkDrained()
-		s.mu.Unlock()
-	case *nodeproto.Reconnect:
-		s.mu.Lock()
-		if !s.leaving {
-			s.leaving = true // this socket takes no new work; in-flight ends here
-			s.after = f.After()
-			s.redial <- f.After()
-		}
-		s.checkDrained()
-		s.mu.Unlock()
-	case *nodeproto.RetryAfter:
-		s.mu.Lock()
-		s.advice = max(s.advice, f.Wait())
-		s.mu.Unlock()
-	case *nodeproto.Error:
-		s.a.cfg.Logger.Error("server reported a connection error", "status", f.Status, "message", f.Message)
-		s.mu.Lock()
-		s.advice = nodeproto.BackoffCap
-		s.mu.Unlock()
-	case *nodeproto.LoadModel:
-		s.send(ctx, &nodeproto.Error{Status: 501, Message: "no model loader configured"})
-	case *nodeproto.Window, *nodeproto.Ack:
-		// Credit and done replay are not implemented yet.
-	default:
-		s.a.cfg.Logger.Warn("unexpected frame", "type", f.Type())
-	}
-}
-
-// checkDrained closes drained once draining with nothing in flight. The
-// caller holds mu.
-func (s *session) checkDrained() {
-	if (s.draining || s.leaving) && len(s.reqs) == 0 {
-		s.once.Do(func() { close(s.drained) })
 	}
 }

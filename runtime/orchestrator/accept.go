@@ -1,0 +1,167 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/nodeproto"
+	"github.com/llmplat/llmplat/runtime/registry"
+)
+
+// ConnectPath is where nodes dial in.
+const ConnectPath = "/v1/nodes/connect"
+
+// shutdownRetryAfter is the wait a replica that is going away advises a
+// node that dials it: another replica will be up by then.
+const shutdownRetryAfter = 5
+
+// accept serves one node socket from upgrade to close.
+func (o *Orchestrator) accept(w http.ResponseWriter, r *http.Request) {
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		return // Accept answered the client
+	}
+	defer ws.CloseNow()
+	ws.SetReadLimit(nodeproto.ServerReadLimit)
+	ctx := r.Context()
+	reg, err := readRegister(ctx, ws)
+	if err != nil {
+		o.cfg.Metrics.registrations.WithLabelValues("invalid").Inc()
+		code := websocket.StatusProtocolError
+		if cc, ok := nodeproto.CloseCodeOf(err); ok {
+			code = websocket.StatusCode(cc)
+		}
+		_ = ws.Close(code, "first frame must be a valid register")
+		return
+	}
+	log := o.cfg.Logger.With("node_id", reg.NodeID)
+	if o.closing.Load() {
+		o.refuse(ctx, ws, "shutdown", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "replica going away"})
+		return
+	}
+	ok, wait, admitted, err := o.cfg.Registry.AllowRegistrationAt(ctx, o.cfg.RegistrationsPerSecond)
+	if err != nil {
+		log.Warn("registration rate check failed", "err", err)
+		o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "registry unavailable"})
+		return
+	}
+	if !ok {
+		o.refuse(ctx, ws, "rate_limited", &nodeproto.RetryAfter{Seconds: int(math.Ceil(wait.Seconds())), Reason: "registration rate"})
+		return
+	}
+	if err := o.cfg.Tokens.Verify(ctx, reg.NodeID, string(reg.Token)); err != nil {
+		if !errors.Is(err, admin.ErrInvalidNodeToken) {
+			log.Warn("node token check failed", "err", err)
+			o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "token store unavailable"})
+			return
+		}
+		log.Warn("node token refused", "err", err)
+		msg := "node token invalid"
+		if errors.Is(err, admin.ErrNodeTokenRevoked) {
+			msg = "node token revoked"
+		}
+		o.refuse(ctx, ws, "bad_token", &nodeproto.Error{Status: http.StatusUnauthorized, Message: msg})
+		return
+	}
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c, state, err := o.register(ctx, ws, reg, admitted, cancel)
+	if err != nil {
+		log.Error("registration failed", "err", err)
+		o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "registration failed"})
+		return
+	}
+	o.cfg.Metrics.registrations.WithLabelValues("accepted").Inc()
+	if c.epoch > 1 {
+		o.cfg.Metrics.reconnects.Inc()
+	}
+	log.Info("node registered", "epoch", c.epoch, "models", len(reg.Models))
+	c.send(&nodeproto.Welcome{Epoch: c.epoch, HeartbeatInterval: int(nodeproto.HeartbeatInterval / time.Second),
+		Window: o.cfg.Window, OrchestratorID: o.cfg.ID, Version: o.cfg.Version})
+	if state == stateDraining {
+		c.drain(0)
+		o.markDraining(ctx, c)
+	}
+	err = o.serveConn(cctx, c)
+	log.Info("node connection ended", "epoch", c.epoch, "cause", err)
+}
+
+// readRegister reads and validates the first frame.
+func readRegister(ctx context.Context, ws *websocket.Conn) (*nodeproto.Register, error) {
+	rctx, cancel := context.WithTimeout(ctx, nodeproto.RegisterTimeout)
+	defer cancel()
+	_, msg, err := ws.Read(rctx)
+	if err != nil {
+		return nil, fmt.Errorf("read register: %w", err)
+	}
+	f, err := nodeproto.Decode(msg)
+	if err != nil {
+		return nil, fmt.Errorf("decode register: %w", err)
+	}
+	reg, ok := f.(*nodeproto.Register)
+	if !ok {
+		return nil, fmt.Errorf("%w: first frame is %s", nodeproto.ErrInvalid, f.Type())
+	}
+	return reg, nil
+}
+
+// refuse answers a registration with f (retry_after or error) and closes
+// with the matching code.
+func (o *Orchestrator) refuse(ctx context.Context, ws *websocket.Conn, reason string, f nodeproto.Frame) {
+	o.cfg.Metrics.registrations.WithLabelValues(reason).Inc()
+	code, text := websocket.StatusTryAgainLater, "try again later"
+	if _, isErr := f.(*nodeproto.Error); isErr {
+		code, text = websocket.StatusPolicyViolation, "registration refused"
+	}
+	if b, err := nodeproto.Encode(f); err == nil {
+		wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
+		_ = ws.Write(wctx, websocket.MessageText, b)
+		cancel()
+	}
+	_ = ws.Close(code, text)
+}
+
+// register records the registration (admitted is the Redis time the rate
+// limit counted it at), claims the node's record under a new
+// epoch and makes the connection the node's current one on this replica.
+// It returns the node's durable state ("draining" survives a reconnect).
+func (o *Orchestrator) register(ctx context.Context, ws *websocket.Conn, reg *nodeproto.Register, admitted time.Time, cancel context.CancelCauseFunc) (*nodeConn, string, error) {
+	rec := recordOf(reg, o.cfg.ID)
+	state := stateActive
+	if o.cfg.Events != nil {
+		sctx, cancel := context.WithTimeout(ctx, storeTimeout)
+		var err error
+		state, err = o.cfg.Events.Registered(sctx, rec, admitted)
+		cancel()
+		if err != nil {
+			return nil, "", err
+		}
+	}
+	epoch, err := o.cfg.Registry.Register(ctx, rec)
+	if err != nil {
+		return nil, "", fmt.Errorf("claim node record: %w", err)
+	}
+	c := newNodeConn(o, ws, rec, epoch, reg.Token, cancel)
+	return c, state, nil
+}
+
+// recordOf is the registry record of a registration.
+func recordOf(reg *nodeproto.Register, owner string) registry.NodeRecord {
+	rec := registry.NodeRecord{ID: reg.NodeID, Owner: owner, Location: registry.Location(reg.Location),
+		ServiceURL: reg.ServiceURL, Version: reg.Version}
+	for _, g := range reg.GPUs {
+		rec.GPUs = append(rec.GPUs, registry.GPU{Index: g.Index, Name: g.Name, MemoryBytes: g.MemoryBytes})
+	}
+	for _, m := range reg.Models {
+		rec.Models = append(rec.Models, registry.ModelSlot{Name: m.Name, ServedName: m.ServedName,
+			MaxNumSeqs: m.MaxNumSeqs, MaxModelLen: m.MaxModelLen, KVCapacityTokens: m.KVCapacityTokens})
+	}
+	return rec
+}

@@ -1,0 +1,106 @@
+package orchestrator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/llmplat/llmplat/runtime/nodeproto"
+	"github.com/llmplat/llmplat/runtime/orchestrator"
+)
+
+// rawNode dials a replica as a hand-written agent and sends first; it
+// returns the server's answer frame (nil if none) and the close status.
+func rawNode(t *testing.T, r *replica, first []byte) (nodeproto.Frame, websocket.StatusCode) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	defer cancel()
+	conn, _, err := websocket.Dial(ctx, r.wsURL(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.CloseNow()
+	conn.SetReadLimit(nodeproto.AgentReadLimit)
+	if err := conn.Write(ctx, websocket.MessageText, first); err != nil {
+		t.Fatal(err)
+	}
+	var answer nodeproto.Frame
+	for {
+		_, msg, err := conn.Read(ctx)
+		if err != nil {
+			return answer, websocket.CloseStatus(err)
+		}
+		f, err := nodeproto.Decode(msg)
+		if err != nil {
+			t.Fatalf("undecodable frame from the server: %v", err)
+		}
+		if answer == nil {
+			answer = f
+		}
+		if _, ok := f.(*nodeproto.Welcome); ok {
+			return f, -1 // registered: the test is done with it
+		}
+	}
+}
+
+// register returns a register frame for a node with a token.
+func register(t *testing.T, nodeID, token string) []byte {
+	t.Helper()
+	b, err := nodeproto.Encode(&nodeproto.Register{NodeID: nodeID, Token: nodeproto.Secret(token), Version: "test",
+		Location: nodeproto.LocationOnPrem, Models: []nodeproto.Model{{Name: testModel, ServedName: "m", MaxNumSeqs: 8, MaxModelLen: 4096, KVCapacityTokens: 10000}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRegistrationRefusals checks each way a registration is refused, and
+// the frame and close code each gets.
+func TestRegistrationRefusals(t *testing.T) {
+	c := newCluster(t)
+	r := c.startReplica("orch-a", func(cfg *orchestrator.Config) { cfg.RegistrationsPerSecond = 1 })
+	token := func(id string) string {
+		issued, err := c.tokens.Issue(t.Context(), id, "issue-"+id, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return issued.Token
+	}
+
+	t.Run("first frame not register", func(t *testing.T) {
+		hb, _ := nodeproto.Encode(&nodeproto.Heartbeat{})
+		_, code := rawNode(t, r, hb)
+		if code != websocket.StatusProtocolError {
+			t.Errorf("close %d, want 1002", code)
+		}
+	})
+	t.Run("token of another node", func(t *testing.T) {
+		waitNextSecond()
+		f, code := rawNode(t, r, register(t, "node-x", token("node-y")))
+		e, ok := f.(*nodeproto.Error)
+		if !ok || e.Status != 401 || code != websocket.StatusPolicyViolation {
+			t.Errorf("answer %#v, close %d; want error 401 and 1008", f, code)
+		}
+	})
+	t.Run("over the rate", func(t *testing.T) {
+		waitNextSecond()
+		first, _ := rawNode(t, r, register(t, "node-1", token("node-1")))
+		if _, ok := first.(*nodeproto.Welcome); !ok {
+			t.Fatalf("first registration answered %#v, want welcome", first)
+		}
+		f, code := rawNode(t, r, register(t, "node-2", token("node-2")))
+		ra, ok := f.(*nodeproto.RetryAfter)
+		if !ok || ra.Seconds < 1 || code != websocket.StatusTryAgainLater {
+			t.Errorf("second registration in one second: answer %#v, close %d; want retry_after ≥ 1 s and 1013", f, code)
+		}
+	})
+}
+
+// waitNextSecond sleeps into the next wall-clock second, so that a test
+// starts with the registration limit's second unused.
+func waitNextSecond() {
+	now := time.Now()
+	time.Sleep(now.Truncate(time.Second).Add(time.Second + 50*time.Millisecond).Sub(now))
+}

@@ -1,0 +1,97 @@
+package orchestrator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/coder/websocket"
+
+	"github.com/llmplat/llmplat/runtime/nodeproto"
+	"github.com/llmplat/llmplat/runtime/registry"
+)
+
+// readLoop reads the node's frames until the link ends. A read that sees
+// nothing for ReadTimeout (three heartbeats) drops a half-open link.
+func (c *nodeConn) readLoop(ctx context.Context) error {
+	for {
+		rctx, cancel := context.WithTimeout(ctx, nodeproto.ReadTimeout)
+		_, msg, err := c.ws.Read(rctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+				return errNodeClosed
+			}
+			return fmt.Errorf("read: %w", err)
+		}
+		f, err := nodeproto.Decode(msg)
+		if errors.Is(err, nodeproto.ErrUnknownType) {
+			c.o.cfg.Metrics.unknownFrames.Inc()
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("decode: %w", err)
+		}
+		if err := c.handle(ctx, f); err != nil {
+			return err
+		}
+	}
+}
+
+// handle acts on one frame from the node; an error ends the connection.
+func (c *nodeConn) handle(ctx context.Context, f nodeproto.Frame) error {
+	switch f := f.(type) {
+	case *nodeproto.Chunk:
+		s := c.take(f.RequestID, false)
+		if s == nil {
+			return nil // cancelled: the node stops within its credit
+		}
+		if !s.push(f) {
+			return fmt.Errorf("%w: %w for request %s", nodeproto.ErrInvalid, errCredit, f.RequestID)
+		}
+	case *nodeproto.Done:
+		if s := c.take(f.RequestID, true); s != nil && !s.push(f) {
+			s.fail(fmt.Errorf("%w: done lost in a full buffer", errCredit))
+		}
+		c.o.recordDone(ctx, c.rec.ID, f)
+		c.send(&nodeproto.Ack{RequestIDs: []string{f.RequestID}})
+	case *nodeproto.Error:
+		if f.RequestID == "" {
+			c.o.cfg.Logger.Warn("node reported a connection error", "node_id", c.rec.ID, "status", f.Status, "message", f.Message)
+			return nil
+		}
+		if s := c.take(f.RequestID, true); s != nil && !s.push(f) {
+			s.fail(fmt.Errorf("%w: error lost in a full buffer", errCredit))
+		}
+	case *nodeproto.Heartbeat:
+		c.beat(ctx, f)
+	case *nodeproto.Register:
+		return fmt.Errorf("%w: register on a registered connection", nodeproto.ErrInvalid)
+	default:
+		c.o.cfg.Logger.Warn("unexpected frame from node", "node_id", c.rec.ID, "type", f.Type())
+	}
+	return nil
+}
+
+// beat writes a heartbeat to the registry under this connection's epoch.
+// A refused write means a newer connection of the node took over: this
+// one finishes its requests and closes.
+func (c *nodeConn) beat(ctx context.Context, hb *nodeproto.Heartbeat) {
+	rhb := registry.Heartbeat{QueueDepth: hb.QueueDepth, Running: hb.Running, GPUUtil: hb.GPUUtil}
+	if hb.KVCacheUsage != nil {
+		rhb.KVCacheUsage = min(max(*hb.KVCacheUsage, 0), 1)
+	}
+	ok, err := c.o.cfg.Registry.Heartbeat(ctx, c.rec.ID, c.epoch, rhb)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			c.o.cfg.Logger.Warn("heartbeat not recorded", "node_id", c.rec.ID, "err", err)
+		}
+	case !ok:
+		c.o.cfg.Logger.Info("connection superseded", "node_id", c.rec.ID, "epoch", c.epoch)
+		c.leave(errSuperseded)
+	}
+}

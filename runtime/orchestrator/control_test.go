@@ -1,0 +1,142 @@
+package orchestrator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/quota"
+	"github.com/llmplat/llmplat/runtime/registry"
+)
+
+// TestDrain drains a node through the control that the admin API uses,
+// from a replica that does not own its socket: no new work reaches it, its
+// streams finish, the agent exits, and the database says drained.
+func TestDrain(t *testing.T) {
+	c := newCluster(t)
+	a := c.startReplica("orch-a", nil)
+	b := c.startReplica("orch-b", nil)
+	n := c.startNode("node-1", b, nodeOpts{sim: enginesim.Config{TimeScale: 4}})
+	c.waitNode(n.id, "orch-b")
+
+	const streams = 3
+	results := make(chan result, streams)
+	for i := range streams {
+		st, err := b.o().Dispatch(t.Context(), job(fmt.Sprintf("long-%d", i), 400))
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() { results <- drain(st) }()
+	}
+	ctl := orchestrator.NewControl(c.reg, c.rdb, c.events)
+	if err := ctl.Drain(t.Context(), n.id); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("the registry marks the node draining", func() bool {
+		got, err := c.reg.Get(t.Context(), n.id)
+		return err == nil && got.State == registry.StateDraining
+	})
+	time.Sleep(orchestrator.RefreshInterval + 500*time.Millisecond) // every replica's snapshot has the drain
+	for _, r := range []*replica{a, b} {
+		if _, err := r.o().Dispatch(t.Context(), job("after-drain-"+r.id, 10)); !errors.Is(err, dispatch.ErrNoCapacity) {
+			t.Errorf("a request to %s after the drain got %v, want ErrNoCapacity", r.id, err)
+		}
+	}
+	for range streams {
+		if r := <-results; !r.complete() {
+			t.Errorf("in-flight stream ended with %v during the drain; want it to finish", r.err)
+		}
+	}
+	select {
+	case err := <-n.agentRun:
+		if err != nil {
+			t.Errorf("agent ended with %v", err)
+		}
+		n.agentRun <- err // for the cleanup
+	case <-time.After(waitFor):
+		t.Fatal("agent did not exit after its drain")
+	}
+	c.eventually("the node's row says drained", func() bool {
+		var state string
+		err := c.db.QueryRowContext(t.Context(), "SELECT state FROM nodes WHERE id = $1", n.id).Scan(&state)
+		return err == nil && state == "drained"
+	})
+	var kinds []string
+	rows, err := c.db.QueryContext(t.Context(), "SELECT kind FROM node_events WHERE node_id = $1 ORDER BY id", n.id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k string
+		if err := rows.Scan(&k); err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, k)
+	}
+	if want := []string{"register", "drain", "deregister"}; fmt.Sprint(kinds) != fmt.Sprint(want) {
+		t.Errorf("node events %v, want %v", kinds, want)
+	}
+}
+
+// TestRevokedTokenClosesSocket revokes a connected node's token: its
+// socket closes within seconds and it cannot register again.
+func TestRevokedTokenClosesSocket(t *testing.T) {
+	c := newCluster(t)
+	c.startReplica("orch-a", nil)
+	b := c.startReplica("orch-b", nil)
+	n := c.startNode("node-1", b, nodeOpts{})
+	c.waitNode(n.id, "orch-b")
+
+	if _, _, err := c.tokens.Revoke(t.Context(), n.tokenID, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := orchestrator.NewControl(c.reg, c.rdb, c.events).RevokeNodeToken(t.Context(), n.id, n.tokenID); err != nil {
+		t.Fatal(err)
+	}
+	c.eventually("the node leaves the registry", func() bool {
+		_, err := c.reg.Get(t.Context(), n.id)
+		return errors.Is(err, registry.ErrNotFound)
+	})
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("socket closed %v after the revocation, want within seconds", took)
+	}
+	time.Sleep(3 * time.Second) // the agent's backoff: it tries again and is refused
+	if _, err := c.reg.Get(t.Context(), n.id); !errors.Is(err, registry.ErrNotFound) {
+		t.Errorf("the node came back with a revoked token: %v", err)
+	}
+}
+
+// TestPendingGauge reports the gateways' queue for a declared model that
+// no node serves, so the autoscaler can wake it.
+func TestPendingGauge(t *testing.T) {
+	c := newCluster(t)
+	queue, err := quota.NewQueue(c.rdb, quota.Config{Prefix: c.prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := c.startReplica("orch-a", func(cfg *orchestrator.Config) {
+		cfg.Models = func(context.Context) ([]string, error) { return []string{"llama-8b", "llama-70b"}, nil }
+		cfg.Pending = queue.Depth
+	})
+	if got := a.o().Pending(t.Context()); got["llama-70b"] != 0 || got["llama-8b"] != 0 || len(got) != 2 {
+		t.Fatalf("pending before any request = %v, want both models at 0", got)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	waiting := make(chan error, 1)
+	go func() {
+		waiting <- queue.Wait(ctx, "llama-70b", "r-70b", time.Minute, func(ctx context.Context) (bool, error) {
+			_, err := a.o().Dispatch(ctx, &dispatch.Job{RequestID: "r-70b", Model: "llama-70b", Request: job("r-70b", 10).Request})
+			return !errors.Is(err, dispatch.ErrNoCapacity), nil
+		})
+	}()
+	c.eventually("the waiting request shows in the gauge", func() bool { return a.o().Pending(t.Context())["llama-70b"] == 1 })
+	cancel()
+	<-waiting
+}

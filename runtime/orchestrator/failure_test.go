@@ -1,0 +1,168 @@
+package orchestrator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/registry"
+)
+
+// inFlight is how many requests an engine holds now.
+func inFlight(n *node) int {
+	st := n.sim.Stats()
+	return st.Running + st.Waiting
+}
+
+// seen is how many requests an engine has taken in all.
+func seen(n *node) int64 {
+	st := n.sim.Stats()
+	return int64(st.Running+st.Waiting) + st.Finished + st.Aborted
+}
+
+// TestSocketCut cuts a node's socket with a request streaming on it and
+// one not yet streamed, keeps the link down for a while, then lets it
+// back: the streaming request breaks, the other one completes on another
+// node, nothing goes to the dead node, and the node comes back under a
+// new epoch.
+func TestSocketCut(t *testing.T) {
+	c := newCluster(t)
+	b := c.startReplica("orch-b", nil)
+	p := newCutProxy(t, b)
+	n1 := c.startNode("node-1", b, nodeOpts{serverURL: p.wsURL(), sim: enginesim.Config{TimeScale: 2}})
+	first := c.waitNode(n1.id, "orch-b")
+
+	streaming, err := b.o().Dispatch(t.Context(), job("streaming", 2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := streaming.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	n1.sim.SetFaults(enginesim.Faults{Hang: true})
+	pending := make(chan result, 1)
+	go func() {
+		st, err := b.o().Dispatch(t.Context(), job("pending", 50))
+		if err != nil {
+			pending <- result{err: err}
+			return
+		}
+		pending <- drain(st)
+	}()
+	time.Sleep(500 * time.Millisecond) // the second request hangs on node-1, with nothing streamed
+
+	n2 := c.startNode("node-2", b, nodeOpts{})
+	c.waitNode(n2.id, "orch-b")
+	time.Sleep(2 * time.Second) // every snapshot has node-2
+
+	p.block(true)
+	p.cut()
+	got := drain(streaming)
+	if !errors.Is(got.err, dispatch.ErrStreamBroken) {
+		t.Errorf("streaming request ended with %v, want ErrStreamBroken", got.err)
+	}
+	if got.tokens == 0 {
+		t.Errorf("streaming request relayed no tokens before the cut")
+	}
+	select {
+	case r := <-pending:
+		if !r.complete() {
+			t.Errorf("not-yet-streamed request ended with %v; want it completed on node-2", r.err)
+		}
+		if seen(n2) == 0 {
+			t.Errorf("node-2 never got the retried request")
+		}
+	case <-time.After(waitFor):
+		t.Fatal("not-yet-streamed request hangs after the cut")
+	}
+
+	c.eventually("node-1 leaves the registry", func() bool {
+		_, err := c.reg.Get(t.Context(), n1.id)
+		return errors.Is(err, registry.ErrNotFound)
+	})
+	n1.sim.SetFaults(enginesim.Faults{})
+	c.eventually("node-1's engine let its requests go", func() bool { return inFlight(n1) == 0 })
+	before := seen(n1)
+	for i := range 5 {
+		st, err := b.o().Dispatch(t.Context(), job(fmt.Sprintf("while-dead-%d", i), 20))
+		if err != nil {
+			t.Fatalf("request while node-1 is dead: %v", err)
+		}
+		if r := drain(st); !r.complete() {
+			t.Fatalf("request while node-1 is dead ended with %v", r.err)
+		}
+	}
+	if after := seen(n1); after != before {
+		t.Errorf("node-1's engine got %d requests while its socket was down", after-before)
+	}
+
+	p.block(false)
+	back := c.waitNode(n1.id, "orch-b")
+	if back.Epoch <= first.Epoch {
+		t.Errorf("node-1 came back under epoch %d, want more than %d", back.Epoch, first.Epoch)
+	}
+	if p.dialed() < 2 {
+		t.Errorf("proxy saw %d links, want a reconnect", p.dialed())
+	}
+}
+
+// TestEngineKilledMidStream kills the engine while it streams: the
+// consumer gets an error event and a broken stream, never a hang.
+func TestEngineKilledMidStream(t *testing.T) {
+	c := newCluster(t)
+	a := c.startReplica("orch-a", nil)
+	b := c.startReplica("orch-b", nil)
+	n := c.startNode("node-1", b, nodeOpts{sim: enginesim.Config{TimeScale: 5, Faults: enginesim.Faults{DieAfterTokens: 30}}})
+	c.waitNode(n.id, "orch-b")
+	time.Sleep(2 * time.Second) // replica A's snapshot has the node
+
+	st, err := a.o().Dispatch(t.Context(), job("doomed", 400))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan result, 1)
+	go func() { done <- drain(st) }()
+	select {
+	case r := <-done:
+		if !errors.Is(r.err, dispatch.ErrStreamBroken) {
+			t.Errorf("stream ended with %v, want ErrStreamBroken", r.err)
+		}
+		if r.errEv == nil {
+			t.Errorf("no error event before the break")
+		}
+		if r.tokens == 0 || r.tokens > 30 {
+			t.Errorf("relayed %d tokens before the engine died after 30", r.tokens)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the stream hangs after the engine died")
+	}
+}
+
+// TestRequestContextEndsStream cancels a request's context mid-stream:
+// Recv returns at once, without the chunks still coming, and the node
+// aborts the request on its engine.
+func TestRequestContextEndsStream(t *testing.T) {
+	c := newCluster(t)
+	b := c.startReplica("orch-b", nil)
+	n := c.startNode("node-1", b, nodeOpts{sim: enginesim.Config{TimeScale: 2}})
+	c.waitNode(n.id, "orch-b")
+	ctx, cancel := context.WithCancel(t.Context())
+	st, err := b.o().Dispatch(ctx, job("abandoned", 2000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Recv(); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	if _, err := st.Recv(); !errors.Is(err, dispatch.ErrStreamBroken) || !errors.Is(err, context.Canceled) {
+		t.Errorf("Recv after the context ended = %v, want a broken stream caused by the cancel", err)
+	}
+	st.Close()
+	c.eventually("the engine aborts the request", func() bool { return n.sim.Stats().Aborted == 1 })
+}

@@ -1,0 +1,302 @@
+package orchestrator
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmplat/llmplat/runtime/nodeproto"
+)
+
+// header starts every pub/sub message between replicas; the frame, if
+// any, follows after a newline, exactly as it travels on the socket.
+type header struct {
+	// Node is the node a message on a node channel is for.
+	Node string `json:"node,omitempty"`
+	// From is the replica that forwarded the request: replies go to its
+	// channel.
+	From string `json:"from,omitempty"`
+	// Epoch is the node connection the sender routed to; a replica whose
+	// socket is older ignores an assign meant for a newer one.
+	Epoch int64 `json:"epoch,omitempty"`
+	// ID is the request a reply belongs to.
+	ID string `json:"id,omitempty"`
+	// Lost says the owner cannot run, or lost, the request.
+	Lost string `json:"lost,omitempty"`
+	// Op is a control message without a frame: opRevoke.
+	Op string `json:"op,omitempty"`
+}
+
+// opRevoke asks the owner to close a node's socket: its token was revoked.
+const opRevoke = "revoke"
+
+// receiveBackoff is the pause after a failed pub/sub read before the next.
+const receiveBackoff = 100 * time.Millisecond
+
+// envelope encodes a pub/sub message.
+func envelope(h header, frame []byte) ([]byte, error) {
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode header: %w", err)
+	}
+	b = append(b, '\n')
+	return append(b, frame...), nil
+}
+
+// openEnvelope splits a pub/sub message into its header and frame.
+func openEnvelope(payload string) (header, []byte, error) {
+	var h header
+	head, frame, _ := bytes.Cut([]byte(payload), []byte{'\n'})
+	if err := json.Unmarshal(head, &h); err != nil {
+		return h, nil, fmt.Errorf("decode header: %w", err)
+	}
+	return h, frame, nil
+}
+
+// publish sends one message, bounded by publishTimeout, and returns how
+// many subscribers got it.
+func (o *Orchestrator) publish(ctx context.Context, channel string, h header, f nodeproto.Frame) (int64, error) {
+	return publish(ctx, o.cfg.Redis, channel, h, f)
+}
+
+// publish sends one message on rdb, bounded by publishTimeout, and returns
+// how many subscribers got it.
+func publish(ctx context.Context, rdb redis.UniversalClient, channel string, h header, f nodeproto.Frame) (int64, error) {
+	var frame []byte
+	if f != nil {
+		var err error
+		if frame, err = nodeproto.Encode(f); err != nil {
+			return 0, err
+		}
+	}
+	payload, err := envelope(h, frame)
+	if err != nil {
+		return 0, err
+	}
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), publishTimeout)
+	defer cancel()
+	n, err := rdb.Publish(pctx, channel, payload).Result()
+	if err != nil {
+		return 0, fmt.Errorf("publish: %w", err)
+	}
+	return n, nil
+}
+
+// receive hands every message of ps to handle until ps is closed.
+func (o *Orchestrator) receive(ctx context.Context, ps *redis.PubSub, handle func(context.Context, *redis.Message)) {
+	ctx = context.WithoutCancel(ctx) // runs until Run closes ps, after the sockets
+	for {
+		msg, err := ps.ReceiveMessage(ctx)
+		if errors.Is(err, redis.ErrClosed) {
+			return
+		}
+		if err != nil {
+			o.cfg.Logger.Warn("pub/sub receive failed", "err", err)
+			time.Sleep(receiveBackoff)
+			continue
+		}
+		handle(ctx, msg)
+	}
+}
+
+// onNodeMessage acts on a message for a node whose socket is here.
+func (o *Orchestrator) onNodeMessage(ctx context.Context, msg *redis.Message) {
+	h, frame, err := openEnvelope(msg.Payload)
+	if err != nil {
+		o.cfg.Logger.Warn("bad node channel message", "err", err)
+		return
+	}
+	o.mu.Lock()
+	c := o.conns[h.Node]
+	o.mu.Unlock()
+	if h.Op == opRevoke {
+		if c != nil {
+			c.revoke()
+		}
+		return
+	}
+	f, err := nodeproto.Decode(frame)
+	if err != nil {
+		o.cfg.Logger.Warn("bad frame on node channel", "node_id", h.Node, "err", err)
+		return
+	}
+	switch f := f.(type) {
+	case *nodeproto.Assign:
+		o.relayAssign(ctx, c, h, f)
+	case *nodeproto.Window:
+		if c != nil && c.take(f.RequestID, false) != nil {
+			c.grant(f.RequestID, f.Chunks)
+		}
+	case *nodeproto.Cancel:
+		if c == nil {
+			return
+		}
+		if s, ok := c.take(f.RequestID, true).(*relaySink); ok {
+			s.stop()
+			c.send(f)
+		}
+	case *nodeproto.Drain:
+		if c != nil {
+			c.drain(f.Deadline())
+			o.markDraining(ctx, c)
+		}
+	}
+}
+
+// relayAssign runs a forwarded request on the node's socket here and
+// relays its frames back, or answers that it cannot.
+func (o *Orchestrator) relayAssign(ctx context.Context, c *nodeConn, h header, a *nodeproto.Assign) {
+	if c != nil && c.epoch < h.Epoch {
+		return // a newer connection of the node, at another replica, takes it
+	}
+	lost := func(why string) {
+		if _, err := o.publish(ctx, o.keys.ReplicaChannel(h.From), header{ID: a.RequestID, Lost: why}, nil); err != nil {
+			o.cfg.Logger.Warn("lost reply not sent", "request_id", a.RequestID, "err", err)
+		}
+	}
+	if c == nil {
+		lost("the node's socket is not here")
+		return
+	}
+	r := newRelay(h.From, a.RequestID, o.cfg.Window)
+	if err := c.assign(a, r); err != nil {
+		lost(err.Error())
+		return
+	}
+	o.relayWG.Add(1)
+	go func() {
+		defer o.relayWG.Done()
+		r.run(ctx, o)
+	}()
+}
+
+// onReply hands a reply to the forwarded request it belongs to.
+func (o *Orchestrator) onReply(_ context.Context, msg *redis.Message) {
+	h, frame, err := openEnvelope(msg.Payload)
+	if err != nil {
+		o.cfg.Logger.Warn("bad reply message", "err", err)
+		return
+	}
+	o.mu.Lock()
+	s := o.remote[h.ID]
+	o.mu.Unlock()
+	if s == nil {
+		return // the consumer has gone
+	}
+	if h.Lost != "" {
+		s.fail(fmt.Errorf("%w: %s", errLost, h.Lost))
+		return
+	}
+	f, err := nodeproto.Decode(frame)
+	if err != nil {
+		s.fail(fmt.Errorf("%w: bad reply frame: %v", errLost, err))
+		return
+	}
+	if !s.push(f) {
+		s.fail(errCredit)
+	}
+}
+
+// relaySink publishes a forwarded request's frames, in order, to the
+// replica that forwarded it: one goroutine per request, each publish
+// awaited, so frames never overtake one another.
+type relaySink struct {
+	to, id   string
+	ch       chan nodeproto.Frame // window + 2, as reqStream's
+	failOnce sync.Once
+	failed   chan struct{}
+	failErr  error
+	stopOnce sync.Once
+	stopped  chan struct{}
+}
+
+func newRelay(to, id string, window int) *relaySink {
+	return &relaySink{to: to, id: id, ch: make(chan nodeproto.Frame, window+2),
+		failed: make(chan struct{}), stopped: make(chan struct{})}
+}
+
+func (r *relaySink) push(f nodeproto.Frame) bool {
+	select {
+	case r.ch <- f:
+		return true
+	default:
+		return false
+	}
+}
+
+func (r *relaySink) fail(err error) {
+	r.failOnce.Do(func() {
+		r.failErr = err
+		close(r.failed)
+	})
+}
+
+// stop ends the relay without a reply: the requester cancelled.
+func (r *relaySink) stop() { r.stopOnce.Do(func() { close(r.stopped) }) }
+
+// run publishes until the request's done or error, a failure, or stop.
+func (r *relaySink) run(ctx context.Context, o *Orchestrator) {
+	channel := o.keys.ReplicaChannel(r.to)
+	send := func(h header, f nodeproto.Frame) bool {
+		if _, err := o.publish(ctx, channel, h, f); err != nil {
+			o.cfg.Logger.Warn("relay publish failed", "request_id", r.id, "err", err)
+			return false
+		}
+		return true
+	}
+	for {
+		select {
+		case f := <-r.ch:
+			if !send(header{ID: r.id}, f) {
+				return
+			}
+			switch f.(type) {
+			case *nodeproto.Done, *nodeproto.Error:
+				return
+			}
+		case <-r.failed:
+			for {
+				select {
+				case f := <-r.ch:
+					if !send(header{ID: r.id}, f) {
+						return
+					}
+				default:
+					send(header{ID: r.id, Lost: r.failErr.Error()}, nil)
+					return
+				}
+			}
+		case <-r.stopped:
+			return
+		}
+	}
+}
+
+// remoteLink sends a forwarded request's window and cancel frames to the
+// replica that owns its node's socket.
+type remoteLink struct {
+	o      *Orchestrator
+	nodeID string
+	epoch  int64
+}
+
+func (l remoteLink) grant(requestID string, chunks int) {
+	l.send(&nodeproto.Window{RequestID: requestID, Chunks: chunks})
+}
+
+func (l remoteLink) abort(requestID, reason string) {
+	l.send(&nodeproto.Cancel{RequestID: requestID, Reason: reason})
+}
+
+func (l remoteLink) send(f nodeproto.Frame) {
+	h := header{Node: l.nodeID, From: l.o.cfg.ID, Epoch: l.epoch}
+	if _, err := l.o.publish(context.Background(), l.o.keys.NodeChannel(l.nodeID), h, f); err != nil {
+		l.o.cfg.Logger.Warn("forwarded frame not sent", "node_id", l.nodeID, "type", f.Type(), "err", err)
+	}
+}

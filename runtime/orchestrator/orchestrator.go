@@ -1,0 +1,267 @@
+package orchestrator
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmplat/llmplat/runtime/nodeproto"
+	"github.com/llmplat/llmplat/runtime/registry"
+	"github.com/llmplat/llmplat/runtime/routing"
+)
+
+// Orchestrator is one replica of the control plane.
+type Orchestrator struct {
+	cfg     Config
+	keys    registry.Keys
+	tracker *routing.Tracker
+	closing atomic.Bool
+	snap    atomic.Pointer[snapshot]
+	cloud   atomic.Pointer[[]registry.Node] // the cloud nodes as last read
+	refresh chan struct{}                   // asks refreshLoop for a new snapshot now; size 1
+	ready   chan struct{}                   // closed once the reply channel is subscribed
+	nodeSub *redis.PubSub                   // the channels of the nodes whose sockets are here
+
+	mu       sync.Mutex
+	conns    map[string]*nodeConn  // node id → its newest socket here
+	remote   map[string]*reqStream // forwarded requests awaiting replies
+	awaiting map[string]int        // model → requests waiting for a first event
+
+	connWG  sync.WaitGroup // node sockets being served
+	relayWG sync.WaitGroup // relays publishing forwarded requests' frames
+}
+
+// snapshot is the registry as of the last refresh.
+type snapshot struct {
+	nodes []registry.Node
+	at    time.Time
+}
+
+// New returns a replica for cfg; Run starts it and Handler accepts nodes.
+func New(cfg Config) (*Orchestrator, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	o := &Orchestrator{
+		cfg: c, keys: c.Registry.Keys(), tracker: routing.NewTracker(),
+		refresh: make(chan struct{}, 1), ready: make(chan struct{}),
+		conns: map[string]*nodeConn{}, remote: map[string]*reqStream{}, awaiting: map[string]int{},
+		// With no channel yet, Subscribe only creates the handle.
+		nodeSub: c.Redis.Subscribe(context.Background()),
+	}
+	o.snap.Store(&snapshot{})
+	c.Metrics.attach(o)
+	return o, nil
+}
+
+// Ready is closed once Run has subscribed to the replica's reply channel:
+// from then on requests can be forwarded to other replicas.
+func (o *Orchestrator) Ready() <-chan struct{} { return o.ready }
+
+// Handler returns the replica's HTTP handler: the node socket at
+// ConnectPath.
+func (o *Orchestrator) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+ConnectPath, o.accept)
+	return mux
+}
+
+// Run serves the replica until ctx ends: the reply channel, the nodes'
+// channels, the registry watch and the routing snapshot. When ctx ends it
+// asks every node to reconnect elsewhere, lets their requests finish for
+// Config.ShutdownGrace, and returns once every socket is closed.
+func (o *Orchestrator) Run(ctx context.Context) error {
+	replies := o.cfg.Redis.Subscribe(ctx, o.keys.ReplicaChannel(o.cfg.ID))
+	if _, err := replies.Receive(ctx); err != nil {
+		_ = replies.Close()
+		_ = o.nodeSub.Close()
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("subscribe reply channel: %w", err)
+	}
+	close(o.ready)
+	var wg sync.WaitGroup
+	start := func(f func()) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f()
+		}()
+	}
+	start(func() { _ = o.cfg.Registry.Watch(ctx, o.nodeDied) })
+	start(func() { o.refreshLoop(ctx) })
+	start(func() { o.cloudLoop(ctx) })
+	start(func() { o.receive(ctx, replies, o.onReply) })
+	start(func() { o.receive(ctx, o.nodeSub, o.onNodeMessage) })
+	<-ctx.Done()
+	o.shutdown(o.cfg.ShutdownGrace)
+	o.relayWG.Wait()
+	_ = replies.Close() // ends the receive loops
+	_ = o.nodeSub.Close()
+	wg.Wait()
+	o.failRemote(errShutdown)
+	return nil
+}
+
+// shutdown asks every node on this replica to reconnect elsewhere, spread
+// over nodeproto.ReconnectSpread, waits up to grace for their requests,
+// then closes what is left with 1001.
+func (o *Orchestrator) shutdown(grace time.Duration) {
+	o.closing.Store(true)
+	o.mu.Lock()
+	conns := make([]*nodeConn, 0, len(o.conns))
+	for _, c := range o.conns {
+		conns = append(conns, c)
+	}
+	o.mu.Unlock()
+	for _, c := range conns {
+		c.send(&nodeproto.Reconnect{AfterMS: rand.Int64N(nodeproto.ReconnectSpread.Milliseconds()), Reason: "replica going away"})
+		c.leave(errShutdown)
+	}
+	done := make(chan struct{})
+	go func() {
+		o.connWG.Wait()
+		close(done)
+	}()
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-done:
+		return
+	case <-t.C:
+	}
+	o.mu.Lock()
+	for _, c := range o.conns {
+		c.cancel(errShutdown)
+	}
+	o.mu.Unlock()
+	<-done
+}
+
+// serveConn makes c the node's socket on this replica and serves it until
+// it ends, then gives the node's record up (if it is still c's).
+func (o *Orchestrator) serveConn(ctx context.Context, c *nodeConn) error {
+	o.connWG.Add(1)
+	defer o.connWG.Done()
+	id := c.rec.ID
+	o.mu.Lock()
+	old := o.conns[id]
+	o.conns[id] = c
+	closing := o.closing.Load()
+	o.mu.Unlock()
+	if old != nil {
+		old.leave(errSuperseded)
+	}
+	if closing {
+		c.leave(errShutdown)
+	}
+	if err := o.nodeSub.Subscribe(ctx, o.keys.NodeChannel(id)); err != nil {
+		c.cancel(fmt.Errorf("subscribe node channel: %w", err))
+	}
+	o.refreshNow()
+	err := c.serve(ctx)
+
+	o.mu.Lock()
+	last := o.conns[id] == c
+	if last {
+		delete(o.conns, id)
+	}
+	o.mu.Unlock()
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	if last {
+		_ = o.nodeSub.Unsubscribe(bg, o.keys.NodeChannel(id))
+	}
+	if _, derr := o.cfg.Registry.Deregister(bg, id, c.epoch); derr != nil {
+		o.cfg.Logger.Warn("node record not released", "node_id", id, "err", derr)
+	}
+	if o.cfg.Events != nil {
+		c.mu.Lock()
+		drained := c.draining
+		c.mu.Unlock()
+		if eerr := o.cfg.Events.Departed(bg, id, o.cfg.ID, drained && errorsIsNodeClosed(err)); eerr != nil {
+			o.cfg.Logger.Warn("node departure not recorded", "node_id", id, "err", eerr)
+		}
+	}
+	o.refreshNow()
+	return err
+}
+
+// nodeDied is the registry watch's report of an expired record: a socket
+// here under that epoch is dropped, and forwarded requests to it fail.
+func (o *Orchestrator) nodeDied(nodeID string, epoch int64) {
+	o.cfg.Metrics.deaths.Inc()
+	o.mu.Lock()
+	c := o.conns[nodeID]
+	var lost []*reqStream
+	for _, s := range o.remote {
+		if s.nodeID == nodeID && s.epoch <= epoch {
+			lost = append(lost, s)
+		}
+	}
+	o.mu.Unlock()
+	if c != nil && c.epoch == epoch {
+		c.cancel(fmt.Errorf("%w: record of node %s expired", errLost, nodeID))
+	}
+	for _, s := range lost {
+		s.fail(fmt.Errorf("%w: node %s stopped beating", errLost, nodeID))
+	}
+	o.refreshNow()
+}
+
+// recheckToken drops the connection if its token no longer verifies.
+func (o *Orchestrator) recheckToken(ctx context.Context, c *nodeConn) {
+	err := o.cfg.Tokens.Verify(ctx, c.rec.ID, string(c.token))
+	if err != nil && isInvalidToken(err) {
+		o.cfg.Logger.Warn("node token no longer valid", "node_id", c.rec.ID, "err", err)
+		c.revoke()
+	}
+}
+
+// revoke closes the socket with an error frame and 1008.
+func (c *nodeConn) revoke() {
+	c.send(&nodeproto.Error{Status: http.StatusUnauthorized, Message: "node token revoked"})
+	// Give the writer a moment to send the error before the close.
+	time.AfterFunc(revokeFlush, func() { c.cancel(errRevoked) })
+}
+
+// revokeFlush is how long the error frame of a revocation has to reach the
+// writer before the socket closes.
+const revokeFlush = 100 * time.Millisecond
+
+// markDraining records a drain in the registry under the connection's epoch.
+func (o *Orchestrator) markDraining(ctx context.Context, c *nodeConn) {
+	if _, err := o.cfg.Registry.SetState(ctx, c.rec.ID, c.epoch, registry.StateDraining); err != nil {
+		o.cfg.Logger.Warn("drain not recorded in the registry", "node_id", c.rec.ID, "err", err)
+	}
+	o.refreshNow()
+}
+
+// refreshNow asks for a new routing snapshot without waiting for it.
+func (o *Orchestrator) refreshNow() {
+	select {
+	case o.refresh <- struct{}{}:
+	default:
+	}
+}
+
+// failRemote fails every forwarded request still waiting for replies.
+func (o *Orchestrator) failRemote(err error) {
+	o.mu.Lock()
+	streams := make([]*reqStream, 0, len(o.remote))
+	for _, s := range o.remote {
+		streams = append(streams, s)
+	}
+	o.mu.Unlock()
+	for _, s := range streams {
+		s.fail(fmt.Errorf("%w: %w", errLost, err))
+	}
+}
