@@ -2,6 +2,7 @@ package nodeagent
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/enginemetrics"
@@ -24,6 +25,28 @@ func (s *session) heartbeatLoop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// pingLoop pings the server every nodeproto.PingInterval and ends the link
+// when a pong takes longer than nodeproto.ReadTimeout: the server sends no
+// frames while the node is idle, so this is how a half-open link (a server
+// gone without a close) is found.
+func (s *session) pingLoop(ctx context.Context) error {
+	t := time.NewTicker(nodeproto.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		pctx, cancel := context.WithTimeout(ctx, nodeproto.ReadTimeout)
+		err := s.conn.Ping(pctx)
+		cancel()
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("ping: %w", err)
 		}
 	}
 }

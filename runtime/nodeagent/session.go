@@ -85,10 +85,16 @@ func (s *session) serve(ctx context.Context) (outcome, error) {
 		defer close(writerDone)
 		cancel(s.writeLoop(sctx, replay))
 	}()
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go func() {
 		defer s.wg.Done()
 		cancel(s.readLoop(sctx))
+	}()
+	go func() {
+		defer s.wg.Done()
+		if err := s.pingLoop(sctx); err != nil {
+			cancel(err)
+		}
 	}()
 	go func() {
 		defer s.wg.Done()
