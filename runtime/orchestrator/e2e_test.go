@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
@@ -23,7 +24,7 @@ import (
 )
 
 // gatewayFor runs a gateway whose dispatcher is d and returns its base URL
-// and an API key of a team with credit.
+// and an API key of a team with credit; c.adminToken opens its admin API.
 func (c *cluster) gatewayFor(d dispatch.Dispatcher) (string, string) {
 	c.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -55,7 +56,10 @@ func (c *cluster) gatewayFor(d dispatch.Dispatcher) (string, string) {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: c.db,
+	if c.adminToken, err = auth.GenerateAdminToken(); err != nil {
+		c.t.Fatal(err)
+	}
+	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: c.db, AdminToken: c.adminToken,
 		Redis: c.rdb, RedisPrefix: c.prefix, Ledger: led, Dispatcher: d, URLGuard: &urlguard.Guard{AllowUnresolvable: true}})
 	if err != nil {
 		c.t.Fatal(err)
@@ -190,4 +194,41 @@ func TestEndToEndEngineKilled(t *testing.T) {
 	if row.status != "settled" || row.from != "partial" || row.completion < 1 || row.completion > 40 {
 		t.Errorf("ledger row %+v; want settled from partial with 1..40 completion tokens", row)
 	}
+}
+
+// TestDrainThroughAdminAPI drains a node with POST /admin/nodes/{id}/drain
+// on a gateway whose process owns no socket: 202, the node takes no new
+// work, and its agent exits.
+func TestDrainThroughAdminAPI(t *testing.T) {
+	c := newCluster(t)
+	a := c.startReplica("orch-a", nil)
+	b := c.startReplica("orch-b", nil)
+	n := c.startNode("node-1", b, nodeOpts{})
+	c.waitNode(n.id, "orch-b")
+	base, _ := c.gatewayFor(a.o())
+
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/admin/nodes/"+n.id+"/drain", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+c.adminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("drain answered %d, want 202", resp.StatusCode)
+	}
+	select {
+	case err := <-n.agentRun:
+		n.agentRun <- err
+	case <-time.After(waitFor):
+		t.Fatal("the agent did not exit after the drain")
+	}
+	var state string
+	c.eventually("the node is drained", func() bool {
+		err := c.db.QueryRowContext(t.Context(), "SELECT state FROM nodes WHERE id = $1", n.id).Scan(&state)
+		return err == nil && state == "drained"
+	})
 }

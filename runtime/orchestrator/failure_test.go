@@ -166,3 +166,43 @@ func TestRequestContextEndsStream(t *testing.T) {
 	st.Close()
 	c.eventually("the engine aborts the request", func() bool { return n.sim.Stats().Aborted == 1 })
 }
+
+// TestSlowConsumerHoldsOnlyItsStream reads nothing of one stream while
+// another on the same node and socket, forwarded through another
+// replica, streams to its end: the window holds back the slow one alone.
+func TestSlowConsumerHoldsOnlyItsStream(t *testing.T) {
+	c := newCluster(t)
+	a := c.startReplica("orch-a", nil)
+	b := c.startReplica("orch-b", nil)
+	n := c.startNode("node-1", b, nodeOpts{})
+	c.waitNode(n.id, "orch-b")
+	time.Sleep(2 * time.Second) // replica A's snapshot has the node
+
+	for _, r := range []*replica{b, a} {
+		t.Run(r.id, func(t *testing.T) {
+			slow, err := r.o().Dispatch(t.Context(), job("slow-"+r.id, 1000))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer slow.Close()
+			fast, err := r.o().Dispatch(t.Context(), job("fast-"+r.id, 300))
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan result, 1)
+			go func() { done <- drain(fast) }()
+			select {
+			case got := <-done:
+				if !got.complete() {
+					t.Fatalf("the fast stream ended with %v", got.err)
+				}
+			case <-time.After(waitFor):
+				t.Fatal("the fast stream stalls behind the slow one")
+			}
+			// The slow stream is intact: it resumes where it stopped.
+			if got := drain(slow); !got.complete() {
+				t.Errorf("the slow stream ended with %v after its consumer came back", got.err)
+			}
+		})
+	}
+}

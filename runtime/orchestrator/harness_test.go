@@ -46,6 +46,8 @@ type cluster struct {
 	tokens *admin.SQLNodeTokens
 	events *orchestrator.Events
 	prefix string
+	// adminToken opens the admin API of the gateway gatewayFor starts.
+	adminToken string
 }
 
 func newCluster(t *testing.T) *cluster {
