@@ -73,6 +73,7 @@ type sseAnswer struct {
 	content   int // content chunks
 	usage     *openai.Usage
 	errEvent  bool
+	errEvents int
 	done      bool
 }
 
@@ -109,6 +110,7 @@ func chat(t *testing.T, base, key string, maxTokens int) sseAnswer {
 		}
 		if openai.StreamError([]byte(data)) != nil {
 			a.errEvent = true
+			a.errEvents++
 			continue
 		}
 		var ch openai.ChatCompletionChunk
@@ -187,8 +189,8 @@ func TestEndToEndEngineKilled(t *testing.T) {
 	base, key := c.gatewayFor(a.o())
 
 	got := chat(t, base, key, 400)
-	if !got.errEvent {
-		t.Errorf("no error event after the engine died")
+	if got.errEvents != 1 || !got.done {
+		t.Errorf("%d error events, [DONE] %v after the engine died; want one error event, then [DONE]", got.errEvents, got.done)
 	}
 	row := c.settled(got.requestID)
 	if row.status != "settled" || row.from != "partial" || row.completion < 1 || row.completion > 40 {

@@ -66,7 +66,7 @@ type reqStream struct {
 	finished bool  // Recv has returned the end
 	endErr   error // what Recv returns once finished
 	settled  bool  // the node ended the request (done or error) or is gone: nothing to cancel
-	errSent  bool  // a mid-stream error event was returned
+	sawErr   bool  // an error event was returned: the stream ends as the engine ended it
 
 	closeOnce sync.Once
 	onClose   func() // forgets the request; runs once
@@ -177,18 +177,22 @@ func (s *reqStream) Recv() (dispatch.Event, error) {
 			s.link.grant(s.id, s.unacked)
 			s.unacked = 0
 		}
-		return dispatch.ParseEvent(f.Delta), nil
+		ev := dispatch.ParseEvent(f.Delta)
+		s.sawErr = s.sawErr || ev.Err != nil
+		return ev, nil
 	case *nodeproto.Done:
 		s.settled = true
-		if f.FinishReason == "" {
+		if f.FinishReason == "" && !s.sawErr {
 			// The agent's engine stream broke: the done only carries counts.
 			return s.end(fmt.Errorf("%w: the engine stream broke", dispatch.ErrStreamBroken))
 		}
+		// Complete, or the engine's error event then its end, as vLLM
+		// ends a failed stream.
 		return s.end(io.EOF)
 	case *nodeproto.Error:
-		s.finished, s.settled = true, true
-		s.endErr = fmt.Errorf("%w: node error %d: %s", dispatch.ErrStreamBroken, f.Status, f.Message)
-		s.errSent = true
+		// The node's error mid-stream becomes the error event vLLM would
+		// have sent, and the stream ends after it.
+		s.finished, s.settled, s.endErr = true, true, io.EOF
 		return dispatch.Event{Data: errorEvent(f), Err: errorOf(f)}, nil
 	}
 	return s.end(fmt.Errorf("%w: unexpected %s frame", dispatch.ErrStreamBroken, f.Type()))
