@@ -34,7 +34,9 @@ func (o *Orchestrator) recordDone(ctx context.Context, nodeID string, d *nodepro
 	b, err := json.Marshal(completion{PromptTokens: d.PromptTokens, CompletionTokens: d.CompletionTokens,
 		FinishReason: d.FinishReason, NodeID: nodeID})
 	if err == nil {
-		err = o.cfg.Redis.Set(ctx, o.keys.Completion(d.RequestID), b, CompletionTTL).Err()
+		rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+		err = o.cfg.Redis.Set(rctx, o.keys.Completion(d.RequestID), b, CompletionTTL).Err()
+		cancel()
 	}
 	if err != nil && ctx.Err() == nil {
 		o.cfg.Logger.Warn("completion not recorded", "request_id", d.RequestID, "err", err)

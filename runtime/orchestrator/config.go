@@ -41,6 +41,10 @@ const (
 	publishTimeout = 5 * time.Second
 	// storeTimeout bounds one registration or event write to PostgreSQL.
 	storeTimeout = 5 * time.Second
+	// redisTimeout bounds a record write (heartbeat, state, completion) made
+	// from a socket's read loop: a stuck Redis must not stop the socket
+	// being read, and a beat 2 s late is worth less than the next one.
+	redisTimeout = 2 * time.Second
 )
 
 // TokenVerifier checks a node's token; admin.SQLNodeTokens implements it.

@@ -84,7 +84,9 @@ func (c *nodeConn) beat(ctx context.Context, hb *nodeproto.Heartbeat) {
 	if hb.KVCacheUsage != nil {
 		rhb.KVCacheUsage = min(max(*hb.KVCacheUsage, 0), 1)
 	}
-	ok, err := c.o.cfg.Registry.Heartbeat(ctx, c.rec.ID, c.epoch, rhb)
+	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	ok, err := c.o.cfg.Registry.Heartbeat(rctx, c.rec.ID, c.epoch, rhb)
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {

@@ -115,8 +115,8 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 // over nodeproto.ReconnectSpread, waits up to grace for their requests,
 // then closes what is left with 1001.
 func (o *Orchestrator) shutdown(grace time.Duration) {
-	o.closing.Store(true)
 	o.mu.Lock()
+	o.closing.Store(true) // under mu: no socket is counted in connWG after this
 	conns := make([]*nodeConn, 0, len(o.conns))
 	for _, c := range o.conns {
 		conns = append(conns, c)
@@ -149,18 +149,23 @@ func (o *Orchestrator) shutdown(grace time.Duration) {
 // serveConn makes c the node's socket on this replica and serves it until
 // it ends, then gives the node's record up (if it is still c's).
 func (o *Orchestrator) serveConn(ctx context.Context, c *nodeConn) error {
-	o.connWG.Add(1)
-	defer o.connWG.Done()
 	id := c.rec.ID
 	o.mu.Lock()
 	old := o.conns[id]
 	o.conns[id] = c
 	closing := o.closing.Load()
+	if !closing {
+		o.connWG.Add(1)
+		defer o.connWG.Done()
+	}
 	o.mu.Unlock()
 	if old != nil {
 		old.leave(errSuperseded)
 	}
 	if closing {
+		// Registered while the replica began to go away: the node is told
+		// to reconnect elsewhere, and the socket closes at once.
+		c.send(&nodeproto.Reconnect{AfterMS: rand.Int64N(nodeproto.ReconnectSpread.Milliseconds()), Reason: "replica going away"})
 		c.leave(errShutdown)
 	}
 	if err := o.nodeSub.Subscribe(ctx, o.keys.NodeChannel(id)); err != nil {
@@ -239,6 +244,8 @@ const revokeFlush = 100 * time.Millisecond
 
 // markDraining records a drain in the registry under the connection's epoch.
 func (o *Orchestrator) markDraining(ctx context.Context, c *nodeConn) {
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
 	if _, err := o.cfg.Registry.SetState(ctx, c.rec.ID, c.epoch, registry.StateDraining); err != nil {
 		o.cfg.Logger.Warn("drain not recorded in the registry", "node_id", c.rec.ID, "err", err)
 	}
