@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/auth"
@@ -19,7 +18,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
-	"github.com/llmplat/llmplat/runtime/store"
+	"github.com/llmplat/llmplat/runtime/orchestrator"
 )
 
 func init() {
@@ -65,7 +64,8 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	dbURL := fs.String("database-url", os.Getenv("LLMPLAT_DATABASE_URL"), "PostgreSQL URL (env LLMPLAT_DATABASE_URL)")
 	redisURL := fs.String("redis-url", os.Getenv("LLMPLAT_REDIS_URL"), "Redis URL (env LLMPLAT_REDIS_URL)")
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", "llmplat:", "prefix of every Redis key")
-	fs.Var(engines, "engine", "model=url[,url…][@max-in-flight]: engines to dispatch to, repeatable (until the orchestrator serves them)")
+	orchURL := fs.String("orchestrator", "", "the orchestrators' internal dispatch URL (token in env "+internalTokenEnv+")")
+	fs.Var(engines, "engine", "model=url[,url…][@max-in-flight]: engines to dispatch to directly, repeatable, instead of -orchestrator")
 	jwksURL := fs.String("jwks-url", "", "accept JWTs verified against this JWKS URL")
 	jwtIssuer := fs.String("jwt-issuer", "", "required iss of JWTs")
 	jwtAudience := fs.String("jwt-audience", "", "required aud of JWTs")
@@ -78,11 +78,11 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	if *dbURL == "" || *redisURL == "" {
-		return errors.New("-database-url and -redis-url (or LLMPLAT_DATABASE_URL and LLMPLAT_REDIS_URL) are required")
-	}
-	if len(engines) == 0 {
-		return errors.New("at least one -engine model=url is required")
+	switch {
+	case len(engines) == 0 && *orchURL == "":
+		return errors.New("-orchestrator URL (or at least one -engine model=url) is required")
+	case len(engines) > 0 && *orchURL != "":
+		return errors.New("-orchestrator and -engine exclude each other")
 	}
 	// The admin token comes from the environment only: flags show in ps.
 	cfg.AdminToken = os.Getenv("LLMPLAT_ADMIN_TOKEN")
@@ -90,24 +90,27 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 		cfg.JWT = &auth.JWTConfig{JWKSURL: *jwksURL, Issuer: *jwtIssuer, Audience: *jwtAudience}
 	}
 	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	cfg.Dispatcher = dispatch.NewDirect(engines, nil)
+	if *orchURL != "" {
+		token := os.Getenv(internalTokenEnv)
+		if token == "" {
+			return errors.New(internalTokenEnv + " is required with -orchestrator")
+		}
+		cfg.Dispatcher = dispatch.NewRemote(strings.TrimSuffix(*orchURL, "/"), token, nil)
+	} else {
+		cfg.Dispatcher = dispatch.NewDirect(engines, nil)
+	}
 
-	db, err := store.Open(ctx, *dbURL)
+	db, rdb, err := openStores(ctx, *dbURL, *redisURL)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	if err := db.Migrate(ctx); err != nil {
-		return err
-	}
-	opts, err := redis.ParseURL(*redisURL)
-	if err != nil {
-		return fmt.Errorf("redis url: %w", err)
-	}
-	rdb := redis.NewClient(opts)
 	defer rdb.Close()
 	cfg.DB, cfg.Redis = db, rdb
-	if cfg.Ledger, err = ledger.New(db, ledger.Config{Logger: cfg.Logger}); err != nil {
+	// The sweeper settles orphaned rows from the nodes' done frames, which
+	// the orchestrators keep in Redis.
+	completions := orchestrator.NewCompletionLog(rdb, cfg.RedisPrefix)
+	if cfg.Ledger, err = ledger.New(db, ledger.Config{Completions: completions, Logger: cfg.Logger}); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)

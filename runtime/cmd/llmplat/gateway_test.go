@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -86,37 +85,9 @@ func TestGatewayCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := cl.PutModel(ctx, "llama-8b", admin.ModelSpec{ServedName: "llama-8b", PromptPriceMicroPerMTok: 100_000,
-		CompletionPriceMicroPerMTok: 500_000, MaxContextTokens: 8192, MaxOutputTokens: 4096}); err != nil {
-		t.Fatal(err)
-	}
-	team, _, err := cl.CreateTeam(ctx, "alpha")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cl.AddCredit(ctx, admin.CreditRequest{TeamID: team.ID, AmountMicrocredits: 5_000_000, IdempotencyKey: "g1"}); err != nil {
-		t.Fatal(err)
-	}
-	key, err := cl.CreateKey(ctx, admin.CreateKeyRequest{TeamID: team.ID, Name: "ci"}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	req, _ := http.NewRequest(http.MethodPost, base+"/v1/chat/completions", strings.NewReader(
-		`{"model":"llama-8b","max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`))
-	req.Header.Set("Authorization", "Bearer "+key.Secret)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	var got struct {
-		Usage struct {
-			CompletionTokens int64 `json:"completion_tokens"`
-		} `json:"usage"`
-	}
-	if resp.StatusCode != 200 || json.Unmarshal(body, &got) != nil || got.Usage.CompletionTokens == 0 {
-		t.Fatalf("completion: %d %s", resp.StatusCode, body)
+	key := bootstrapKey(ctx, t, cl)
+	if status, body, tokens := complete(ctx, t, base, key); status != 200 || tokens == 0 {
+		t.Fatalf("completion: %d %s", status, body)
 	}
 
 	// Metrics are served on their own listener, with bounded labels.

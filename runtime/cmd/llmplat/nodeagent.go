@@ -43,6 +43,7 @@ func runNodeAgent(ctx context.Context, args []string, _ io.Writer) error {
 	fs.StringVar(&cfg.NodeID, "node-id", "", "this node's id")
 	fs.StringVar(&cfg.EngineURL, "engine", nodeagent.DefaultEngineURL, "engine base URL, without /v1")
 	fs.Var(&models, "model", "served model (repeatable): name=…,served=…,max-num-seqs=…,max-model-len=…,kv-tokens=…")
+	fs.StringVar(&cfg.CompletionLog, "completion-log", "", "file to append one JSON line per finished request to (counts only, never prompts); empty for none")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
