@@ -52,6 +52,10 @@ type Config struct {
 	GPUQuery func(ctx context.Context) ([]byte, error)
 	// Now stamps completion log lines; nil means time.Now.
 	Now func() time.Time
+
+	// pingEvery and pongWithin pace the agent's pings; zero means
+	// nodeproto.PingInterval and nodeproto.ReadTimeout. Tests shorten them.
+	pingEvery, pongWithin time.Duration
 }
 
 // ErrConfig means a Config is unusable.
@@ -86,6 +90,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.pingEvery <= 0 {
+		c.pingEvery = nodeproto.PingInterval
+	}
+	if c.pongWithin <= 0 {
+		c.pongWithin = nodeproto.ReadTimeout
 	}
 	reg := c.register()
 	if err := reg.Validate(); err != nil {

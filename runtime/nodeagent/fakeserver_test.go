@@ -25,6 +25,10 @@ type fakeOpts struct {
 	manualCredit bool
 	// manualAck turns off the ack the server sends for each done.
 	manualAck bool
+	// silent makes the server stop reading after its answer to the
+	// registration, as a server gone without a close (a half-open link):
+	// it answers no ping.
+	silent bool
 }
 
 // fakeServer is an orchestrator speaking nodeproto over a real WebSocket.
@@ -35,6 +39,7 @@ type fakeServer struct {
 	srv   *httptest.Server
 	opts  fakeOpts
 	conns chan *serverConn
+	quit  chan struct{} // closed when the test ends, freeing silent handlers
 }
 
 // serverConn is one accepted agent connection.
@@ -57,7 +62,7 @@ func newFakeServer(t *testing.T, opts fakeOpts) *fakeServer {
 		opts.window = nodeproto.DefaultWindow
 	}
 	// conns is buffered so a handler never waits for the test to look.
-	fs := &fakeServer{t: t, opts: opts, conns: make(chan *serverConn, 16)}
+	fs := &fakeServer{t: t, opts: opts, conns: make(chan *serverConn, 16), quit: make(chan struct{})}
 	var mu sync.Mutex
 	n := 0
 	fs.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -68,6 +73,7 @@ func newFakeServer(t *testing.T, opts fakeOpts) *fakeServer {
 		fs.handle(w, r, nth)
 	}))
 	t.Cleanup(fs.srv.Close)
+	t.Cleanup(func() { close(fs.quit) }) // runs before srv.Close
 	return fs
 }
 
@@ -107,6 +113,10 @@ func (fs *fakeServer) handle(w http.ResponseWriter, r *http.Request, n int) {
 	}
 	fs.conns <- sc
 	defer close(sc.frames)
+	if fs.opts.silent {
+		<-fs.quit
+		return
+	}
 	for {
 		_, msg, err := c.Read(r.Context())
 		if err != nil {

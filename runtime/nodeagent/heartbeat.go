@@ -30,11 +30,12 @@ func (s *session) heartbeatLoop(ctx context.Context) {
 }
 
 // pingLoop pings the server every nodeproto.PingInterval and ends the link
-// when a pong takes longer than nodeproto.ReadTimeout: the server sends no
+// when a pong takes longer than nodeproto.ReadTimeout (the config's
+// pingEvery and pongWithin): the server sends no
 // frames while the node is idle, so this is how a half-open link (a server
 // gone without a close) is found.
 func (s *session) pingLoop(ctx context.Context) error {
-	t := time.NewTicker(nodeproto.PingInterval)
+	t := time.NewTicker(s.a.cfg.pingEvery)
 	defer t.Stop()
 	for {
 		select {
@@ -42,7 +43,7 @@ func (s *session) pingLoop(ctx context.Context) error {
 			return nil
 		case <-t.C:
 		}
-		pctx, cancel := context.WithTimeout(ctx, nodeproto.ReadTimeout)
+		pctx, cancel := context.WithTimeout(ctx, s.a.cfg.pongWithin)
 		err := s.conn.Ping(pctx)
 		cancel()
 		if err != nil && ctx.Err() == nil {

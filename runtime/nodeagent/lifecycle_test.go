@@ -173,3 +173,17 @@ func TestDrainDeadlineCancelsThenReturns(t *testing.T) {
 	ag.stop()
 	eventually(t, "engine aborts the request", func() bool { return sim.Stats().Running == 0 })
 }
+
+// TestHalfOpenLinkRedials: a server that stops answering pings without
+// closing the link (gone behind a NAT, a dead replica's half-open socket)
+// is dropped after the pong timeout, and the agent dials again.
+func TestHalfOpenLinkRedials(t *testing.T) {
+	_, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{silent: true})
+	startAgent(t, fs, eng, func(c *Config) { c.pingEvery, c.pongWithin = 50*time.Millisecond, 200*time.Millisecond })
+	first := fs.accept(t)
+	second := fs.accept(t)
+	if got, want := second.register.NodeID, first.register.NodeID; got != want {
+		t.Errorf("second register node_id = %q, want %q", got, want)
+	}
+}
