@@ -1,0 +1,228 @@
+package loadgen
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/openai"
+)
+
+// Target is one way to reach the engine.
+type Target struct {
+	// Name labels the target's results ("direct", "proxy", "platform").
+	Name string
+	// URL is the base URL without /v1.
+	URL string
+	// Key is the bearer token, if the target needs one.
+	Key string
+	// Model is the model name the target answers to.
+	Model string
+}
+
+// Config is one run.
+type Config struct {
+	// Targets share the arrivals in turn; at least one.
+	Targets []Target
+	// Rate is the arrivals per second over all targets.
+	Rate float64
+	// Duration is how long arrivals go on; the run then waits for every
+	// started request to end.
+	Duration time.Duration
+	// Prompt is each request's user message, after the request's id
+	// ("req-<target>-<n>: "), by which a test can find the request at the
+	// engine; MaxTokens caps its answer.
+	Prompt    string
+	MaxTokens int
+	// Seed fixes the arrival schedule.
+	Seed uint64
+	// Client sends the requests; nil means a client whose transport keeps
+	// enough idle connections for a thousand streams.
+	Client *http.Client
+}
+
+// Result is what one target measured.
+type Result struct {
+	Name string
+	// Requests is how many were sent; Errors how many did not end in a
+	// complete stream (a non-200, an error event, no [DONE]).
+	Requests, Errors int
+	// FirstError describes the first failure, for the report.
+	FirstError string
+	// TTFT has one sample per request that streamed content; ITL one per
+	// gap between two content chunks.
+	TTFT, ITL []time.Duration
+	// FirstToken maps each request id that streamed content to its TTFT.
+	FirstToken map[string]time.Duration
+	// Tokens is the completion tokens of the usage chunks; Chunks the
+	// content chunks that carried them (an engine that falls behind sends
+	// several tokens in one chunk).
+	Tokens, Chunks int64
+}
+
+// Quantile returns the q-quantile (0 ≤ q ≤ 1) of ds, nearest rank; zero
+// when ds is empty. It sorts ds.
+func Quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := int(q*float64(len(ds))+0.5) - 1
+	return ds[min(max(i, 0), len(ds)-1)]
+}
+
+// NewClient returns a client fit for many concurrent streams on loopback.
+func NewClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 0
+	tr.MaxIdleConnsPerHost = 2048
+	return &http.Client{Transport: tr}
+}
+
+// Run sends the arrivals and returns one Result per target, in the order
+// of cfg.Targets. Ending ctx stops new arrivals and aborts the requests in
+// flight; Run returns once every request it started has ended.
+func Run(ctx context.Context, cfg Config) ([]Result, error) {
+	if len(cfg.Targets) == 0 || cfg.Rate <= 0 || cfg.Duration <= 0 || cfg.MaxTokens <= 0 {
+		return nil, errors.New("loadgen: need targets, a positive rate, duration and max tokens")
+	}
+	if cfg.Client == nil {
+		cfg.Client = NewClient()
+	}
+	results := make([]Result, len(cfg.Targets))
+	for i, t := range cfg.Targets {
+		results[i].Name = t.Name
+		results[i].FirstToken = map[string]time.Duration{}
+	}
+	var (
+		mu sync.Mutex
+		wg sync.WaitGroup
+	)
+	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
+	start := time.Now()
+	next := start
+	for n := 0; ; n++ {
+		next = next.Add(time.Duration(rng.ExpFloat64() / cfg.Rate * float64(time.Second)))
+		if next.Sub(start) >= cfg.Duration {
+			break
+		}
+		if d := time.Until(next); d > 0 {
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		i := n % len(cfg.Targets)
+		t := cfg.Targets[i]
+		id := fmt.Sprintf("req-%s-%d", t.Name, n)
+		body, err := json.Marshal(map[string]any{
+			"model": t.Model, "stream": true, "stream_options": map[string]bool{"include_usage": true},
+			"max_tokens": cfg.MaxTokens, "messages": []openai.Message{openai.TextMessage("user", id+": "+cfg.Prompt)},
+		})
+		if err != nil {
+			wg.Wait()
+			return nil, fmt.Errorf("loadgen: encode request: %w", err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s := stream(ctx, cfg.Client, t, body)
+			mu.Lock()
+			defer mu.Unlock()
+			r := &results[i]
+			r.Requests++
+			if s.err != nil {
+				r.Errors++
+				if r.FirstError == "" {
+					r.FirstError = s.err.Error()
+				}
+			}
+			if s.ttft > 0 {
+				r.TTFT = append(r.TTFT, s.ttft)
+				r.FirstToken[id] = s.ttft
+			}
+			r.ITL = append(r.ITL, s.itl...)
+			r.Tokens += s.tokens
+			r.Chunks += s.chunks
+		}()
+	}
+	wg.Wait()
+	return results, ctx.Err()
+}
+
+// sample is one request's measurements.
+type sample struct {
+	ttft   time.Duration
+	itl    []time.Duration
+	tokens int64
+	chunks int64
+	err    error
+}
+
+// stream sends one request and reads its answer to the end.
+func stream(ctx context.Context, client *http.Client, t Target, body []byte) sample {
+	var s sample
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		s.err = err
+		return s
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if t.Key != "" {
+		req.Header.Set("Authorization", "Bearer "+t.Key)
+	}
+	sent := time.Now()
+	resp, err := client.Do(req)
+	if err != nil {
+		s.err = err
+		return s
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		s.err = fmt.Errorf("%s: status %d: %s", t.Name, resp.StatusCode, bytes.TrimSpace(msg))
+		return s
+	}
+	sse := openai.NewSSEReader(resp.Body)
+	var last time.Time
+	for {
+		data, err := sse.Next()
+		if err != nil {
+			s.err = fmt.Errorf("%s: stream ended without [DONE]: %w", t.Name, err)
+			return s
+		}
+		if openai.IsDone(data) {
+			return s
+		}
+		ev := dispatch.ParseEvent(data)
+		switch {
+		case ev.Err != nil:
+			s.err = fmt.Errorf("%s: error event: %s", t.Name, ev.Err.Message)
+		case ev.Usage != nil:
+			s.tokens = ev.Usage.CompletionTokens
+		case ev.Tokens > 0:
+			now := time.Now()
+			s.chunks++
+			if last.IsZero() {
+				s.ttft = now.Sub(sent)
+			} else {
+				s.itl = append(s.itl, now.Sub(last))
+			}
+			last = now
+		}
+	}
+}
