@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"database/sql"
 	"strconv"
 	"testing"
 
@@ -26,4 +27,34 @@ func BenchmarkReserveSettle(b *testing.B) {
 			b.Fatalf("Settle = %+v, %v", out, err)
 		}
 	}
+}
+
+// BenchmarkReserve compares a reservation's two paths on PostgreSQL: the
+// one-statement path Reserve takes for a common request, and the
+// transaction it falls back to.
+func BenchmarkReserve(b *testing.B) {
+	ctx := context.Background()
+	f := newFixture(b, testenv.Postgres(b))
+	team := f.team(b, "bench", 1_000_000_000_000)
+	i := 0
+	b.Run("one-statement", func(b *testing.B) {
+		for b.Loop() {
+			i++
+			if _, ok, err := f.l.reserveFast(ctx, req("f"+strconv.Itoa(i), team)); err != nil || !ok {
+				b.Fatalf("reserveFast: %v, %v", ok, err)
+			}
+		}
+	})
+	b.Run("transaction", func(b *testing.B) {
+		for b.Loop() {
+			i++
+			err := f.db.InTx(ctx, func(tx *sql.Tx) error {
+				_, err := f.l.reserveTx(ctx, tx, req("t"+strconv.Itoa(i), team))
+				return err
+			})
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

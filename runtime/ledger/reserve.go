@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/llmplat/llmplat/runtime/store"
 )
 
 // Reservation is what the gateway knows of a request before any GPU work.
@@ -58,6 +60,14 @@ func (r Reservation) validate() error {
 func (l *Ledger) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
 	if err := r.validate(); err != nil {
 		return Reserved{}, fmt.Errorf("reserve %q: %w", r.RequestID, err)
+	}
+	if l.db.Dialect() == store.Postgres {
+		if out, ok, err := l.reserveFast(ctx, r); ok || err != nil {
+			if err != nil {
+				return Reserved{}, fmt.Errorf("reserve %q: %w", r.RequestID, err)
+			}
+			return out, nil
+		}
 	}
 	var out Reserved
 	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
@@ -147,6 +157,61 @@ func (l *Ledger) reserveTx(ctx context.Context, tx *sql.Tx, r Reservation) (Rese
 		return Reserved{}, fmt.Errorf("hold reservation: %w", err)
 	}
 	return Reserved{RequestID: r.RequestID, Microcredits: est, MaxOutputTokens: maxOut}, nil
+}
+
+// reserveFastSQL is the common reservation as one statement, so one
+// round trip: it clamps the output and prices it exactly as clampOutput and
+// Cost do (numeric arithmetic cannot overflow; the ceiling matches Cost's
+// rounding up), holds the estimate on the team row only while the
+// available balance covers it (the row lock and PostgreSQL's recheck of
+// the condition on the latest row version keep concurrent reservations
+// from overspending), and inserts the reserved row. Locks are taken in
+// reserveTx's order, team row first. A duplicate request id fails the
+// whole statement on the primary key, so the hold is undone with it.
+const reserveFastSQL = `WITH m AS (
+	SELECT prompt_price_micro_per_mtok AS pp, completion_price_micro_per_mtok AS cp,
+		LEAST(max_output_tokens, CASE WHEN $5::bigint > 0 THEN $5::bigint ELSE max_output_tokens END,
+			max_context_tokens - $4::bigint) AS max_out
+	FROM models WHERE name = $3 AND max_context_tokens - $4::bigint >= 1
+), e AS (
+	SELECT pp, cp, max_out,
+		LEAST(CEIL(($4::numeric * pp + max_out::numeric * cp) / 1000000), 9223372036854775807)::bigint AS est
+	FROM m
+), hold AS (
+	UPDATE teams t SET reserved_microcredits = t.reserved_microcredits + e.est
+	FROM e WHERE t.id = $2 AND t.balance_microcredits - t.reserved_microcredits >= e.est
+	RETURNING e.est, e.pp, e.cp, e.max_out
+)
+INSERT INTO usage_ledger
+	(request_id, team_id, key_id, model, reserved_microcredits, prompt_price_micro_per_mtok,
+	 completion_price_micro_per_mtok, max_output_tokens, status, created_at)
+SELECT $1, $2, $6, $3, est, pp, cp, max_out, 'reserved', $7 FROM hold
+RETURNING reserved_microcredits, max_output_tokens`
+
+// reserveFast tries the common reservation in one statement (PostgreSQL
+// only): a known model and team, a prompt that fits, a balance that covers
+// the whole cap, a new request id. ok is false when any of that does not
+// hold, or the statement failed on a constraint (a duplicate request id, a
+// key that is gone): reserveTx then decides,
+// with its precise refusals, its shrinking of an unset cap to the balance
+// and its idempotent answer to a duplicate. err is a failure of the
+// database itself.
+func (l *Ledger) reserveFast(ctx context.Context, r Reservation) (Reserved, bool, error) {
+	var keyID any // NULL for JWT callers
+	if r.KeyID != 0 {
+		keyID = r.KeyID
+	}
+	out := Reserved{RequestID: r.RequestID}
+	err := l.db.QueryRowContext(ctx, reserveFastSQL, r.RequestID, r.TeamID, r.Model, r.PromptTokens,
+		r.MaxOutputTokens, keyID, l.now()).Scan(&out.Microcredits, &out.MaxOutputTokens)
+	switch {
+	case err == nil:
+		return out, true, nil
+	case errors.Is(err, sql.ErrNoRows), store.IsUniqueViolation(err), store.IsForeignKeyViolation(err), store.IsCheckViolation(err):
+		return Reserved{}, false, nil
+	default:
+		return Reserved{}, false, fmt.Errorf("reserve: %w", err)
+	}
 }
 
 // querier is what a *sql.Tx and a *store.DB have in common.
