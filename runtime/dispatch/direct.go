@@ -67,10 +67,10 @@ func (t *target) take() bool {
 var _ Dispatcher = (*Direct)(nil)
 
 // NewDirect returns a dispatcher over the given engines, keyed by platform
-// model name. A nil client means http.DefaultClient.
+// model name. A nil client means NewEngineClient().
 func NewDirect(targets map[string][]Target, client *http.Client) *Direct {
 	if client == nil {
-		client = http.DefaultClient
+		client = NewEngineClient()
 	}
 	d := &Direct{client: client, targets: make(map[string][]*target, len(targets)), next: make(map[string]*atomic.Uint64, len(targets))}
 	for m, ts := range targets {
@@ -253,4 +253,20 @@ func hasContent(data []byte) bool {
 	const key = `"content":"`
 	i := bytes.Index(data, []byte(key))
 	return i >= 0 && i+len(key) < len(data) && data[i+len(key)] != '"'
+}
+
+// MaxIdleEngineConns is how many idle connections an engine client keeps
+// per engine: one per stream an engine runs at once (vLLM's max-num-seqs
+// defaults to 256, up to 1024 on large GPUs), so a busy engine never costs
+// a new connection per request. Go's default keeps two.
+const MaxIdleEngineConns = 1024
+
+// NewEngineClient returns a client for engines and orchestrators: no
+// overall timeout (a stream lasts as long as its answer; contexts end it)
+// and an idle pool sized for many concurrent streams to one host.
+func NewEngineClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns = 0 // no limit across hosts
+	tr.MaxIdleConnsPerHost = MaxIdleEngineConns
+	return &http.Client{Transport: tr}
 }

@@ -36,10 +36,10 @@ var _ Dispatcher = (*Remote)(nil)
 
 // NewRemote returns a dispatcher that posts jobs to the orchestrator at
 // baseURL ("http://orchestrator:8081"), authenticating with the platform's
-// internal token. A nil client means http.DefaultClient.
+// internal token. A nil client means NewEngineClient().
 func NewRemote(baseURL, token string, client *http.Client) *Remote {
 	if client == nil {
-		client = http.DefaultClient
+		client = NewEngineClient()
 	}
 	return &Remote{base: strings.TrimSuffix(baseURL, "/"), token: token, client: client}
 }

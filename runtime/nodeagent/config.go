@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
 
@@ -34,8 +35,9 @@ type Config struct {
 	GPUs []nodeproto.GPU
 	// Version is the agent's software version.
 	Version string
-	// HTTPClient talks to the engine; nil means a client without a timeout,
-	// since a stream lasts as long as the answer.
+	// HTTPClient talks to the engine; nil means dispatch.NewEngineClient():
+	// no timeout, since a stream lasts as long as the answer, and an idle
+	// pool that keeps a connection per concurrent stream.
 	HTTPClient *http.Client
 	// Logger receives the agent's logs; nil discards them.
 	Logger *slog.Logger
@@ -80,7 +82,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Version = "dev"
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = &http.Client{}
+		c.HTTPClient = dispatch.NewEngineClient()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/routing"
@@ -78,8 +79,9 @@ type Config struct {
 	// CloudNodes are engines in the cluster reached over HTTP, without an
 	// agent (from configuration now; from Kubernetes endpoints later).
 	CloudNodes []CloudNode
-	// CloudClient sends requests to cloud nodes' service URLs; nil means a
-	// client without a timeout, since a stream lasts as long as the answer.
+	// CloudClient sends requests to cloud nodes' service URLs; nil means
+	// dispatch.NewEngineClient(): no timeout, and an idle pool that keeps a
+	// connection per concurrent stream.
 	CloudClient *http.Client
 	// Pending, optional, reports the requests waiting for a model outside
 	// the orchestrator (the gateways' shared queue), for the pending gauge.
@@ -134,7 +136,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Window = nodeproto.DefaultWindow
 	}
 	if c.CloudClient == nil {
-		c.CloudClient = &http.Client{}
+		c.CloudClient = dispatch.NewEngineClient()
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = ShutdownGrace
