@@ -15,9 +15,10 @@ var scriptFiles embed.FS
 
 // The scripts, each one atomic on the server and one EVALSHA round trip.
 var (
-	acquireStreamScript = script("time.lua", "streams_acquire.lua")
+	acquireStreamScript = script("time.lua", "streams_lib.lua", "streams_acquire.lua")
 	refreshStreamScript = script("time.lua", "streams_refresh.lua")
-	allowRequestScript  = script("time.lua", "rate_allow.lua")
+	allowRequestScript  = script("time.lua", "rate_lib.lua", "rate_allow.lua")
+	admitScript         = script("time.lua", "streams_lib.lua", "rate_lib.lua", "admit.lua")
 	addTokensScript     = script("tokens_add.lua")
 	enqueueScript       = script("time.lua", "queue_lib.lua", "queue_enqueue.lua")
 	turnScript          = script("time.lua", "queue_lib.lua", "queue_turn.lua")

@@ -1,20 +1,5 @@
 -- Counts one request in an API key's sliding window, unless the window is full.
--- KEYS[1]  rl:{key_id}:rpm, a ZSET of unique member -> admission time (ms)
--- ARGV[1]  limit per window
--- ARGV[2]  window (ms)
--- ARGV[3]  a member unique to this request
--- Returns {allowed 0|1, remaining, ms until the oldest counted request leaves (refused only)}.
-local key = KEYS[1]
-local limit, window = tonumber(ARGV[1]), tonumber(ARGV[2])
-local now = now_ms()
--- A request admitted at t counts while now < t + window.
-redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
-local n = redis.call('ZCARD', key)
-if n >= limit then
-  -- Refused requests are not recorded: they consume nothing.
-  local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
-  return {0, 0, tonumber(oldest[2]) + window - now}
-end
-redis.call('ZADD', key, now, ARGV[3])
-redis.call('PEXPIRE', key, window)
-return {1, limit - n - 1, 0}
+-- KEYS[1]  rl:{key_id}:rpm
+-- ARGV[1]  limit per window, ARGV[2] window (ms), ARGV[3] a member unique to this request
+-- Returns allow_request's reply.
+return allow_request(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3], now_ms())

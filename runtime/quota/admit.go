@@ -1,0 +1,95 @@
+package quota
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Limit names one of an API key's limits.
+type Limit string
+
+// The limits Admit checks, in its order.
+const (
+	LimitStreams      Limit = "streams"
+	LimitTokensPerDay Limit = "tokens_per_day"
+	LimitRPM          Limit = "rpm"
+)
+
+// KeyLimits are an API key's limits; a zero limit is no limit.
+type KeyLimits struct {
+	MaxStreams   int
+	TokensPerDay int64
+	RPM          int
+}
+
+// AdmitDecision is the outcome of Admit.
+type AdmitDecision struct {
+	// Allowed reports whether the request passed every limit. It then
+	// holds a stream slot when the key has MaxStreams, and was counted in
+	// the key's minute when it has an RPM.
+	Allowed bool
+	// Refused names the limit that refused it, when not Allowed.
+	Refused Limit
+	// ActiveStreams is the key's slots after the call (MaxStreams only).
+	ActiveStreams int
+	// TokensRemaining is the day's tokens left (TokensPerDay only).
+	TokensRemaining int64
+	// RPMRemaining is what the minute admits now (RPM only, 0 when refused).
+	RPMRemaining int
+	// RetryAfter, set only when refused, is as AcquireStream, CheckTokens
+	// and AllowRequest give it for the limit that refused.
+	RetryAfter time.Duration
+}
+
+// Admit checks all of keyID's limits for requestID in one round trip, with
+// the same meaning as AcquireStream, CheckTokens and AllowRequest called in
+// that order, and atomically: a refusal gives back the slot this call took,
+// and only a request that passed the slot and the day's tokens is counted
+// against the minute. Release the slot with ReleaseStream as ever.
+func (l *Limiter) Admit(ctx context.Context, keyID, requestID string, lim KeyLimits) (AdmitDecision, error) {
+	if err := checkName("key id", keyID); err != nil {
+		return AdmitDecision{}, err
+	}
+	if err := checkName("request id", requestID); err != nil {
+		return AdmitDecision{}, err
+	}
+	for _, c := range []struct {
+		what string
+		v    int64
+	}{{"max streams", int64(lim.MaxStreams)}, {"tokens per day", lim.TokensPerDay}, {"rpm", int64(lim.RPM)}} {
+		if c.v != 0 {
+			if err := checkLimit(c.what, c.v); err != nil {
+				return AdmitDecision{}, err
+			}
+		}
+	}
+	if lim == (KeyLimits{}) {
+		return AdmitDecision{Allowed: true}, nil
+	}
+	now := l.cfg.Now().UTC()
+	cmd := admitScript.Run(ctx, l.rdb,
+		[]string{l.keys.Streams(keyID), l.keys.RPM(keyID), l.keys.TokensPerDay(keyID, now)},
+		requestID, lim.MaxStreams, millis(l.cfg.MaxStreamDuration), lim.TokensPerDay,
+		lim.RPM, millis(l.window), l.member())
+	r, err := ints(cmd, 5)
+	if err != nil {
+		return AdmitDecision{}, fmt.Errorf("admit: %w", err)
+	}
+	d := AdmitDecision{Allowed: r[0] == 0, ActiveStreams: int(r[1]), RPMRemaining: int(r[3])}
+	if lim.TokensPerDay > 0 {
+		d.TokensRemaining = max(lim.TokensPerDay-r[2], 0)
+	}
+	switch r[0] {
+	case 1:
+		d.Refused = LimitStreams
+		d.RetryAfter = min(streamRetryHint, max(time.Duration(r[4])*time.Millisecond, time.Millisecond))
+	case 2:
+		d.Refused = LimitTokensPerDay
+		d.RetryAfter = dayStart(now).Add(24 * time.Hour).Sub(now)
+	case 3:
+		d.Refused = LimitRPM
+		d.RetryAfter = max(time.Duration(r[4])*time.Millisecond, time.Millisecond)
+	}
+	return d, nil
+}
