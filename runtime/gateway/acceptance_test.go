@@ -147,11 +147,23 @@ func TestRefusals(t *testing.T) {
 	expired := s.key(admin.CreateKeyRequest{TeamID: rich, ExpiresAt: &past})
 
 	// Use up the rpm and tokens-per-day budgets first.
-	if resp, body := s.do(rpmKey, chatBody("llama-8b", false, 5)); resp.StatusCode != 200 {
+	// Each answer tells the limits it passed.
+	resp, body := s.do(rpmKey, chatBody("llama-8b", false, 5))
+	if resp.StatusCode != 200 {
 		t.Fatalf("first rpm request: %d %s", resp.StatusCode, body)
 	}
-	if resp, body := s.do(tpdKey, chatBody("llama-8b", false, 5)); resp.StatusCode != 200 {
+	if l, r := resp.Header.Get("X-Ratelimit-Limit-Requests"), resp.Header.Get("X-Ratelimit-Remaining-Requests"); l != "1" || r != "0" {
+		t.Errorf("rpm headers: limit %q remaining %q, want 1 and 0", l, r)
+	}
+	resp, body = s.do(tpdKey, chatBody("llama-8b", false, 5))
+	if resp.StatusCode != 200 {
 		t.Fatalf("first tokens request: %d %s", resp.StatusCode, body)
+	}
+	if l, r := resp.Header.Get("X-Ratelimit-Limit-Tokens"), resp.Header.Get("X-Ratelimit-Remaining-Tokens"); l != "5" || r != "5" {
+		t.Errorf("tokens headers: limit %q remaining %q, want 5 and 5", l, r)
+	}
+	if h := resp.Header.Get("X-Ratelimit-Limit-Requests"); h != "" {
+		t.Errorf("a key without rpm got X-Ratelimit-Limit-Requests %q", h)
 	}
 
 	tests := []struct {

@@ -12,6 +12,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
@@ -29,27 +30,15 @@ type admission struct {
 	reserved       ledger.Reserved
 }
 
-// admit runs the checks in the cheapest order: the stream slot (one Redis
-// round trip), tokens per day (read-only), requests per minute (the one
-// check that cannot be undone, so it runs last among the limits), then the
-// ledger reservation in PostgreSQL. A refusal at any step gives back what
-// earlier steps took.
+// admit checks the key's limits, then reserves in the ledger. The limits
+// take one Redis round trip (quota.Limiter.Admit): the stream slot, the
+// day's tokens (read only), then requests per minute (the one check that
+// cannot be undone, so it runs last), and a refusal there holds nothing.
+// The reservation in PostgreSQL comes last, and its refusal gives the slot
+// back.
 func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, req *openai.ChatCompletionRequest) (*admission, *rejection) {
 	a := &admission{p: p, requestID: c.GetString(ctxRequestID), model: req.Model}
-	id := p.QuotaID()
-	if p.Limits.MaxStreams > 0 {
-		d, err := s.cfg.Limits.AcquireStream(ctx, id, a.requestID, p.Limits.MaxStreams)
-		if err != nil {
-			return nil, unavailable("quota")
-		}
-		if !d.Allowed {
-			return nil, reject(http.StatusTooManyRequests, "streams", openai.TypeRateLimit, "concurrency_limit_exceeded", "",
-				"too many concurrent streams for this key (max "+strconv.Itoa(p.Limits.MaxStreams)+")").after(d.RetryAfter)
-		}
-		a.slot = true
-	}
-	if r := s.checkRates(c, ctx, p); r != nil {
-		s.giveBackSlot(context.WithoutCancel(ctx), a)
+	if r := s.checkLimits(c, ctx, p, a); r != nil {
 		return nil, r
 	}
 	a.promptEstimate = tokens.EstimateChat(req.Messages)
@@ -66,34 +55,34 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 	return a, nil
 }
 
-// checkRates applies tokens per day, then requests per minute, and sets
-// the x-ratelimit-remaining-* headers.
-func (s *Server) checkRates(c *gin.Context, ctx context.Context, p auth.Principal) *rejection {
-	id := p.QuotaID()
-	if p.Limits.TokensPerDay > 0 {
-		d, err := s.cfg.Limits.CheckTokens(ctx, id, p.Limits.TokensPerDay)
-		if err != nil {
-			return unavailable("quota")
-		}
-		if !d.Allowed {
-			return reject(http.StatusTooManyRequests, "tokens_per_day", openai.TypeRateLimit, "tokens_per_day_exceeded", "",
-				"this key has used its tokens for today").after(d.RetryAfter)
-		}
-		c.Header("X-Ratelimit-Limit-Tokens", strconv.FormatInt(p.Limits.TokensPerDay, 10))
-		c.Header("X-Ratelimit-Remaining-Tokens", strconv.FormatInt(d.Remaining, 10))
+// checkLimits applies the key's limits in one round trip, marks the slot
+// taken, and sets the x-ratelimit-* headers of the limits it passed.
+func (s *Server) checkLimits(c *gin.Context, ctx context.Context, p auth.Principal, a *admission) *rejection {
+	lim := quota.KeyLimits{MaxStreams: p.Limits.MaxStreams, TokensPerDay: p.Limits.TokensPerDay, RPM: p.Limits.RPM}
+	d, err := s.cfg.Limits.Admit(ctx, p.QuotaID(), a.requestID, lim)
+	if err != nil {
+		return unavailable("quota")
 	}
-	if p.Limits.RPM > 0 {
-		d, err := s.cfg.Limits.AllowRequest(ctx, id, p.Limits.RPM)
-		if err != nil {
-			return unavailable("quota")
-		}
-		c.Header("X-Ratelimit-Limit-Requests", strconv.Itoa(p.Limits.RPM))
-		c.Header("X-Ratelimit-Remaining-Requests", strconv.Itoa(d.Remaining))
-		if !d.Allowed {
-			return reject(http.StatusTooManyRequests, "rpm", openai.TypeRateLimit, "rate_limit_exceeded", "",
-				"too many requests per minute for this key (max "+strconv.Itoa(p.Limits.RPM)+")").after(d.RetryAfter)
-		}
+	if lim.TokensPerDay > 0 && d.Refused != quota.LimitStreams && d.Refused != quota.LimitTokensPerDay {
+		c.Header("X-Ratelimit-Limit-Tokens", strconv.FormatInt(lim.TokensPerDay, 10))
+		c.Header("X-Ratelimit-Remaining-Tokens", strconv.FormatInt(d.TokensRemaining, 10))
 	}
+	if lim.RPM > 0 && (d.Allowed || d.Refused == quota.LimitRPM) {
+		c.Header("X-Ratelimit-Limit-Requests", strconv.Itoa(lim.RPM))
+		c.Header("X-Ratelimit-Remaining-Requests", strconv.Itoa(d.RPMRemaining))
+	}
+	switch d.Refused {
+	case quota.LimitStreams:
+		return reject(http.StatusTooManyRequests, "streams", openai.TypeRateLimit, "concurrency_limit_exceeded", "",
+			"too many concurrent streams for this key (max "+strconv.Itoa(lim.MaxStreams)+")").after(d.RetryAfter)
+	case quota.LimitTokensPerDay:
+		return reject(http.StatusTooManyRequests, "tokens_per_day", openai.TypeRateLimit, "tokens_per_day_exceeded", "",
+			"this key has used its tokens for today").after(d.RetryAfter)
+	case quota.LimitRPM:
+		return reject(http.StatusTooManyRequests, "rpm", openai.TypeRateLimit, "rate_limit_exceeded", "",
+			"too many requests per minute for this key (max "+strconv.Itoa(lim.RPM)+")").after(d.RetryAfter)
+	}
+	a.slot = lim.MaxStreams > 0
 	return nil
 }
 

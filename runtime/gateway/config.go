@@ -46,10 +46,8 @@ type Authenticator interface {
 
 // Limiter is the gateway's view of the Redis limits (quota.Limiter).
 type Limiter interface {
-	AcquireStream(ctx context.Context, keyID, requestID string, maxStreams int) (quota.StreamDecision, error)
+	Admit(ctx context.Context, keyID, requestID string, lim quota.KeyLimits) (quota.AdmitDecision, error)
 	ReleaseStream(ctx context.Context, keyID, requestID string) error
-	AllowRequest(ctx context.Context, keyID string, rpm int) (quota.RateDecision, error)
-	CheckTokens(ctx context.Context, keyID string, limit int64) (quota.TokenDecision, error)
 	AddTokens(ctx context.Context, keyID string, n int64) error
 }
 
