@@ -65,3 +65,44 @@ func BenchmarkRedisPing(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAdmit is a key's three limits checked the gateway's way, with
+// the slot released after: Admit (one EVALSHA) and ReleaseStream, against
+// AcquireStream, CheckTokens and AllowRequest one by one.
+func BenchmarkAdmit(b *testing.B) {
+	env := testenv.Redis(b)
+	l := newLimiter(b, env.Client(), Config{Prefix: env.Prefix})
+	ctx := context.Background()
+	lim := KeyLimits{MaxStreams: 64, TokensPerDay: 1 << 40, RPM: 1 << 30}
+	i := 0
+	b.Run("one-script", func(b *testing.B) {
+		for b.Loop() {
+			rid := "req_" + strconv.Itoa(i)
+			i++
+			if d, err := l.Admit(ctx, "k", rid, lim); err != nil || !d.Allowed {
+				b.Fatalf("admit: %+v, %v", d, err)
+			}
+			if err := l.ReleaseStream(ctx, "k", rid); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("three-calls", func(b *testing.B) {
+		for b.Loop() {
+			rid := "req_" + strconv.Itoa(i)
+			i++
+			if d, err := l.AcquireStream(ctx, "k", rid, lim.MaxStreams); err != nil || !d.Allowed {
+				b.Fatalf("acquire: %+v, %v", d, err)
+			}
+			if _, err := l.CheckTokens(ctx, "k", lim.TokensPerDay); err != nil {
+				b.Fatal(err)
+			}
+			if d, err := l.AllowRequest(ctx, "k", lim.RPM); err != nil || !d.Allowed {
+				b.Fatalf("allow: %+v, %v", d, err)
+			}
+			if err := l.ReleaseStream(ctx, "k", rid); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
