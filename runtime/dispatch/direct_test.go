@@ -170,9 +170,10 @@ func TestBrokenStream(t *testing.T) {
 	}
 }
 
-// TestCancelAbortsEngine shows that ending the context closes the engine's
-// stream: the engine sees its request context end, as vLLM aborts.
-func TestCancelAbortsEngine(t *testing.T) {
+// hangingEngine sends one content chunk, then holds the stream until the
+// request's context ends, which closes aborted.
+func hangingEngine(t *testing.T) (*httptest.Server, <-chan struct{}) {
+	t.Helper()
 	aborted := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -181,7 +182,14 @@ func TestCancelAbortsEngine(t *testing.T) {
 		<-r.Context().Done()
 		close(aborted)
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv, aborted
+}
+
+// TestCancelAbortsEngine shows that ending the context closes the engine's
+// stream: the engine sees its request context end, as vLLM aborts.
+func TestCancelAbortsEngine(t *testing.T) {
+	srv, aborted := hangingEngine(t)
 	d := NewDirect(map[string][]Target{"m": {{URL: srv.URL, ServedName: "m"}}}, srv.Client())
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := d.Dispatch(ctx, job("m", true))

@@ -218,15 +218,7 @@ func TestRemoteBrokenStream(t *testing.T) {
 // TestRemoteCancelAbortsEngine: the gateway ending its context aborts the
 // request on the engine behind the orchestrator.
 func TestRemoteCancelAbortsEngine(t *testing.T) {
-	aborted := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/event-stream")
-		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n")
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-		close(aborted)
-	}))
-	defer srv.Close()
+	srv, aborted := hangingEngine(t)
 	r, _ := remoteOver(t, NewDirect(map[string][]Target{"m": {{URL: srv.URL, ServedName: "m"}}}, nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := r.Dispatch(ctx, job("m", true))

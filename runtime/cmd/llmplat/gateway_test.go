@@ -35,11 +35,10 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-// TestGatewayCommand runs `llmplat gateway` as production would, on real
-// PostgreSQL and Redis in front of a simulated engine: the admin API
-// (opened by the bootstrap token from the environment) declares a model,
-// a team, credit and a key, and the key streams a completion.
-func TestGatewayCommand(t *testing.T) {
+// startEngine serves a simulated llama-8b, 100 times faster than real
+// time, until the test ends.
+func startEngine(t *testing.T) (*enginesim.Sim, *httptest.Server) {
+	t.Helper()
 	dep, err := enginesim.Profile("llama-8b")
 	if err != nil {
 		t.Fatal(err)
@@ -48,11 +47,20 @@ func TestGatewayCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	simCtx, simStop := context.WithCancel(context.Background())
-	simDone := make(chan error, 1)
-	go func() { simDone <- sim.Run(simCtx) }()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- sim.Run(ctx) }()
 	eng := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { eng.Close(); simStop(); <-simDone })
+	t.Cleanup(func() { eng.Close(); stop(); <-done })
+	return sim, eng
+}
+
+// TestGatewayCommand runs `llmplat gateway` as production would, on real
+// PostgreSQL and Redis in front of a simulated engine: the admin API
+// (opened by the bootstrap token from the environment) declares a model,
+// a team, credit and a key, and the key streams a completion.
+func TestGatewayCommand(t *testing.T) {
+	_, eng := startEngine(t)
 
 	const adminToken = "llpadm_0123456789abcdefghijABCDEFGHIJ0123456789abc"
 	t.Setenv("LLMPLAT_ADMIN_TOKEN", adminToken)

@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/admin"
-	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
@@ -74,15 +72,7 @@ func TestSplitDeployment(t *testing.T) {
 	t.Setenv(internalTokenEnv, "internal-secret")
 	t.Setenv(nodeTokenEnv, issued.Token)
 
-	sim, err := enginesim.New(enginesim.Config{ServedModelName: "llama-8b", TimeScale: 100})
-	if err != nil {
-		t.Fatal(err)
-	}
-	simCtx, simStop := context.WithCancel(context.Background())
-	simDone := make(chan error, 1)
-	go func() { simDone <- sim.Run(simCtx) }()
-	eng := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { eng.Close(); simStop(); <-simDone })
+	sim, eng := startEngine(t)
 
 	stores := []string{"-database-url", dsn, "-redis-url", rds.URL, "-redis-prefix", rds.Prefix}
 	orch := startCommand(t, "orchestrator", runOrchestrator, append([]string{"-id", "orch-1", "-addr", "127.0.0.1:0",
