@@ -66,9 +66,8 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", "llmplat:", "prefix of every Redis key")
 	orchURL := fs.String("orchestrator", "", "the orchestrators' internal dispatch URL (token in env "+internalTokenEnv+")")
 	fs.Var(engines, "engine", "model=url[,url…][@max-in-flight]: engines to dispatch to directly, repeatable, instead of -orchestrator")
-	jwksURL := fs.String("jwks-url", "", "accept JWTs verified against this JWKS URL")
-	jwtIssuer := fs.String("jwt-issuer", "", "required iss of JWTs")
-	jwtAudience := fs.String("jwt-audience", "", "required aud of JWTs")
+	var jwt jwtFlags
+	jwt.register(fs)
 	fs.DurationVar(&cfg.QueueLimit, "queue-limit", gateway.DefaultQueueLimit, "longest wait in a model's queue before 503")
 	fs.DurationVar(&cfg.FirstTokenTimeout, "first-token-timeout", gateway.DefaultFirstTokenTimeout, "longest wait for an engine's first event")
 	sweep := fs.Bool("sweep", true, "run the ledger sweeper in this process")
@@ -86,10 +85,15 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// The admin token comes from the environment only: flags show in ps.
 	cfg.AdminToken = os.Getenv("LLMPLAT_ADMIN_TOKEN")
-	if *jwksURL != "" {
-		cfg.JWT = &auth.JWTConfig{JWKSURL: *jwksURL, Issuer: *jwtIssuer, Audience: *jwtAudience}
-	}
 	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	jwtCfg, err := jwt.config()
+	if err != nil {
+		return err
+	}
+	cfg.JWT = jwtCfg
+	if jwtCfg != nil && jwtCfg.Limits.RPM == 0 && jwtCfg.Limits.TokensPerDay == 0 && jwtCfg.Limits.MaxStreams == 0 {
+		cfg.Logger.Warn("JWT callers have no limits: set -jwt-rpm, -jwt-tokens-per-day and -jwt-max-streams")
+	}
 	if *orchURL != "" {
 		token := os.Getenv(internalTokenEnv)
 		if token == "" {
@@ -129,3 +133,40 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 var _ flag.Value = engineFlags{}
+
+// jwtFlags are the gateway's JWT settings. JWT callers have no row to hold
+// limits as API keys do, so the limits every JWT caller gets are flags.
+type jwtFlags struct {
+	jwksURL, issuer, audience, models string
+	rpm, maxStreams                   int
+	tokensPerDay                      int64
+}
+
+func (j *jwtFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&j.jwksURL, "jwks-url", "", "accept JWTs verified against this JWKS URL")
+	fs.StringVar(&j.issuer, "jwt-issuer", "", "required iss of JWTs")
+	fs.StringVar(&j.audience, "jwt-audience", "", "required aud of JWTs")
+	fs.IntVar(&j.rpm, "jwt-rpm", 0, "requests per minute of each JWT caller (0: no limit)")
+	fs.Int64Var(&j.tokensPerDay, "jwt-tokens-per-day", 0, "tokens per UTC day of each JWT caller (0: no limit)")
+	fs.IntVar(&j.maxStreams, "jwt-max-streams", 0, "concurrent streams of each JWT caller (0: no limit)")
+	fs.StringVar(&j.models, "jwt-models", "", "comma-separated models JWT callers may use (empty: all)")
+}
+
+// config returns the JWT configuration, or nil when JWTs are not accepted.
+func (j *jwtFlags) config() (*auth.JWTConfig, error) {
+	lim := auth.Limits{RPM: j.rpm, TokensPerDay: j.tokensPerDay, MaxStreams: j.maxStreams}
+	for _, m := range strings.Split(j.models, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			lim.ModelAllowlist = append(lim.ModelAllowlist, m)
+		}
+	}
+	switch {
+	case j.rpm < 0 || j.tokensPerDay < 0 || j.maxStreams < 0:
+		return nil, errors.New("-jwt-rpm, -jwt-tokens-per-day and -jwt-max-streams must not be negative")
+	case j.jwksURL == "" && (j.issuer != "" || j.audience != "" || j.models != "" || lim.RPM != 0 || lim.TokensPerDay != 0 || lim.MaxStreams != 0):
+		return nil, errors.New("the -jwt-* flags need -jwks-url")
+	case j.jwksURL == "":
+		return nil, nil
+	}
+	return &auth.JWTConfig{JWKSURL: j.jwksURL, Issuer: j.issuer, Audience: j.audience, Limits: lim}, nil
+}
