@@ -109,6 +109,10 @@ func (d *Direct) Dispatch(ctx context.Context, job *Job) (Stream, error) {
 	return nil, fmt.Errorf("%w: every engine of %s is full", ErrNoCapacity, job.Model)
 }
 
+// CloseIdleConnections closes the connections to engines that carry no
+// stream, such as before the engines shut down.
+func (d *Direct) CloseIdleConnections() { d.client.CloseIdleConnections() }
+
 // countedStream gives its engine's in-flight place back on Close.
 type countedStream struct {
 	Stream

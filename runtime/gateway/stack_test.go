@@ -44,6 +44,7 @@ type stackOpts struct {
 	maxInFlight       int           // per engine; 0 means no cap
 	queueLimit        time.Duration // 0 means the default
 	firstTokenTimeout time.Duration
+	streamIdleTimeout time.Duration
 	faults            enginesim.Faults
 }
 
@@ -97,6 +98,10 @@ func newStack(t *testing.T, o stackOpts) *stack {
 		targets[name] = []dispatch.Target{{URL: url, ServedName: name, MaxInFlight: o.maxInFlight}}
 	}
 	s.direct = dispatch.NewDirect(targets, nil)
+	// Before the engines stop (cleanups run last first): a pooled
+	// connection that never carried a request counts as active for five
+	// seconds in an engine's graceful shutdown.
+	t.Cleanup(s.direct.CloseIdleConnections)
 	s.url = s.gateway()
 	return s
 }
@@ -162,6 +167,7 @@ func (s *stack) gateway() string {
 		URLGuard:          &urlguard.Guard{Resolver: noDNS{}},
 		QueueLimit:        s.opts.queueLimit,
 		FirstTokenTimeout: s.opts.firstTokenTimeout,
+		StreamIdleTimeout: s.opts.streamIdleTimeout,
 		Logger:            slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {

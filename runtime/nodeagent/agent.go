@@ -81,6 +81,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return ErrAlreadyRunning
 	}
 	defer a.running.Store(false)
+	// Streams have ended when Run returns; the pooled engine connections
+	// go with them.
+	defer a.cfg.HTTPClient.CloseIdleConnections()
 	clog, err := openCompletionLog(a.cfg.CompletionLog, a.cfg.Now)
 	if err != nil {
 		return err

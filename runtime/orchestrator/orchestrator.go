@@ -78,6 +78,7 @@ func (o *Orchestrator) Handler() http.Handler {
 // asks every node to reconnect elsewhere, lets their requests finish for
 // Config.ShutdownGrace, and returns once every socket is closed.
 func (o *Orchestrator) Run(ctx context.Context) error {
+	defer o.cfg.CloudClient.CloseIdleConnections()
 	replies := o.cfg.Redis.Subscribe(ctx, o.keys.ReplicaChannel(o.cfg.ID))
 	if _, err := replies.Receive(ctx); err != nil {
 		_ = replies.Close()
