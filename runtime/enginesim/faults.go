@@ -21,6 +21,10 @@ type Faults struct {
 	DieAfterTokens int64 `json:"die_after_tokens"`
 	// Hang accepts requests and never sends a token until the client goes.
 	Hang bool `json:"hang"`
+	// StallAfterTokens stops a stream that has sent this many tokens: the
+	// connection stays open and nothing more comes until the client goes,
+	// as from an engine wedged mid-generation. Zero is never.
+	StallAfterTokens int64 `json:"stall_after_tokens"`
 	// SlowStart is extra (simulated) delay before a request reaches the
 	// engine, and so before its first token.
 	SlowStart Duration `json:"slow_start"`
@@ -36,6 +40,8 @@ func (f Faults) Validate() error {
 		return fmt.Errorf("error_rate must be in [0, 1], got %g", f.ErrorRate)
 	case f.DieAfterTokens < 0:
 		return fmt.Errorf("die_after_tokens must not be negative, got %d", f.DieAfterTokens)
+	case f.StallAfterTokens < 0:
+		return fmt.Errorf("stall_after_tokens must not be negative, got %d", f.StallAfterTokens)
 	case f.SlowStart < 0:
 		return fmt.Errorf("slow_start must not be negative, got %s", time.Duration(f.SlowStart))
 	}

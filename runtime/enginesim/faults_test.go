@@ -252,3 +252,40 @@ func TestSlowStart(t *testing.T) {
 		t.Errorf("time to first token = %vs, want the 3 s slow start plus one step", ttft)
 	}
 }
+
+// TestStallAfterTokens: a stalled stream sends its first tokens, then
+// nothing (no error, no [DONE]) until the client gives up, and the
+// sequence leaves the engine when it does.
+func TestStallAfterTokens(t *testing.T) {
+	cfg := testConfig()
+	cfg.Clock, cfg.TimeScale = nil, 50
+	cfg.Faults = Faults{StallAfterTokens: 5}
+	s := newTestSim(t, cfg)
+	runEngine(t, s)
+	srv := serve(t, s)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	resp := post(ctx, t, srv.URL, chatBody(t, s, "hi", map[string]any{"stream": true, "max_tokens": 200}))
+	defer resp.Body.Close()
+	r := openai.NewSSEReader(resp.Body)
+	var content int
+	for {
+		data, err := r.Next()
+		if err != nil {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("stream ended with %v, want nothing more until the client's deadline", err)
+			}
+			break
+		}
+		if openai.IsDone(data) || openai.StreamError(data) != nil {
+			t.Fatalf("a stalled stream sent %s", data)
+		}
+		if bytes.Contains(data, []byte(`"content":"`)) && !bytes.Contains(data, []byte(`"content":""`)) {
+			content++
+		}
+	}
+	if content == 0 || content > 5 {
+		t.Errorf("%d content chunks before the stall, want 1 to 5 (5 tokens)", content)
+	}
+	waitFor(t, "the stalled sequence to leave the engine", func() bool { st := s.Stats(); return st.Waiting+st.Running == 0 })
+}

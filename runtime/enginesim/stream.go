@@ -68,6 +68,11 @@ func (s *Sim) serveStream(ctx context.Context, w http.ResponseWriter, job *chatJ
 			s.sched.abort(seq)
 			return
 		}
+		if stall := s.Faults().StallAfterTokens; stall > 0 && completion >= stall {
+			<-ctx.Done() // wedged: nothing more until the client goes
+			s.sched.abort(seq)
+			return
+		}
 	}
 }
 
