@@ -46,6 +46,7 @@ type Config struct {
 	URLGuard          *urlguard.Guard
 	QueueLimit        time.Duration
 	FirstTokenTimeout time.Duration
+	StreamIdleTimeout time.Duration
 	Logger            *slog.Logger
 }
 
@@ -115,6 +116,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		Admin:             adminAPI,
 		QueueLimit:        cfg.QueueLimit,
 		FirstTokenTimeout: cfg.FirstTokenTimeout,
+		StreamIdleTimeout: cfg.StreamIdleTimeout,
 		Logger:            cfg.Logger,
 	})
 	if err != nil {

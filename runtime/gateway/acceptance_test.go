@@ -371,6 +371,53 @@ func TestClientDisconnectSettlesPartial(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 }
 
+// TestStalledEngineEndsTheStream: an engine that goes silent mid-stream
+// (its connection open, as a wedged engine's is) ends the client's stream
+// after the idle timeout with an error event, and the ledger settles the
+// tokens relayed.
+func TestStalledEngineEndsTheStream(t *testing.T) {
+	s := newStack(t, stackOpts{timeScale: 20, streamIdleTimeout: 300 * time.Millisecond,
+		faults: enginesim.Faults{StallAfterTokens: 5}})
+	team := s.team("t", 100*credit)
+	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	start := time.Now()
+	resp, err := s.post(context.Background(), s.url, key, chatBody("llama-8b", true, 200))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := oa.NewSSEReader(resp.Body)
+	var content, errEvents int
+	done := false
+	for !done {
+		data, err := r.Next()
+		switch {
+		case err != nil:
+			t.Fatalf("stream ended with %v, want an error event and [DONE]", err)
+		case oa.IsDone(data):
+			done = true
+		case oa.StreamError(data) != nil:
+			errEvents++
+		case strings.Contains(string(data), `"content":"`) && !strings.Contains(string(data), `"content":""`):
+			content++
+		}
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the stalled stream ended after %v", took)
+	}
+	if errEvents != 1 || content == 0 || content > 5 {
+		t.Errorf("%d content chunks and %d error events, want 1–5 and 1", content, errEvents)
+	}
+	row := s.waitRow(resp.Header.Get("X-Request-Id"))
+	if row.status != "settled" || row.from != "partial" || row.completion != int64(content) {
+		t.Errorf("row = %+v, want settled partial with the %d tokens relayed", row, content)
+	}
+	if !strings.Contains(s.logs.String(), "engine went silent mid-stream") {
+		t.Error("the stall was not logged")
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
 // TestTenantIsolation: team B's key can neither read team A's usage nor
 // use a model only A may use.
 func TestTenantIsolation(t *testing.T) {

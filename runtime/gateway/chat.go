@@ -22,6 +22,10 @@ import (
 // within the first-token timeout.
 var errFirstTokenTimeout = errors.New("no first token within the timeout")
 
+// errStreamIdle is the cause of a stream whose engine went silent after
+// its first event for longer than the stream idle timeout.
+var errStreamIdle = errors.New("the engine went silent mid-stream")
+
 // chatCompletions serves POST /v1/chat/completions: authenticate, read and
 // check the body, admit, dispatch (queueing when no engine is free), relay,
 // then settle and give back the stream slot.
@@ -68,10 +72,16 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	defer stream.Close()
 	s.cfg.Metrics.streamStarted(a.model)
 	defer s.cfg.Metrics.streamEnded(a.model)
+	// Once the first event came, silence longer than the idle timeout ends
+	// the stream: it breaks, the client gets an error event, and the
+	// ledger settles what was relayed.
+	idle := time.AfterFunc(time.Hour, func() { dcancel(errStreamIdle) })
+	idle.Stop()
+	defer idle.Stop()
 	rel := relay{c: c, stream: stream, onFirst: func() {
 		firstToken.Stop()
 		s.cfg.Metrics.firstToken(a.model, time.Since(start))
-	}}
+	}, onEvent: func() { idle.Reset(s.cfg.StreamIdleTimeout) }}
 	var out Outcome
 	if req.Stream {
 		out = rel.streamed(req.WantsUsage())
@@ -80,6 +90,10 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	}
 	s.finish(a, out)
 	s.cfg.Metrics.finished(a.model, out, time.Since(start))
+	if errors.Is(context.Cause(dctx), errStreamIdle) {
+		s.cfg.Logger.Warn("engine went silent mid-stream", "request_id", a.requestID, "model", a.model,
+			"idle_timeout", s.cfg.StreamIdleTimeout.String())
+	}
 	s.cfg.Logger.Info("chat completion", "request_id", a.requestID, "team", p.TeamName, "model", a.model,
 		"stream", req.Stream, "prompt_tokens", out.PromptTokens, "completion_tokens", out.CompletionTokens,
 		"outcome", out.State.String(), "ms", time.Since(start).Milliseconds())

@@ -25,6 +25,12 @@ const (
 	// sends nothing: an unresponsive node must not hang the client (the
 	// seed's "requests routed to an unresponsive node").
 	DefaultFirstTokenTimeout = 60 * time.Second
+	// DefaultStreamIdleTimeout ends a stream whose engine went silent
+	// after its first event: an engine wedged mid-generation keeps its
+	// socket and its heartbeats, so nothing else would end the stream
+	// before MaxRequestDuration. Engines send a chunk per decode step, tens
+	// of milliseconds apart; a minute of silence is a fault.
+	DefaultStreamIdleTimeout = 60 * time.Second
 	// DefaultMaxRequestDuration bounds one request end to end; it stays
 	// below the stream slots' deadline and the ledger sweeper's window so
 	// that neither touches a live request.
@@ -98,8 +104,11 @@ type Config struct {
 	// Admin, when set, mounts the admin API under /admin.
 	Admin interface{ Register(r gin.IRouter) }
 
-	QueueLimit         time.Duration
-	FirstTokenTimeout  time.Duration
+	QueueLimit        time.Duration
+	FirstTokenTimeout time.Duration
+	// StreamIdleTimeout is the longest silence between two engine events
+	// once the first came (DefaultStreamIdleTimeout).
+	StreamIdleTimeout  time.Duration
 	MaxRequestDuration time.Duration
 
 	// Logger receives one line per request, never its prompt or answer.
@@ -128,6 +137,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.FirstTokenTimeout == 0 {
 		c.FirstTokenTimeout = DefaultFirstTokenTimeout
+	}
+	if c.StreamIdleTimeout == 0 {
+		c.StreamIdleTimeout = DefaultStreamIdleTimeout
 	}
 	if c.MaxRequestDuration == 0 {
 		c.MaxRequestDuration = DefaultMaxRequestDuration

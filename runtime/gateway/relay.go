@@ -44,6 +44,8 @@ type relay struct {
 	c       *gin.Context
 	stream  dispatch.Stream
 	onFirst func()
+	// onEvent runs after every event, the first included.
+	onEvent func()
 	started bool
 	out     Outcome
 }
@@ -57,6 +59,9 @@ func (r *relay) next() (dispatch.Event, error) {
 	if !r.started {
 		r.started = true
 		r.onFirst()
+	}
+	if r.onEvent != nil {
+		r.onEvent()
 	}
 	r.out.CompletionTokens += ev.Tokens
 	if ev.Usage != nil {

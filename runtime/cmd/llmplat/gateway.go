@@ -70,6 +70,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	jwt.register(fs)
 	fs.DurationVar(&cfg.QueueLimit, "queue-limit", gateway.DefaultQueueLimit, "longest wait in a model's queue before 503")
 	fs.DurationVar(&cfg.FirstTokenTimeout, "first-token-timeout", gateway.DefaultFirstTokenTimeout, "longest wait for an engine's first event")
+	fs.DurationVar(&cfg.StreamIdleTimeout, "stream-idle-timeout", gateway.DefaultStreamIdleTimeout, "longest silence between two engine events once streaming")
 	sweep := fs.Bool("sweep", true, "run the ledger sweeper in this process")
 	if err := fs.Parse(args); err != nil {
 		return err
