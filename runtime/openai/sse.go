@@ -59,9 +59,15 @@ type SSEReader struct {
 	line []byte
 }
 
+// sseBufferSize is the read buffer of an SSEReader. A chunk event is a few
+// hundred bytes and a longer line is read in parts, so 4 KiB serves; every
+// open stream holds one (the agent's, the gateway's, the client's), so a
+// larger buffer costs memory per stream.
+const sseBufferSize = 4 << 10
+
 // NewSSEReader returns a reader of events from r.
 func NewSSEReader(r io.Reader) *SSEReader {
-	return &SSEReader{r: bufio.NewReaderSize(r, 16<<10)}
+	return &SSEReader{r: bufio.NewReaderSize(r, sseBufferSize)}
 }
 
 // Next returns the payload of the next event. The slice is valid until the
