@@ -226,3 +226,102 @@ func stream(ctx context.Context, client *http.Client, t Target, body []byte) sam
 		}
 	}
 }
+
+// Held is a set of streams held open by Hold.
+type Held struct {
+	// Opened is how many streams reached their first content chunk;
+	// Errors how many failed before it, FirstError the first failure.
+	Opened, Errors int
+	FirstError     string
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// Hold opens n streams to t, at most 64 starting at once, and returns when
+// each has streamed its first content chunk or failed. The streams stay
+// open, read as they come, until Close.
+func Hold(ctx context.Context, client *http.Client, t Target, n int, prompt string, maxTokens int) *Held {
+	ctx, cancel := context.WithCancel(ctx)
+	h := &Held{cancel: cancel}
+	var (
+		mu    sync.Mutex
+		ready sync.WaitGroup
+	)
+	starting := make(chan struct{}, 64)
+	for i := range n {
+		body, _ := json.Marshal(map[string]any{ // a map of plain values always encodes
+			"model": t.Model, "stream": true, "max_tokens": maxTokens,
+			"messages": []openai.Message{openai.TextMessage("user", fmt.Sprintf("hold-%d: %s", i, prompt))},
+		})
+		ready.Add(1)
+		h.wg.Add(1)
+		starting <- struct{}{}
+		go func() {
+			defer h.wg.Done()
+			once := sync.OnceFunc(func() { <-starting; ready.Done() })
+			defer once()
+			err := holdOne(ctx, client, t, body, func() {
+				mu.Lock()
+				h.Opened++
+				mu.Unlock()
+				once()
+			})
+			if err != nil && ctx.Err() == nil {
+				mu.Lock()
+				h.Errors++
+				if h.FirstError == "" {
+					h.FirstError = err.Error()
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	ready.Wait()
+	return h
+}
+
+// Close ends every held stream and waits for their readers.
+func (h *Held) Close() {
+	h.cancel()
+	h.wg.Wait()
+}
+
+// holdOne streams one request, calling opened at its first content chunk,
+// and reads on until the stream or ctx ends.
+func holdOne(ctx context.Context, client *http.Client, t Target, body []byte, opened func()) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if t.Key != "" {
+		req.Header.Set("Authorization", "Bearer "+t.Key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return fmt.Errorf("%s: status %d: %s", t.Name, resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	sse := openai.NewSSEReader(resp.Body)
+	first := true
+	for {
+		data, err := sse.Next()
+		if err != nil {
+			if first {
+				return fmt.Errorf("%s: stream ended before its first token: %w", t.Name, err)
+			}
+			return nil
+		}
+		if ev := dispatch.ParseEvent(data); first && ev.Tokens > 0 {
+			first = false
+			opened()
+		} else if ev.Err != nil && first {
+			return fmt.Errorf("%s: error event: %s", t.Name, ev.Err.Message)
+		}
+	}
+}

@@ -58,7 +58,7 @@ func BenchmarkPlatformOverhead(b *testing.B) {
 	sim, engine := serveTimedSim(b, enginesim.Config{ServedModelName: overheadModel, Seed: 1})
 	engineURL := engine.url
 	proxyURL := serveProxy(b, engineURL)
-	platformURL, key := startPlatform(b, sim, engineURL)
+	platformURL, key := startPlatform(b, sim, engineURL, platformOpts{})
 	targets := []loadgen.Target{
 		{Name: "direct", URL: engineURL, Model: overheadModel},
 		{Name: "proxy", URL: proxyURL, Model: overheadModel},
@@ -273,8 +273,19 @@ func serveHTTP(tb testing.TB, h http.Handler) string {
 // loopback WebSocket, and a gateway dispatching to the orchestrator in
 // process. It returns the gateway's URL and an API key of a team with
 // ample credit.
-func startPlatform(tb testing.TB, sim *enginesim.Sim, engineURL string) (string, string) {
+// platformOpts adjust startPlatform; the zero value is production's.
+type platformOpts struct {
+	// maxNumSeqs is what the node declares (default the engine's 256).
+	maxNumSeqs int
+	// streamIdleTimeout is the gateway's (default its own).
+	streamIdleTimeout time.Duration
+}
+
+func startPlatform(tb testing.TB, sim *enginesim.Sim, engineURL string, opts platformOpts) (string, string) {
 	tb.Helper()
+	if opts.maxNumSeqs == 0 {
+		opts.maxNumSeqs = enginesim.DefaultMaxNumSeqs
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g, gctx := errgroup.WithContext(ctx)
 	tb.Cleanup(func() {
@@ -314,7 +325,7 @@ func startPlatform(tb testing.TB, sim *enginesim.Sim, engineURL string) (string,
 	st := sim.Stats()
 	agent, err := nodeagent.New(nodeagent.Config{ServerURL: wsURL, NodeID: "bench-node", Token: nodeproto.Secret(issued.Token),
 		EngineURL: engineURL, Logger: logger,
-		Models: []nodeproto.Model{{Name: overheadModel, ServedName: sim.ServedModelName(), MaxNumSeqs: enginesim.DefaultMaxNumSeqs,
+		Models: []nodeproto.Model{{Name: overheadModel, ServedName: sim.ServedModelName(), MaxNumSeqs: opts.maxNumSeqs,
 			MaxModelLen: int(sim.MaxModelLen()), KVCapacityTokens: st.KVBlocksTotal * 16}}})
 	if err != nil {
 		tb.Fatal(err)
@@ -346,6 +357,7 @@ func startPlatform(tb testing.TB, sim *enginesim.Sim, engineURL string) (string,
 		tb.Fatal(err)
 	}
 	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: db,
+		StreamIdleTimeout: opts.streamIdleTimeout,
 		Redis: rdb, RedisPrefix: env.Prefix, Ledger: led, Dispatcher: o, URLGuard: &urlguard.Guard{AllowUnresolvable: true},
 		Logger: logger})
 	if err != nil {
