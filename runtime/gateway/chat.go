@@ -88,12 +88,12 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	} else {
 		out = rel.buffered()
 	}
-	s.finish(a, out)
-	s.cfg.Metrics.finished(a.model, out, time.Since(start))
 	if errors.Is(context.Cause(dctx), errStreamIdle) {
 		s.cfg.Logger.Warn("engine went silent mid-stream", "request_id", a.requestID, "model", a.model,
 			"idle_timeout", s.cfg.StreamIdleTimeout.String())
 	}
+	s.finish(a, out)
+	s.cfg.Metrics.finished(a.model, out, time.Since(start))
 	s.cfg.Logger.Info("chat completion", "request_id", a.requestID, "team", p.TeamName, "model", a.model,
 		"stream", req.Stream, "prompt_tokens", out.PromptTokens, "completion_tokens", out.CompletionTokens,
 		"outcome", out.State.String(), "ms", time.Since(start).Milliseconds())
