@@ -357,9 +357,8 @@ func startPlatform(tb testing.TB, sim *enginesim.Sim, engineURL string, opts pla
 		tb.Fatal(err)
 	}
 	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: db,
-		StreamIdleTimeout: opts.streamIdleTimeout,
 		Redis: rdb, RedisPrefix: env.Prefix, Ledger: led, Dispatcher: o, URLGuard: &urlguard.Guard{AllowUnresolvable: true},
-		Logger: logger})
+		StreamIdleTimeout: opts.streamIdleTimeout, Logger: logger})
 	if err != nil {
 		tb.Fatal(err)
 	}
