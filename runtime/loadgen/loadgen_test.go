@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -13,7 +14,12 @@ import (
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.MainWithLeakCheck(m) }
+func TestMain(m *testing.M) {
+	if raw := os.Getenv(nodeProcessEnv); raw != "" {
+		os.Exit(nodeProcessMain(raw))
+	}
+	testenv.MainWithLeakCheck(m)
+}
 
 // serveSim runs a simulator on loopback until the test ends.
 func serveSim(tb testing.TB, cfg enginesim.Config) (*enginesim.Sim, string) {

@@ -1,31 +1,46 @@
 package loadgen_test
 
 import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/loadgen"
+	"github.com/llmplat/llmplat/runtime/nodeagent"
+	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
 
 // heldStreams is the mission's 10× the seed's peak.
 const heldStreams = 2000
 
 // BenchmarkStreamMemory holds 2,000 streams open at once, first straight
-// to the engine and then through the whole platform (gateway, orchestrator
-// in process, WebSocket, node agent), and reports what the platform holds
-// per open stream: the live heap and goroutine stacks of the process with
-// the platform's streams open, less the same with the direct streams open
-// (the client's and the engine's share, the same in both). The engine
+// to the engine and then through the platform, and reports what one
+// gateway and one orchestrator hold per open stream. The engine and its
+// node agent run in a child process, so this process holds the client and,
+// in the second phase, the gateway and the orchestrator: the live heap and
+// goroutine stacks (after a full collection) with the platform's streams
+// open, less the same with the direct streams open, is theirs. The engine
 // stalls every stream after its first token (StallAfterTokens), so the
 // streams stay open without tokens flowing; the node declares room for
 // them all. Every stream must open: the platform serves 2,000 at once
 // without an error.
 func BenchmarkStreamMemory(b *testing.B) {
-	sim, engine := serveTimedSim(b, enginesim.Config{ServedModelName: overheadModel, Seed: 1,
-		MaxNumSeqs: 2 * heldStreams, Faults: enginesim.Faults{StallAfterTokens: 1}})
-	platformURL, key := startPlatform(b, sim, engine.url, platformOpts{maxNumSeqs: 2 * heldStreams, streamIdleTimeout: time.Hour})
+	var engineURL string
+	platformURL, key := startPlatform(b, platformOpts{streamIdleTimeout: time.Hour}, func(wsURL, token string) {
+		engineURL = startNodeProcess(b, nodeProcessConfig{ServerURL: wsURL, Token: token, MaxNumSeqs: 2 * heldStreams, StallAfterTokens: 1})
+	})
 	client := loadgen.NewClient()
 	defer client.CloseIdleConnections()
 	hold := func(t loadgen.Target) (live uint64, goroutines int) {
@@ -33,13 +48,7 @@ func BenchmarkStreamMemory(b *testing.B) {
 		h := loadgen.Hold(b.Context(), client, t, heldStreams, "Tell me about the sea.", 16)
 		defer func() {
 			h.Close()
-			deadline := time.Now().Add(30 * time.Second)
-			for st := sim.Stats(); st.Running+st.Waiting > 0; st = sim.Stats() {
-				if time.Now().After(deadline) {
-					b.Fatalf("the engine still runs %d sequences after the streams closed", st.Running+st.Waiting)
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			client.CloseIdleConnections()
 		}()
 		if h.Opened != heldStreams {
 			b.Fatalf("%s: %d of %d streams opened, %d failed; first: %s", t.Name, h.Opened, heldStreams, h.Errors, h.FirstError)
@@ -48,15 +57,15 @@ func BenchmarkStreamMemory(b *testing.B) {
 	}
 	base, baseG := liveBytes()
 	b.ResetTimer()
-	direct, directG := hold(loadgen.Target{Name: "direct", URL: engine.url, Model: overheadModel})
+	direct, directG := hold(loadgen.Target{Name: "direct", URL: engineURL, Model: overheadModel})
 	platform, platformG := hold(loadgen.Target{Name: "platform", URL: platformURL, Key: key, Model: overheadModel})
 	b.StopTimer()
 	perStream := func(x, y uint64) float64 { return (float64(x) - float64(y)) / heldStreams }
 	b.Logf("live: at rest %d KiB, %d direct streams %d KiB, %d platform streams %d KiB; goroutines %d, %d, %d",
 		base>>10, heldStreams, direct>>10, heldStreams, platform>>10, baseG, directG, platformG)
-	b.ReportMetric(perStream(platform, direct)/1024, "platform-KiB/stream")
-	b.ReportMetric(float64(platformG-directG)/heldStreams, "platform-goroutines/stream")
-	b.ReportMetric(perStream(direct, base)/1024, "direct-KiB/stream")
+	b.ReportMetric(perStream(platform, direct)/1024, "gateway+orchestrator-KiB/stream")
+	b.ReportMetric(float64(platformG-directG)/heldStreams, "gateway+orchestrator-goroutines/stream")
+	b.ReportMetric(perStream(direct, base)/1024, "client-KiB/stream")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -68,4 +77,126 @@ func liveBytes() (uint64, int) {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	return m.HeapAlloc + m.StackInuse, runtime.NumGoroutine()
+}
+
+// nodeProcessEnv, when set to a JSON nodeProcessConfig, makes the test
+// binary run a node (a simulated engine and its agent) instead of tests.
+const nodeProcessEnv = "LOADGEN_TEST_NODE"
+
+// nodeProcessConfig is what the child needs.
+type nodeProcessConfig struct {
+	ServerURL, Token string
+	MaxNumSeqs       int
+	StallAfterTokens int64
+}
+
+// nodeProcessMain serves a simulated engine, prints its address, and runs
+// the node agent "bench-node" beside it until stdin closes.
+func nodeProcessMain(raw string) int {
+	var pc nodeProcessConfig
+	if err := json.Unmarshal([]byte(raw), &pc); err != nil {
+		fmt.Fprintln(os.Stderr, "node process: config:", err)
+		return 2
+	}
+	sim, err := enginesim.New(enginesim.Config{ServedModelName: overheadModel, Seed: 1, MaxNumSeqs: pc.MaxNumSeqs,
+		Faults: enginesim.Faults{StallAfterTokens: pc.StallAfterTokens}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node process:", err)
+		return 1
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node process:", err)
+		return 1
+	}
+	engineURL := "http://" + ln.Addr().String()
+	agent, err := nodeagent.New(nodeagent.Config{ServerURL: pc.ServerURL, NodeID: "bench-node", Token: nodeproto.Secret(pc.Token),
+		EngineURL: engineURL, Logger: slog.New(slog.DiscardHandler),
+		Models: []nodeproto.Model{{Name: overheadModel, ServedName: sim.ServedModelName(), MaxNumSeqs: pc.MaxNumSeqs,
+			MaxModelLen: int(sim.MaxModelLen()), KVCapacityTokens: sim.Stats().KVBlocksTotal * 16}}})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "node process:", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	served := make(chan error, 1)
+	go func() { served <- sim.Serve(ctx, ln) }()
+	ran := make(chan error, 1)
+	go func() { ran <- agent.Run(ctx) }()
+	if err := json.NewEncoder(os.Stdout).Encode(engineURL); err != nil {
+		return 1
+	}
+	code := 0
+	for _, ch := range []chan error{ran, served} {
+		if err := <-ch; err != nil {
+			fmt.Fprintln(os.Stderr, "node process:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// startNodeProcess runs a node in a child process (this test binary again)
+// until the test ends and returns its engine's URL.
+func startNodeProcess(tb testing.TB, pc nodeProcessConfig) string {
+	tb.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	raw, err := json.Marshal(pc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cmd := exec.Command(exe, "-test.run=^$")
+	cmd.Env = append(os.Environ(), nodeProcessEnv+"="+string(raw))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatalf("start node process: %v", err)
+	}
+	exited := make(chan error, 1)
+	lines := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(stdout).ReadString('\n')
+		lines <- line
+		exited <- cmd.Wait() // after the read: Wait closes stdout
+	}()
+	tb.Cleanup(func() {
+		stdin.Close() // the child's signal to stop
+		select {
+		case err := <-exited:
+			if err != nil {
+				tb.Errorf("node process: %v", err)
+			}
+		case <-time.After(30 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+			tb.Error("node process did not exit when asked")
+		}
+	})
+	var line string
+	select {
+	case line = <-lines:
+	case <-time.After(30 * time.Second):
+		_ = cmd.Process.Kill()
+		tb.Fatal("node process did not start")
+	}
+	var engineURL string
+	if err := json.Unmarshal([]byte(line), &engineURL); err != nil {
+		tb.Fatalf("node process said %q: %v", line, err)
+	}
+	return engineURL
 }

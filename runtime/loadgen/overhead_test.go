@@ -58,7 +58,7 @@ func BenchmarkPlatformOverhead(b *testing.B) {
 	sim, engine := serveTimedSim(b, enginesim.Config{ServedModelName: overheadModel, Seed: 1})
 	engineURL := engine.url
 	proxyURL := serveProxy(b, engineURL)
-	platformURL, key := startPlatform(b, sim, engineURL, platformOpts{})
+	platformURL, key := startPlatform(b, platformOpts{}, localNode(b, sim, engineURL, enginesim.DefaultMaxNumSeqs))
 	targets := []loadgen.Target{
 		{Name: "direct", URL: engineURL, Model: overheadModel},
 		{Name: "proxy", URL: proxyURL, Model: overheadModel},
@@ -268,24 +268,46 @@ func serveHTTP(tb testing.TB, h http.Handler) string {
 	return "http://" + ln.Addr().String()
 }
 
-// startPlatform runs the platform in front of the engine on real
-// PostgreSQL and Redis: an orchestrator, a node agent dialling it over a
-// loopback WebSocket, and a gateway dispatching to the orchestrator in
-// process. It returns the gateway's URL and an API key of a team with
+// startPlatform runs the platform on real PostgreSQL and Redis: an
+// orchestrator, the node startNode starts (its agent dials over a loopback
+// WebSocket), and a gateway dispatching to the orchestrator in process. It returns the gateway's URL and an API key of a team with
 // ample credit.
 // platformOpts adjust startPlatform; the zero value is production's.
 type platformOpts struct {
-	// maxNumSeqs is what the node declares (default the engine's 256).
-	maxNumSeqs int
 	// streamIdleTimeout is the gateway's (default its own).
 	streamIdleTimeout time.Duration
 }
 
-func startPlatform(tb testing.TB, sim *enginesim.Sim, engineURL string, opts platformOpts) (string, string) {
-	tb.Helper()
-	if opts.maxNumSeqs == 0 {
-		opts.maxNumSeqs = enginesim.DefaultMaxNumSeqs
+// nodeStarter starts the node "bench-node": an agent that dials wsURL with
+// token, beside an engine.
+type nodeStarter func(wsURL, token string)
+
+// localNode starts the node's agent in this process, beside sim at
+// engineURL, declaring maxNumSeqs; it runs until the test ends.
+func localNode(tb testing.TB, sim *enginesim.Sim, engineURL string, maxNumSeqs int) nodeStarter {
+	return func(wsURL, token string) {
+		st := sim.Stats()
+		agent, err := nodeagent.New(nodeagent.Config{ServerURL: wsURL, NodeID: "bench-node", Token: nodeproto.Secret(token),
+			EngineURL: engineURL, Logger: slog.New(slog.DiscardHandler),
+			Models: []nodeproto.Model{{Name: overheadModel, ServedName: sim.ServedModelName(), MaxNumSeqs: maxNumSeqs,
+				MaxModelLen: int(sim.MaxModelLen()), KVCapacityTokens: st.KVBlocksTotal * 16}}})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- agent.Run(ctx) }()
+		tb.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				tb.Errorf("agent: %v", err)
+			}
+		})
 	}
+}
+
+func startPlatform(tb testing.TB, opts platformOpts, startNode nodeStarter) (string, string) {
+	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	g, gctx := errgroup.WithContext(ctx)
 	tb.Cleanup(func() {
@@ -322,15 +344,7 @@ func startPlatform(tb testing.TB, sim *enginesim.Sim, engineURL string, opts pla
 	if err != nil {
 		tb.Fatal(err)
 	}
-	st := sim.Stats()
-	agent, err := nodeagent.New(nodeagent.Config{ServerURL: wsURL, NodeID: "bench-node", Token: nodeproto.Secret(issued.Token),
-		EngineURL: engineURL, Logger: logger,
-		Models: []nodeproto.Model{{Name: overheadModel, ServedName: sim.ServedModelName(), MaxNumSeqs: opts.maxNumSeqs,
-			MaxModelLen: int(sim.MaxModelLen()), KVCapacityTokens: st.KVBlocksTotal * 16}}})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	g.Go(func() error { return agent.Run(gctx) })
+	startNode(wsURL, issued.Token)
 
 	led, err := ledger.New(db, ledger.Config{Completions: orchestrator.NewCompletionLog(rdb, env.Prefix), Logger: logger})
 	if err != nil {
