@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -28,6 +29,9 @@ type Queue struct {
 	rdb  redis.UniversalClient
 	keys Keys
 	poll time.Duration
+
+	hubMu sync.Mutex
+	hub   *wakeHub // the shared subscriber, nil while nobody waits
 }
 
 // NewQueue returns a Queue on rdb.
@@ -61,7 +65,7 @@ func (q *Queue) Wait(ctx context.Context, model, requestID string, limit time.Du
 // holds maxDepth live entries, ErrQueueTimeout when limit passes, and the
 // context's error when ctx ends (the client left). On every return the
 // request's entry is gone, and every goroutine WaitBounded started has
-// ended. Each call holds one pub/sub connection while it waits.
+// ended. The waiters of a Queue share one pub/sub connection.
 func (q *Queue) WaitBounded(ctx context.Context, model, requestID string, limit time.Duration, maxDepth int64, try TryFunc) error {
 	if err := checkName("model", model); err != nil {
 		return err

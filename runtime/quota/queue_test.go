@@ -361,3 +361,56 @@ func TestWaitEndsEveryGoroutine(t *testing.T) {
 		})
 	}
 }
+
+// TestWaitersShareOneSubscriber: every waiter of a Queue, whatever its
+// model, listens through one pub/sub connection, and each still gets its
+// own wake-up; once nobody waits, the subscription is gone.
+func TestWaitersShareOneSubscriber(t *testing.T) {
+	e := newQueueEnv(t, time.Minute) // no polling: only wake-ups serve
+	ctx := context.Background()
+	numsub := func(model string) int64 {
+		t.Helper()
+		n, err := e.rdb.PubSubNumSub(ctx, e.keys.QueueWake(model)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n[e.keys.QueueWake(model)]
+	}
+	var open atomic.Bool // capacity, as the try sees it
+	var served atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 60 {
+		model := "m1"
+		if i%6 == 0 {
+			model = "m2"
+		}
+		wg.Go(func() {
+			err := e.a.Wait(ctx, model, fmt.Sprintf("req_%d", i), 30*time.Second, func(context.Context) (bool, error) {
+				return open.Load(), nil
+			})
+			if err != nil {
+				t.Errorf("wait %d: %v", i, err)
+				return
+			}
+			served.Add(1)
+		})
+	}
+	e.waitDepth(t, "m1", 50)
+	e.waitDepth(t, "m2", 10)
+	if a, b := numsub("m1"), numsub("m2"); a != 1 || b != 1 {
+		t.Errorf("subscribers: m1 %d, m2 %d; want one connection for all 60 waiters", a, b)
+	}
+	open.Store(true)
+	for _, m := range []string{"m1", "m2"} {
+		if err := e.a.Notify(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	if served.Load() != 60 {
+		t.Errorf("served %d of 60", served.Load())
+	}
+	if a, b := numsub("m1"), numsub("m2"); a != 0 || b != 0 {
+		t.Errorf("subscribers after every wait ended: m1 %d, m2 %d; want none", a, b)
+	}
+}

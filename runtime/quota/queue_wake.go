@@ -8,72 +8,150 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// waker delivers one waiting request's wake-ups from its model's pub/sub
-// channel. Its goroutine ends in close.
+// The wake-ups of a Queue's waiters arrive on one shared pub/sub
+// connection, not one per waiter: a gateway with 2,000 queued requests
+// holds one subscriber. The subscriber exists while anyone waits; it is
+// subscribed to the wake channel of each model that has a waiter, and
+// hands each message to the waiter it names.
+
+// wakeHub is a Queue's shared subscriber.
+type wakeHub struct {
+	ps       *redis.PubSub
+	channels map[string]*wakeChannel
+	stop     chan struct{} // closed when the hub closes
+	done     chan struct{} // closed when the receive loop has returned
+	closing  bool
+}
+
+// wakeChannel is one model's wake channel within the hub.
+type wakeChannel struct {
+	waiters map[string]chan struct{} // by request id
+	ready   chan struct{}            // closed once the subscription is active
+}
+
+// waker is one waiting request's registration.
 type waker struct {
-	ps   *redis.PubSub
-	wake chan struct{} // size 1: wake-ups coalesce and the listener never blocks
-	stop chan struct{}
-	done chan struct{}
+	q                  *Queue
+	hub                *wakeHub
+	channel, requestID string
+	wake               chan struct{} // size 1: wake-ups coalesce and the hub never blocks
 }
 
-// listen subscribes to model's wake channel and returns once the
-// subscription is active, so no wake-up sent after the request is queued
-// can be missed.
+// listen registers requestID for model's wake-ups and returns once the
+// hub's subscription to the channel is active, so no wake-up sent after
+// the request is queued can be missed.
 func (q *Queue) listen(ctx context.Context, model, requestID string) (*waker, error) {
-	ps := q.rdb.Subscribe(ctx, q.keys.QueueWake(model))
-	if _, err := ps.Receive(ctx); err != nil {
-		_ = ps.Close()
-		return nil, fmt.Errorf("subscribe to %s wake-ups: %w", model, err)
+	channel := q.keys.QueueWake(model)
+	w := &waker{q: q, channel: channel, requestID: requestID, wake: make(chan struct{}, 1)}
+	q.hubMu.Lock()
+	h := q.hub
+	if h == nil || h.closing {
+		h = &wakeHub{ps: q.rdb.Subscribe(ctx), channels: map[string]*wakeChannel{}, stop: make(chan struct{}), done: make(chan struct{})}
+		q.hub = h
+		go q.receive(h)
 	}
-	w := &waker{
-		ps:   ps,
-		wake: make(chan struct{}, 1),
-		stop: make(chan struct{}),
-		done: make(chan struct{}),
+	w.hub = h
+	ch := h.channels[channel]
+	if ch == nil {
+		ch = &wakeChannel{waiters: map[string]chan struct{}{}, ready: make(chan struct{})}
+		h.channels[channel] = ch
+		if err := h.ps.Subscribe(ctx, channel); err != nil {
+			delete(h.channels, channel)
+			q.hubMu.Unlock()
+			w.close()
+			return nil, fmt.Errorf("subscribe to %s wake-ups: %w", model, err)
+		}
 	}
-	go w.run(requestID)
-	return w, nil
+	ch.waiters[requestID] = w.wake
+	ready := ch.ready
+	q.hubMu.Unlock()
+	select {
+	case <-ready:
+		return w, nil
+	case <-ctx.Done():
+		w.close()
+		return nil, fmt.Errorf("subscribe to %s wake-ups: %w", model, ctx.Err())
+	}
 }
 
-// run forwards the wake-ups addressed to requestID until close.
-func (w *waker) run(requestID string) {
-	defer close(w.done)
+// receive is the hub's loop: it marks subscriptions active and hands each
+// message to the waiter it names, until the hub closes.
+func (q *Queue) receive(h *wakeHub) {
+	defer close(h.done)
 	for {
 		// Close unblocks this read; go-redis resubscribes after a
 		// connection failure on the next call.
-		msg, err := w.ps.Receive(context.Background())
+		msg, err := h.ps.Receive(context.Background())
 		if err != nil {
-			if !w.pause() {
+			if !pause(h) {
 				return
 			}
 			continue
 		}
-		if m, ok := msg.(*redis.Message); ok && m.Payload == requestID {
-			select {
-			case w.wake <- struct{}{}:
-			default:
+		q.hubMu.Lock()
+		switch m := msg.(type) {
+		case *redis.Subscription:
+			if ch := h.channels[m.Channel]; m.Kind == "subscribe" && ch != nil {
+				select {
+				case <-ch.ready:
+				default:
+					close(ch.ready)
+				}
+			}
+		case *redis.Message:
+			if ch := h.channels[m.Channel]; ch != nil {
+				if wake := ch.waiters[m.Payload]; wake != nil {
+					select {
+					case wake <- struct{}{}:
+					default:
+					}
+				}
 			}
 		}
+		q.hubMu.Unlock()
 	}
 }
 
 // pause waits listenRetryDelay after a failed read and reports false when
-// the waker is closing instead.
-func (w *waker) pause() bool {
+// the hub is closing instead.
+func pause(h *wakeHub) bool {
 	t := time.NewTimer(listenRetryDelay)
 	defer t.Stop()
 	select {
-	case <-w.stop:
+	case <-h.stop:
 		return false
 	case <-t.C:
 		return true
 	}
 }
 
-// close ends the subscription and waits for the listener to return.
+// close ends the registration. The last waiter of a channel unsubscribes
+// it; the last waiter of the hub closes the hub and waits for its loop to
+// return, so no goroutine outlives the wait.
 func (w *waker) close() {
-	close(w.stop)
-	_ = w.ps.Close()
-	<-w.done
+	q, h := w.q, w.hub
+	q.hubMu.Lock()
+	if ch := h.channels[w.channel]; ch != nil {
+		delete(ch.waiters, w.requestID)
+		if len(ch.waiters) == 0 {
+			delete(h.channels, w.channel)
+			if len(h.channels) > 0 {
+				// Best effort: a wake-up for nobody is dropped anyway.
+				_ = h.ps.Unsubscribe(context.Background(), w.channel)
+			}
+		}
+	}
+	last := len(h.channels) == 0 && !h.closing
+	if last {
+		h.closing = true
+		close(h.stop)
+		if q.hub == h {
+			q.hub = nil
+		}
+	}
+	q.hubMu.Unlock()
+	if last {
+		_ = h.ps.Close()
+		<-h.done
+	}
 }
