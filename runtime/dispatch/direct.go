@@ -214,9 +214,27 @@ func (s *httpStream) Recv() (Event, error) {
 	}
 	if openai.IsDone(data) {
 		s.done = true
+		s.drain()
 		return Event{}, io.EOF
 	}
 	return ParseEvent(data), nil
+}
+
+// drainLimit and drainWait bound the read of what follows [DONE]: the end
+// of the chunked body, a few bytes that arrive with it.
+const (
+	drainLimit = 4 << 10
+	drainWait  = time.Second
+)
+
+// drain reads the body's end after [DONE], so the connection goes back to
+// the client's pool instead of being closed: the next request to the
+// engine then costs no new connection. An engine that keeps the body open
+// after [DONE] is cut off after drainWait.
+func (s *httpStream) drain() {
+	stop := time.AfterFunc(drainWait, s.cancel)
+	_, _ = io.Copy(io.Discard, io.LimitReader(s.body, drainLimit))
+	stop.Stop()
 }
 
 func (s *httpStream) Close() error {

@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -257,4 +259,65 @@ func TestDirectCapsInFlight(t *testing.T) {
 		t.Fatalf("double Close freed two places: err = %v", err)
 	}
 	s2.Close()
+}
+
+// TestDirectReusesConnections: a stream read to its [DONE] leaves its
+// connection to the engine in the pool, so sequential requests share one.
+func TestDirectReusesConnections(t *testing.T) {
+	// The body's end comes a moment after [DONE], as from an engine whose
+	// handler returns after its last write.
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n")
+		w.(http.Flusher).Flush()
+		time.Sleep(5 * time.Millisecond)
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	d := NewDirect(map[string][]Target{"m": {{URL: srv.URL, ServedName: "m"}}}, nil)
+	defer d.CloseIdleConnections()
+	for range 5 {
+		s, err := d.Dispatch(t.Context(), job("m", true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, end := drain(t, s); !errors.Is(end, io.EOF) {
+			t.Fatalf("end = %v", end)
+		}
+		s.Close()
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("5 requests opened %d connections, want 1", n)
+	}
+}
+
+// TestDoneWithBodyHeldOpen: an engine that sends [DONE] but keeps its body
+// open does not hold the stream: the drain gives up after drainWait.
+func TestDoneWithBodyHeldOpen(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\ndata: [DONE]\n\n")
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	d := NewDirect(map[string][]Target{"m": {{URL: srv.URL, ServedName: "m"}}}, nil)
+	s, err := d.Dispatch(t.Context(), job("m", true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	start := time.Now()
+	if _, end := drain(t, s); !errors.Is(end, io.EOF) {
+		t.Errorf("end = %v, want io.EOF", end)
+	}
+	if took := time.Since(start); took > drainWait+time.Second {
+		t.Errorf("Recv took %v after [DONE]", took)
+	}
 }
