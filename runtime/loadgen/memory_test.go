@@ -1,7 +1,6 @@
 package loadgen_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"os/exec"
 	"os/signal"
 	"runtime"
 	"syscall"
@@ -20,6 +18,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // heldStreams is the mission's 10× the seed's peak.
@@ -141,59 +140,11 @@ func nodeProcessMain(raw string) int {
 	return code
 }
 
-// startNodeProcess runs a node in a child process (this test binary again)
-// until the test ends and returns its engine's URL.
+// startNodeProcess runs a node in a child process until the test ends and
+// returns its engine's URL.
 func startNodeProcess(tb testing.TB, pc nodeProcessConfig) string {
 	tb.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	raw, err := json.Marshal(pc)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), nodeProcessEnv+"="+string(raw))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		tb.Fatalf("start node process: %v", err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- line
-		exited <- cmd.Wait() // after the read: Wait closes stdout
-	}()
-	tb.Cleanup(func() {
-		stdin.Close() // the child's signal to stop
-		select {
-		case err := <-exited:
-			if err != nil {
-				tb.Errorf("node process: %v", err)
-			}
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-			tb.Error("node process did not exit when asked")
-		}
-	})
-	var line string
-	select {
-	case line = <-lines:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		tb.Fatal("node process did not start")
-	}
+	line := testenv.StartChild(tb, nodeProcessEnv, pc)
 	var engineURL string
 	if err := json.Unmarshal([]byte(line), &engineURL); err != nil {
 		tb.Fatalf("node process said %q: %v", line, err)

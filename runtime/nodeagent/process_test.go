@@ -1,7 +1,6 @@
 package nodeagent
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -21,6 +19,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // simProcessEnv, when set to a JSON simProcessConfig, makes the test
@@ -80,55 +79,7 @@ func simProcessMain(raw string) int {
 // again) until the test ends.
 func startSimProcess(t *testing.T, pc simProcessConfig) engine {
 	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	raw, err := json.Marshal(pc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), simProcessEnv+"="+string(raw))
-	cmd.Stderr = os.Stderr
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start simulator process: %v", err)
-	}
-	exited := make(chan error, 1)
-	lines := make(chan string, 1)
-	go func() {
-		line, _ := bufio.NewReader(stdout).ReadString('\n')
-		lines <- line
-		exited <- cmd.Wait() // after the read: Wait closes stdout
-	}()
-	t.Cleanup(func() {
-		stdin.Close() // the child's signal to shut down
-		select {
-		case err := <-exited:
-			if err != nil {
-				t.Errorf("simulator process: %v", err)
-			}
-		case <-time.After(waitFor):
-			cmd.Process.Kill()
-			<-exited
-			t.Error("simulator process did not exit when asked")
-		}
-	})
-	var line string
-	select {
-	case line = <-lines:
-	case <-time.After(waitFor):
-		cmd.Process.Kill()
-		t.Fatal("simulator process did not start")
-	}
+	line := testenv.StartChild(t, simProcessEnv, pc)
 	var info simProcessInfo
 	if err := json.Unmarshal([]byte(line), &info); err != nil {
 		t.Fatalf("simulator process said %q: %v", line, err)
