@@ -162,8 +162,9 @@ func (o *Orchestrator) startLocal(n registry.Node, a *nodeproto.Assign, release 
 		release()
 		return nil, fmt.Errorf("%w: node %s has no socket here", errLost, n.ID)
 	}
-	s := newReqStream(a.RequestID, n.ID, c.epoch, o.cfg.Window, c, func() {
-		c.forget(a.RequestID)
+	id := a.RequestID // the closure must not hold a, whose body is the prompt
+	s := newReqStream(id, n.ID, c.epoch, o.cfg.Window, c, func() {
+		c.forget(id)
 		release()
 	})
 	if err := c.assign(a, s); err != nil {
@@ -183,9 +184,10 @@ func (o *Orchestrator) startRemote(ctx context.Context, n registry.Node, a *node
 		return nil, context.Cause(ctx)
 	}
 	l := remoteLink{o: o, nodeID: n.ID, epoch: n.Epoch}
-	s := newReqStream(a.RequestID, n.ID, n.Epoch, o.cfg.Window, l, func() {
+	id := a.RequestID // the closure must not hold a, whose body is the prompt
+	s := newReqStream(id, n.ID, n.Epoch, o.cfg.Window, l, func() {
 		o.mu.Lock()
-		delete(o.remote, a.RequestID)
+		delete(o.remote, id)
 		o.mu.Unlock()
 		release()
 	})
