@@ -70,6 +70,9 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		return
 	}
 	defer stream.Close()
+	// The prompt went to the engine. Read what the relay needs now and use
+	// req no more, so the prompt is not kept alive for the stream's minutes.
+	streamed, wantUsage := req.Stream, req.WantsUsage()
 	s.cfg.Metrics.streamStarted(a.model)
 	defer s.cfg.Metrics.streamEnded(a.model)
 	// Once the first event came, silence longer than the idle timeout ends
@@ -83,8 +86,8 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.cfg.Metrics.firstToken(a.model, time.Since(start))
 	}, onEvent: func() { idle.Reset(s.cfg.StreamIdleTimeout) }}
 	var out Outcome
-	if req.Stream {
-		out = rel.streamed(req.WantsUsage())
+	if streamed {
+		out = rel.streamed(wantUsage)
 	} else {
 		out = rel.buffered()
 	}
@@ -95,7 +98,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	s.finish(a, out)
 	s.cfg.Metrics.finished(a.model, out, time.Since(start))
 	s.cfg.Logger.Info("chat completion", "request_id", a.requestID, "team", p.TeamName, "model", a.model,
-		"stream", req.Stream, "prompt_tokens", out.PromptTokens, "completion_tokens", out.CompletionTokens,
+		"stream", streamed, "prompt_tokens", out.PromptTokens, "completion_tokens", out.CompletionTokens,
 		"outcome", out.State.String(), "ms", time.Since(start).Milliseconds())
 }
 
