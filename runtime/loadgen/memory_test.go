@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +25,9 @@ import (
 // heldStreams is the mission's 10× the seed's peak.
 const heldStreams = 2000
 
+// heldPrompt is about the seed's chat prompt: some 1,500 tokens, 6 KB.
+var heldPrompt = strings.Repeat("Tell me about the sea. ", 260)
+
 // BenchmarkStreamMemory holds 2,000 streams open at once, first straight
 // to the engine and then through the platform, and reports what one
 // gateway and one orchestrator hold per open stream. The engine and its
@@ -33,7 +37,8 @@ const heldStreams = 2000
 // open, less the same with the direct streams open, is theirs. The engine
 // stalls every stream after its first token (StallAfterTokens), so the
 // streams stay open without tokens flowing; the node declares room for
-// them all. Every stream must open: the platform serves 2,000 at once
+// them all. Prompts are the seed's size, so a prompt kept for a stream's
+// life shows. Every stream must open: the platform serves 2,000 at once
 // without an error.
 func BenchmarkStreamMemory(b *testing.B) {
 	var engineURL string
@@ -44,7 +49,7 @@ func BenchmarkStreamMemory(b *testing.B) {
 	defer client.CloseIdleConnections()
 	hold := func(t loadgen.Target) (live uint64, goroutines int) {
 		b.Helper()
-		h := loadgen.Hold(b.Context(), client, t, heldStreams, "Tell me about the sea.", 16)
+		h := loadgen.Hold(b.Context(), client, t, heldStreams, heldPrompt, 16)
 		defer func() {
 			h.Close()
 			client.CloseIdleConnections()
@@ -97,7 +102,9 @@ func nodeProcessMain(raw string) int {
 		fmt.Fprintln(os.Stderr, "node process: config:", err)
 		return 2
 	}
-	sim, err := enginesim.New(enginesim.Config{ServedModelName: overheadModel, Seed: 1, MaxNumSeqs: pc.MaxNumSeqs,
+	// Fifty times real time: 2,000 prompts of the seed's size are prefilled
+	// in seconds, not minutes.
+	sim, err := enginesim.New(enginesim.Config{ServedModelName: overheadModel, Seed: 1, MaxNumSeqs: pc.MaxNumSeqs, TimeScale: 50,
 		Faults: enginesim.Faults{StallAfterTokens: pc.StallAfterTokens}})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node process:", err)
@@ -112,7 +119,7 @@ func nodeProcessMain(raw string) int {
 	agent, err := nodeagent.New(nodeagent.Config{ServerURL: pc.ServerURL, NodeID: "bench-node", Token: nodeproto.Secret(pc.Token),
 		EngineURL: engineURL, Logger: slog.New(slog.DiscardHandler),
 		Models: []nodeproto.Model{{Name: overheadModel, ServedName: sim.ServedModelName(), MaxNumSeqs: pc.MaxNumSeqs,
-			MaxModelLen: int(sim.MaxModelLen()), KVCapacityTokens: sim.Stats().KVBlocksTotal * 16}}})
+			MaxModelLen: int(sim.MaxModelLen()), KVCapacityTokens: 1 << 30}}}) // room for every held stream
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "node process:", err)
 		return 1
