@@ -283,6 +283,13 @@ func hasContent(data []byte) bool {
 // a new connection per request. Go's default keeps two.
 const MaxIdleEngineConns = 1024
 
+// EngineIdleConnTimeout closes an engine connection that has been idle
+// this long. It must be shorter than the engine's own keep-alive timeout
+// (vLLM's API server closes idle connections after 5 s): a request sent on
+// a connection the engine is closing fails, and Go does not retry a POST
+// once it is written.
+const EngineIdleConnTimeout = 3 * time.Second
+
 // NewEngineClient returns a client for engines and orchestrators: no
 // overall timeout (a stream lasts as long as its answer; contexts end it)
 // and an idle pool sized for many concurrent streams to one host.
@@ -290,5 +297,6 @@ func NewEngineClient() *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns = 0 // no limit across hosts
 	tr.MaxIdleConnsPerHost = MaxIdleEngineConns
+	tr.IdleConnTimeout = EngineIdleConnTimeout
 	return &http.Client{Transport: tr}
 }
