@@ -193,11 +193,20 @@ func hangingEngine(t *testing.T) (*httptest.Server, <-chan struct{}) {
 func TestCancelAbortsEngine(t *testing.T) {
 	srv, aborted := hangingEngine(t)
 	d := NewDirect(map[string][]Target{"m": {{URL: srv.URL, ServedName: "m"}}}, srv.Client())
+	checkCancelAborts(t, d, aborted)
+}
+
+// checkCancelAborts starts a job on d over a hangingEngine, reads its
+// first event, cancels the job's context and checks that the engine saw
+// its request end and that the stream ends too.
+func checkCancelAborts(t *testing.T, d Dispatcher, aborted <-chan struct{}) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := d.Dispatch(ctx, job("m", true))
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer s.Close()
 	if _, err := s.Recv(); err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +219,6 @@ func TestCancelAbortsEngine(t *testing.T) {
 	if _, err := s.Recv(); err == nil {
 		t.Error("Recv after cancel returned no error")
 	}
-	s.Close()
 }
 
 func TestParseEvent(t *testing.T) {

@@ -220,19 +220,5 @@ func TestRemoteBrokenStream(t *testing.T) {
 func TestRemoteCancelAbortsEngine(t *testing.T) {
 	srv, aborted := hangingEngine(t)
 	r, _ := remoteOver(t, NewDirect(map[string][]Target{"m": {{URL: srv.URL, ServedName: "m"}}}, nil))
-	ctx, cancel := context.WithCancel(context.Background())
-	s, err := r.Dispatch(ctx, job("m", true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.Recv(); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
-	select {
-	case <-aborted:
-	case <-time.After(5 * time.Second):
-		t.Fatal("engine request not aborted after the gateway cancelled")
-	}
-	s.Close()
+	checkCancelAborts(t, r, aborted)
 }

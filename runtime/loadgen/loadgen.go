@@ -129,14 +129,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		i := n % len(cfg.Targets)
 		t := cfg.Targets[i]
 		id := fmt.Sprintf("req-%s-%d", t.Name, n)
-		body, err := json.Marshal(map[string]any{
-			"model": t.Model, "stream": true, "stream_options": map[string]bool{"include_usage": true},
-			"max_tokens": cfg.MaxTokens, "messages": []openai.Message{openai.TextMessage("user", id+": "+cfg.Prompt)},
-		})
-		if err != nil {
-			wg.Wait()
-			return nil, fmt.Errorf("loadgen: encode request: %w", err)
-		}
+		body := requestBody(t, id+": "+cfg.Prompt, cfg.MaxTokens, true)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -176,27 +169,13 @@ type sample struct {
 // stream sends one request and reads its answer to the end.
 func stream(ctx context.Context, client *http.Client, t Target, body []byte) sample {
 	var s sample
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL+"/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		s.err = err
-		return s
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if t.Key != "" {
-		req.Header.Set("Authorization", "Bearer "+t.Key)
-	}
 	sent := time.Now()
-	resp, err := client.Do(req)
+	resp, err := post(ctx, client, t, body)
 	if err != nil {
 		s.err = err
 		return s
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		s.err = fmt.Errorf("%s: status %d: %s", t.Name, resp.StatusCode, bytes.TrimSpace(msg))
-		return s
-	}
 	sse := openai.NewSSEReader(resp.Body)
 	var last time.Time
 	for {
@@ -250,10 +229,7 @@ func Hold(ctx context.Context, client *http.Client, t Target, n int, prompt stri
 	)
 	starting := make(chan struct{}, 64)
 	for i := range n {
-		body, _ := json.Marshal(map[string]any{ // a map of plain values always encodes
-			"model": t.Model, "stream": true, "max_tokens": maxTokens,
-			"messages": []openai.Message{openai.TextMessage("user", fmt.Sprintf("hold-%d: %s", i, prompt))},
-		})
+		body := requestBody(t, fmt.Sprintf("hold-%d: %s", i, prompt), maxTokens, false)
 		ready.Add(1)
 		h.wg.Add(1)
 		starting <- struct{}{}
@@ -290,23 +266,11 @@ func (h *Held) Close() {
 // holdOne streams one request, calling opened at its first content chunk,
 // and reads on until the stream or ctx ends.
 func holdOne(ctx context.Context, client *http.Client, t Target, body []byte, opened func()) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL+"/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	if t.Key != "" {
-		req.Header.Set("Authorization", "Bearer "+t.Key)
-	}
-	resp, err := client.Do(req)
+	resp, err := post(ctx, client, t, body)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("%s: status %d: %s", t.Name, resp.StatusCode, bytes.TrimSpace(msg))
-	}
 	sse := openai.NewSSEReader(resp.Body)
 	first := true
 	for {
@@ -324,4 +288,39 @@ func holdOne(ctx context.Context, client *http.Client, t Target, body []byte, op
 			return fmt.Errorf("%s: error event: %s", t.Name, ev.Err.Message)
 		}
 	}
+}
+
+// post sends one chat completion request to t and returns the answer when
+// it is a 200; any other answer is an error naming its status and body.
+func post(ctx context.Context, client *http.Client, t Target, body []byte) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL+"/v1/chat/completions", bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if t.Key != "" {
+		req.Header.Set("Authorization", "Bearer "+t.Key)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("%s: status %d: %s", t.Name, resp.StatusCode, bytes.TrimSpace(msg))
+	}
+	return resp, nil
+}
+
+// requestBody is a streamed chat completion request of one user message,
+// asking for the usage chunk when usage is set.
+func requestBody(t Target, message string, maxTokens int, usage bool) []byte {
+	r := map[string]any{"model": t.Model, "stream": true, "max_tokens": maxTokens,
+		"messages": []openai.Message{openai.TextMessage("user", message)}}
+	if usage {
+		r["stream_options"] = map[string]bool{"include_usage": true}
+	}
+	b, _ := json.Marshal(r) // plain values always encode
+	return b
 }
