@@ -168,6 +168,8 @@ func (s *Sim) admit(ctx context.Context, seq *sequence) error {
 	hang, slow := s.faults.Hang, s.faults.SlowStart
 	s.faultsMu.Unlock()
 	if hang {
+		s.hung.Add(1)
+		defer s.hung.Add(-1)
 		<-ctx.Done()
 		return context.Cause(ctx)
 	}

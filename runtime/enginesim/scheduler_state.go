@@ -76,8 +76,11 @@ func (c *scheduler) snapshot() Stats {
 
 // Stats is a snapshot of the engine's state and counters.
 type Stats struct {
-	Running       int
-	Waiting       int
+	Running int
+	Waiting int
+	// Hung counts the requests the hang fault holds now: taken, never
+	// scheduled, so neither running nor waiting.
+	Hung          int
 	KVBlocksUsed  int64
 	KVBlocksTotal int64
 	// Steps counts committed engine steps.

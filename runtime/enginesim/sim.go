@@ -33,8 +33,9 @@ type Sim struct {
 	loaded  atomic.Bool
 
 	faultsMu sync.Mutex
-	faults   Faults     // Dead is read from the scheduler
-	faultRNG *rand.Rand // draws the error-rate fault
+	faults   Faults       // Dead is read from the scheduler
+	faultRNG *rand.Rand   // draws the error-rate fault
+	hung     atomic.Int64 // requests the hang fault holds now
 }
 
 // New returns a simulator for cfg; zero fields take the defaults.
@@ -78,7 +79,11 @@ func (s *Sim) ServedModelName() string { return s.cfg.ServedModelName }
 func (s *Sim) MaxModelLen() int64 { return s.cfg.MaxModelLen }
 
 // Stats returns a snapshot of the engine's state and counters.
-func (s *Sim) Stats() Stats { return s.sched.snapshot() }
+func (s *Sim) Stats() Stats {
+	st := s.sched.snapshot()
+	st.Hung = int(s.hung.Load())
+	return st
+}
 
 // Ready reports what /health reports: loaded and alive.
 func (s *Sim) Ready() bool {
