@@ -2,6 +2,7 @@ package orchestrator_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -85,15 +86,28 @@ func TestRegistrationRefusals(t *testing.T) {
 		}
 	})
 	t.Run("over the rate", func(t *testing.T) {
-		waitNextSecond()
-		first, _ := rawNode(t, r, register(t, "node-1", token("node-1")))
-		if _, ok := first.(*nodeproto.Welcome); !ok {
-			t.Fatalf("first registration answered %#v, want welcome", first)
-		}
-		f, code := rawNode(t, r, register(t, "node-2", token("node-2")))
-		ra, ok := f.(*nodeproto.RetryAfter)
-		if !ok || ra.Seconds < 1 || code != websocket.StatusTryAgainLater {
-			t.Errorf("second registration in one second: answer %#v, close %d; want retry_after ≥ 1 s and 1013", f, code)
+		// Two registrations must fall in one second of the Redis clock; on
+		// a slow machine the second may cross into the next, and then the
+		// pair is tried again with new nodes.
+		const tries = 5
+		for i := range tries {
+			id1, id2 := fmt.Sprintf("node-%d", 2*i+1), fmt.Sprintf("node-%d", 2*i+2)
+			reg1, reg2 := register(t, id1, token(id1)), register(t, id2, token(id2))
+			waitNextSecond()
+			first, _ := rawNode(t, r, reg1)
+			if _, ok := first.(*nodeproto.Welcome); !ok {
+				t.Fatalf("first registration answered %#v, want welcome", first)
+			}
+			f, code := rawNode(t, r, reg2)
+			if _, welcomed := f.(*nodeproto.Welcome); welcomed && i < tries-1 {
+				t.Logf("try %d: the second registration fell into the next second", i+1)
+				continue
+			}
+			ra, ok := f.(*nodeproto.RetryAfter)
+			if !ok || ra.Seconds < 1 || code != websocket.StatusTryAgainLater {
+				t.Errorf("second registration in one second: answer %#v, close %d; want retry_after ≥ 1 s and 1013", f, code)
+			}
+			return
 		}
 	})
 }

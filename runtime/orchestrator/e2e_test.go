@@ -159,7 +159,6 @@ func TestEndToEnd(t *testing.T) {
 	b := c.startReplica("orch-b", nil)
 	n := c.startNode("node-1", b, nodeOpts{})
 	c.waitNode(n.id, "orch-b")
-	time.Sleep(2 * time.Second) // replica A's snapshot has the node
 	base, key := c.gatewayFor(a.o())
 
 	got := chat(t, base, key, 300)
@@ -185,7 +184,6 @@ func TestEndToEndEngineKilled(t *testing.T) {
 	b := c.startReplica("orch-b", nil)
 	n := c.startNode("node-1", b, nodeOpts{sim: enginesim.Config{TimeScale: 5, Faults: enginesim.Faults{DieAfterTokens: 40}}})
 	c.waitNode(n.id, "orch-b")
-	time.Sleep(2 * time.Second)
 	base, key := c.gatewayFor(a.o())
 
 	got := chat(t, base, key, 400)

@@ -53,11 +53,10 @@ func TestSocketCut(t *testing.T) {
 		}
 		pending <- drain(st)
 	}()
-	time.Sleep(500 * time.Millisecond) // the second request hangs on node-1, with nothing streamed
+	c.eventually("the second request hangs on node-1, with nothing streamed", func() bool { return n1.sim.Stats().Hung == 1 })
 
 	n2 := c.startNode("node-2", b, nodeOpts{})
 	c.waitNode(n2.id, "orch-b")
-	time.Sleep(2 * time.Second) // every snapshot has node-2
 
 	p.block(true)
 	p.cut()
@@ -119,7 +118,6 @@ func TestEngineKilledMidStream(t *testing.T) {
 	b := c.startReplica("orch-b", nil)
 	n := c.startNode("node-1", b, nodeOpts{sim: enginesim.Config{TimeScale: 5, Faults: enginesim.Faults{DieAfterTokens: 30}}})
 	c.waitNode(n.id, "orch-b")
-	time.Sleep(2 * time.Second) // replica A's snapshot has the node
 
 	st, err := a.o().Dispatch(t.Context(), job("doomed", 400))
 	if err != nil {
@@ -177,7 +175,6 @@ func TestSlowConsumerHoldsOnlyItsStream(t *testing.T) {
 	b := c.startReplica("orch-b", nil)
 	n := c.startNode("node-1", b, nodeOpts{})
 	c.waitNode(n.id, "orch-b")
-	time.Sleep(2 * time.Second) // replica A's snapshot has the node
 
 	for _, r := range []*replica{b, a} {
 		t.Run(r.id, func(t *testing.T) {

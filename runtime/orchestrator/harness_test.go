@@ -39,7 +39,7 @@ const waitFor = 20 * time.Second
 // the orchestrator as separate instances, and nodes (a simulator and a
 // real node agent each).
 type cluster struct {
-	t      *testing.T
+	t      testing.TB
 	db     *store.DB
 	rdb    *redis.Client
 	reg    *registry.Registry
@@ -48,9 +48,11 @@ type cluster struct {
 	prefix string
 	// adminToken opens the admin API of the gateway gatewayFor starts.
 	adminToken string
+	// replicas are the replicas started, for waits on their snapshots.
+	replicas []*replica
 }
 
-func newCluster(t *testing.T) *cluster {
+func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	ctx := t.Context()
 	db, err := store.Open(ctx, testenv.Postgres(t))
@@ -88,6 +90,7 @@ type replica struct {
 func (c *cluster) startReplica(id string, mod func(*orchestrator.Config)) *replica {
 	c.t.Helper()
 	r := &replica{c: c, id: id, mod: mod}
+	c.replicas = append(c.replicas, r)
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		o := r.cur.Load()
 		if o == nil {
@@ -264,7 +267,9 @@ func (c *cluster) startSim(name string, simCfg enginesim.Config) (*enginesim.Sim
 }
 
 // waitNode waits until the registry shows the node, owned by owner, and
-// returns its record.
+// every running replica's routing snapshot holds it at that epoch, so a
+// dispatch right after finds it however slow the machine is; it returns
+// the node's record.
 func (c *cluster) waitNode(id, owner string) registry.Node {
 	c.t.Helper()
 	var got registry.Node
@@ -273,7 +278,24 @@ func (c *cluster) waitNode(id, owner string) registry.Node {
 		got = n
 		return err == nil && n.Owner == owner
 	})
+	c.waitSnapshots(fmt.Sprintf("node %s (epoch %d)", id, got.Epoch), id, func(n registry.Node, ok bool) bool {
+		return ok && n.Epoch >= got.Epoch
+	})
 	return got
+}
+
+// waitSnapshots waits until cond holds for node id in the routing snapshot
+// of every running replica.
+func (c *cluster) waitSnapshots(what, id string, cond func(n registry.Node, ok bool) bool) {
+	c.t.Helper()
+	c.eventually(what+" in every replica's snapshot", func() bool {
+		for _, r := range c.replicas {
+			if o := r.o(); o != nil && !cond(o.SnapshotNode(id)) {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // eventually polls cond until it holds or waitFor passes.

