@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/httpserve"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
@@ -57,7 +58,7 @@ func startControlPlane(ctx context.Context, g *errgroup.Group, db *store.DB, rdb
 	if err != nil {
 		return nil, fmt.Errorf("orchestrator listen: %w", err)
 	}
-	srv := &http.Server{Handler: o.Handler(), ReadHeaderTimeout: serverShutdown}
+	srv := httpserve.New(o.Handler())
 	g.Go(func() error {
 		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return err

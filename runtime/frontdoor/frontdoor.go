@@ -18,6 +18,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/gateway"
+	"github.com/llmplat/llmplat/runtime/httpserve"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/quota"
@@ -132,7 +133,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		ln.Close()
 		return Front{}, fmt.Errorf("metrics listen on %s: %w", cfg.MetricsAddr, err)
 	}
-	msrv := &http.Server{Handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), ReadHeaderTimeout: readHeaderTimeout}
+	msrv := httpserve.New(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	g.Go(func() error {
 		if err := msrv.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
 			return err
@@ -149,6 +150,3 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 	}
 	return Front{Base: scheme + ln.Addr().String(), Metrics: "http://" + mln.Addr().String()}, nil
 }
-
-// readHeaderTimeout stops slow-loris clients on the metrics port.
-const readHeaderTimeout = 10 * time.Second

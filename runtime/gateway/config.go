@@ -10,6 +10,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/httpserve"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/quota"
@@ -89,6 +90,9 @@ type Config struct {
 	Addr string
 	// TLSCertFile and TLSKeyFile turn on TLS at the edge when both are set.
 	TLSCertFile, TLSKeyFile string
+	// ConnLimits bound slow and idle client connections (headers, body,
+	// keep-alive idle); zero fields take httpserve's defaults.
+	ConnLimits httpserve.Limits
 
 	Dispatcher dispatch.Dispatcher
 	Catalog    Catalog

@@ -22,8 +22,6 @@ const (
 	MaxBodyBytes = 8 << 20
 	// ShutdownGrace is how long open streams get to finish at shutdown.
 	ShutdownGrace = 30 * time.Second
-	// readHeaderTimeout stops slow-loris clients.
-	readHeaderTimeout = 10 * time.Second
 )
 
 // Server is a gateway.
@@ -74,7 +72,7 @@ func (s *Server) Run(ctx context.Context) error {
 // Serve serves on ln until ctx ends, then lets open streams finish for up
 // to ShutdownGrace. With a certificate configured it serves TLS.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{Handler: s.engine, ReadHeaderTimeout: readHeaderTimeout}
+	srv := s.cfg.ConnLimits.New(s.engine)
 	errc := make(chan error, 1)
 	go func() {
 		if s.cfg.TLSCertFile != "" {

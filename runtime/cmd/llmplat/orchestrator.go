@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/httpserve"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/quota"
@@ -36,10 +37,6 @@ const internalTokenEnv = "LLMPLAT_INTERNAL_TOKEN"
 
 // serverShutdown bounds an HTTP server's shutdown once its work is done.
 const serverShutdown = 5 * time.Second
-
-// readHeaderTimeout stops a peer that never finishes its headers from
-// holding a connection: nodes and gateways send theirs at once.
-const readHeaderTimeout = 10 * time.Second
 
 func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("orchestrator")
@@ -121,7 +118,7 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 			stopRun()
 			return errors.Join(fmt.Errorf("listen on %s: %w", s.addr, err), g.Wait())
 		}
-		srv := &http.Server{Handler: s.handler, ReadHeaderTimeout: readHeaderTimeout}
+		srv := httpserve.New(s.handler)
 		started, bound = append(started, srv), append(bound, ln.Addr().String())
 		useTLS := s.tls
 		g.Go(func() error {
