@@ -20,3 +20,17 @@ func (s *SQLStore) OpenAIModels(ctx context.Context) ([]openai.Model, error) {
 	}
 	return out, nil
 }
+
+// ServedNames maps each declared model to the name its engines answer to,
+// for a gateway that sends requests to engines directly.
+func (s *SQLStore) ServedNames(ctx context.Context) (map[string]string, error) {
+	models, err := s.ListModels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]string, len(models))
+	for _, m := range models {
+		out[m.Name] = m.ServedName
+	}
+	return out, nil
+}

@@ -24,7 +24,8 @@ const maxErrorBody = 64 << 10
 type Target struct {
 	// URL is the engine's base URL, without /v1 ("http://10.0.0.5:8000").
 	URL string
-	// ServedName is the model name the engine answers to.
+	// ServedName is the model name the engine answers to. Empty means the
+	// name the Direct's ServedNames give, else the platform model name.
 	ServedName string
 	// MaxInFlight caps the requests sent to this engine at once (its
 	// --max-num-seqs is the natural value); past it the job gets
@@ -39,6 +40,7 @@ type Direct struct {
 	client  *http.Client
 	targets map[string][]*target
 	next    map[string]*atomic.Uint64
+	served  *ServedNames
 }
 
 // target is a Target with its in-flight count.
@@ -82,6 +84,24 @@ func NewDirect(targets map[string][]Target, client *http.Client) *Direct {
 	return d
 }
 
+// UseServedNames makes targets without a ServedName send the name that
+// names gives for their model, as declared in the admin API. Call it before
+// the first Dispatch.
+func (d *Direct) UseServedNames(names *ServedNames) { d.served = names }
+
+// servedName is the model name target t answers to for model.
+func (d *Direct) servedName(ctx context.Context, t *target, model string) string {
+	if t.ServedName != "" {
+		return t.ServedName
+	}
+	if d.served != nil {
+		if name, ok := d.served.Lookup(ctx, model); ok {
+			return name
+		}
+	}
+	return model
+}
+
 // Dispatch implements Dispatcher.
 func (d *Direct) Dispatch(ctx context.Context, job *Job) (Stream, error) {
 	ts := d.targets[job.Model]
@@ -94,7 +114,7 @@ func (d *Direct) Dispatch(ctx context.Context, job *Job) (Stream, error) {
 		if !t.take() {
 			continue
 		}
-		body, err := EngineBody(job.Request, t.ServedName)
+		body, err := EngineBody(job.Request, d.servedName(ctx, t, job.Model))
 		if err != nil {
 			t.inFlight.Add(-1)
 			return nil, err

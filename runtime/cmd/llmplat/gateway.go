@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
@@ -48,7 +49,8 @@ func (e engineFlags) Set(v string) error {
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
 			return fmt.Errorf("engine URL %q must start with http:// or https://", u)
 		}
-		e[model] = append(e[model], dispatch.Target{URL: strings.TrimSuffix(u, "/"), ServedName: model, MaxInFlight: maxInFlight})
+		// The served name is the model's served_name in the admin API.
+		e[model] = append(e[model], dispatch.Target{URL: strings.TrimSuffix(u, "/"), MaxInFlight: maxInFlight})
 	}
 	return nil
 }
@@ -65,7 +67,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	redisURL := fs.String("redis-url", os.Getenv("LLMPLAT_REDIS_URL"), "Redis URL (env LLMPLAT_REDIS_URL)")
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", "llmplat:", "prefix of every Redis key")
 	orchURL := fs.String("orchestrator", "", "the orchestrators' internal dispatch URL (token in env "+internalTokenEnv+")")
-	fs.Var(engines, "engine", "model=url[,url…][@max-in-flight]: engines to dispatch to directly, repeatable, instead of -orchestrator")
+	fs.Var(engines, "engine", "model=url[,url…][@max-in-flight]: engines to dispatch to directly, repeatable, instead of -orchestrator;\nrequests carry the model's served_name from the admin API")
 	var jwt jwtFlags
 	jwt.register(fs)
 	fs.DurationVar(&cfg.QueueLimit, "queue-limit", gateway.DefaultQueueLimit, "longest wait in a model's queue before 503")
@@ -112,6 +114,9 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	defer db.Close()
 	defer rdb.Close()
 	cfg.DB, cfg.Redis = db, rdb
+	if direct, ok := cfg.Dispatcher.(*dispatch.Direct); ok {
+		direct.UseServedNames(dispatch.NewServedNames(admin.NewSQLStore(db).ServedNames))
+	}
 	// The sweeper settles orphaned rows from the nodes' done frames, which
 	// the orchestrators keep in Redis.
 	completions := orchestrator.NewCompletionLog(rdb, cfg.RedisPrefix)
