@@ -6,7 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -56,7 +56,7 @@ func (e engineFlags) Set(v string) error {
 }
 
 func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("gateway")
+	fs := newFlagSet("gateway", envDatabaseURL, envRedisURL, envAdminToken, envInternalToken)
 	var cfg frontdoor.Config
 	engines := engineFlags{}
 	fs.StringVar(&cfg.Addr, "addr", ":8080", "API listen address")
@@ -88,7 +88,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	// The admin token comes from the environment only: flags show in ps.
 	cfg.AdminToken = os.Getenv("LLMPLAT_ADMIN_TOKEN")
-	cfg.Logger = slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	cfg.Logger = newLogger(os.Stderr)
 	jwtCfg, err := jwt.config()
 	if err != nil {
 		return err
@@ -97,12 +97,19 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	if jwtCfg != nil && jwtCfg.Limits.RPM == 0 && jwtCfg.Limits.TokensPerDay == 0 && jwtCfg.Limits.MaxStreams == 0 {
 		cfg.Logger.Warn("JWT callers have no limits: set -jwt-rpm, -jwt-tokens-per-day and -jwt-max-streams")
 	}
+	if cfg.AdminToken == "" && jwtCfg == nil {
+		return errors.New("the admin API has no credential: set LLMPLAT_ADMIN_TOKEN (at least 32 characters), or -jwks-url for admin-role JWTs")
+	}
 	if *orchURL != "" {
-		token := os.Getenv(internalTokenEnv)
-		if token == "" {
-			return errors.New(internalTokenEnv + " is required with -orchestrator")
+		base, err := orchestratorBase(*orchURL)
+		if err != nil {
+			return err
 		}
-		cfg.Dispatcher = dispatch.NewRemote(strings.TrimSuffix(*orchURL, "/"), token, nil)
+		token, err := internalToken()
+		if err != nil {
+			return err
+		}
+		cfg.Dispatcher = dispatch.NewRemote(base, token, nil)
 	} else {
 		cfg.Dispatcher = dispatch.NewDirect(engines, nil)
 	}
@@ -139,6 +146,36 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 }
 
 var _ flag.Value = engineFlags{}
+
+// orchestratorBase checks -orchestrator: the base URL of the orchestrators'
+// internal listener, such as http://orchestrator:8091, without a path.
+func orchestratorBase(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("-orchestrator %q: %w", raw, err)
+	case u.Scheme != "http" && u.Scheme != "https", u.Host == "":
+		return "", fmt.Errorf("-orchestrator %q: want http:// or https:// and a host, such as http://orchestrator:8091", raw)
+	case strings.TrimSuffix(u.Path, "/") != "", u.RawQuery != "", u.Fragment != "":
+		return "", fmt.Errorf("-orchestrator %q: give the base URL of the orchestrators' internal listener without a path (%s is added), such as %s://%s",
+			raw, dispatch.RemotePath, u.Scheme, u.Host)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// minInternalTokenLen is the shortest internal dispatch token accepted:
+// 32 characters of a random secret are beyond guessing.
+const minInternalTokenLen = 32
+
+// internalToken reads the internal dispatch token from the environment.
+func internalToken() (string, error) {
+	token := os.Getenv(internalTokenEnv)
+	if len(token) < minInternalTokenLen {
+		return "", fmt.Errorf("%s must be set to a secret of at least %d characters (make one: openssl rand -hex 32); gateways and orchestrators share it",
+			internalTokenEnv, minInternalTokenLen)
+	}
+	return token, nil
+}
 
 // jwtFlags are the gateway's JWT settings. JWT callers have no row to hold
 // limits as API keys do, so the limits every JWT caller gets are flags.

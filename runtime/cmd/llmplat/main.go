@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"sort"
@@ -72,9 +73,47 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nRun 'llmplat <command> -h' for a command's flags.")
 }
 
+// envVar is an environment variable a command reads, for its help.
+type envVar struct{ name, what string }
+
+// The environment variables commands read. Secrets come from the
+// environment only: flags show in the process list.
+var (
+	envDatabaseURL   = envVar{"LLMPLAT_DATABASE_URL", "PostgreSQL URL (postgres://…), the default of -database-url"}
+	envRedisURL      = envVar{"LLMPLAT_REDIS_URL", "Redis URL (redis:// or rediss://…), the default of -redis-url"}
+	envInternalToken = envVar{internalTokenEnv, "shared secret of gateways and orchestrators on internal dispatch (at least 32 characters)"}
+	envAdminToken    = envVar{"LLMPLAT_ADMIN_TOKEN", "bootstrap credential of the admin API, at least 32 characters (make one: openssl rand -hex 32)"}
+	envNodeToken     = envVar{nodeTokenEnv, "this node's token (llpnode_…), issued by POST /admin/nodes/{id}/tokens"}
+)
+
 // newFlagSet returns a flag set for a subcommand that reports errors
-// instead of exiting, so main exits once.
-func newFlagSet(name string) *flag.FlagSet {
+// instead of exiting, so main exits once. Its -h lists the flags and the
+// environment variables the command reads.
+func newFlagSet(name string, env ...envVar) *flag.FlagSet {
 	fs := flag.NewFlagSet("llmplat "+name, flag.ContinueOnError)
+	fs.Usage = func() {
+		w := fs.Output()
+		fmt.Fprintf(w, "usage: llmplat %s [flags]\n\nflags:\n", name)
+		fs.PrintDefaults()
+		if len(env) > 0 {
+			fmt.Fprintln(w, "\nenvironment:")
+			for _, e := range env {
+				fmt.Fprintf(w, "  %s\n    \t%s\n", e.name, e.what)
+			}
+		}
+	}
 	return fs
+}
+
+// newLogger returns the commands' JSON logger. Durations are written as
+// text ("1.5s"), not as nanoseconds.
+func newLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{
+		ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+			if a.Value.Kind() == slog.KindDuration {
+				a.Value = slog.StringValue(a.Value.Duration().String())
+			}
+			return a
+		},
+	}))
 }

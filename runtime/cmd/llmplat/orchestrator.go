@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -39,7 +38,7 @@ const internalTokenEnv = "LLMPLAT_INTERNAL_TOKEN"
 const serverShutdown = 5 * time.Second
 
 func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("orchestrator")
+	fs := newFlagSet("orchestrator", envDatabaseURL, envRedisURL, envInternalToken)
 	host, _ := os.Hostname()
 	id := fs.String("id", host, "this replica's id (the pod name)")
 	addr := fs.String("addr", ":8090", "node socket listen address ("+orchestrator.ConnectPath+")")
@@ -60,15 +59,15 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	token := os.Getenv(internalTokenEnv)
-	if token == "" {
-		return errors.New(internalTokenEnv + " is required: gateways present it on internal dispatch")
+	token, err := internalToken()
+	if err != nil {
+		return err
 	}
 	pol, err := routing.New(*policy)
 	if err != nil {
 		return err
 	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
+	logger := newLogger(os.Stderr)
 	db, rdb, err := openStores(ctx, *dbURL, *redisURL)
 	if err != nil {
 		return err

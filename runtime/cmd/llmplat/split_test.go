@@ -69,7 +69,7 @@ func TestSplitDeployment(t *testing.T) {
 	}
 	const adminToken = "llpadm_0123456789abcdefghijABCDEFGHIJ0123456789abc"
 	t.Setenv("LLMPLAT_ADMIN_TOKEN", adminToken)
-	t.Setenv(internalTokenEnv, "internal-secret")
+	t.Setenv(internalTokenEnv, "internal-secret-of-32-characters-at-least")
 	t.Setenv(nodeTokenEnv, issued.Token)
 
 	sim, eng := startEngine(t)
