@@ -27,6 +27,9 @@ type admission struct {
 	// promptEstimate is the reserved prompt count, used for a partial
 	// settle when the engine's usage never arrived.
 	promptEstimate int64
+	// tokensLeft is what the key's day has left at admission; -1 when the
+	// key has no tokens_per_day.
+	tokensLeft int64
 	reserved       ledger.Reserved
 }
 
@@ -37,14 +40,14 @@ type admission struct {
 // The reservation in PostgreSQL comes last, and its refusal gives the slot
 // back.
 func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, req *openai.ChatCompletionRequest) (*admission, *rejection) {
-	a := &admission{p: p, requestID: c.GetString(ctxRequestID), model: req.Model}
+	a := &admission{p: p, requestID: c.GetString(ctxRequestID), model: req.Model, tokensLeft: -1}
 	if r := s.checkLimits(c, ctx, p, a); r != nil {
 		return nil, r
 	}
 	a.promptEstimate = tokens.EstimateChat(req.Messages)
 	res, err := s.cfg.Ledger.Reserve(ctx, ledger.Reservation{
 		RequestID: a.requestID, TeamID: p.TeamID, KeyID: p.KeyID, Model: req.Model,
-		PromptTokens: a.promptEstimate, MaxOutputTokens: req.MaxOutputTokens(),
+		PromptTokens: a.promptEstimate, MaxOutputTokens: dayCap(req.MaxOutputTokens(), a.tokensLeft, a.promptEstimate),
 	})
 	if err != nil {
 		s.giveBackSlot(context.WithoutCancel(ctx), a)
@@ -83,7 +86,26 @@ func (s *Server) checkLimits(c *gin.Context, ctx context.Context, p auth.Princip
 			"too many requests per minute for this key (max "+strconv.Itoa(lim.RPM)+")").after(d.RetryAfter)
 	}
 	a.slot = lim.MaxStreams > 0
+	if lim.TokensPerDay > 0 {
+		a.tokensLeft = d.TokensRemaining
+	}
 	return nil
+}
+
+// dayCap is the output a request may ask of the engine when its key has
+// left tokens for the day (-1: no daily limit): the client's max (0: none)
+// clamped to what the day has left after the prompt, and at least one
+// token, since the day was not used up at admission. The day's counter
+// can pass its limit by at most one request's prompt.
+func dayCap(asked, left, prompt int64) int64 {
+	if left < 0 {
+		return asked
+	}
+	room := max(left-prompt, 1)
+	if asked == 0 || asked > room {
+		return room
+	}
+	return asked
 }
 
 func reserveRejection(err error) *rejection {

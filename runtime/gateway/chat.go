@@ -102,8 +102,15 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		"outcome", out.State.String(), "ms", time.Since(start).Milliseconds())
 }
 
-// principal authenticates the request or answers 401/503.
+// principal authenticates the request or answers 400/401/503. Two
+// Authorization headers are refused: proxies and servers disagree on which
+// one counts, and the platform reads exactly one.
 func (s *Server) principal(c *gin.Context) (auth.Principal, bool) {
+	if len(c.Request.Header.Values("Authorization")) > 1 {
+		s.write(c, reject(http.StatusBadRequest, "bad_request", openai.TypeInvalidRequest, "duplicate_authorization", "",
+			"send one Authorization header"))
+		return auth.Principal{}, false
+	}
 	p, err := s.cfg.Auth.Authenticate(c.Request.Context(), c.GetHeader("Authorization"))
 	if err != nil {
 		s.write(c, authRejection(err))

@@ -60,7 +60,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	var cfg frontdoor.Config
 	engines := engineFlags{}
 	fs.StringVar(&cfg.Addr, "addr", ":8080", "API listen address")
-	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", ":9464", "Prometheus /metrics listen address")
+	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "127.0.0.1:9464", "Prometheus /metrics listen address: loopback by default, since metrics name teams and models; :9464 for a Prometheus scraping the pod")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "TLS certificate file (TLS at the edge when set with -tls-key)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "TLS key file")
 	dbURL := fs.String("database-url", os.Getenv("LLMPLAT_DATABASE_URL"), "PostgreSQL URL (env LLMPLAT_DATABASE_URL)")

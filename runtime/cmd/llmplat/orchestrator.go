@@ -43,7 +43,7 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 	id := fs.String("id", host, "this replica's id (the pod name)")
 	addr := fs.String("addr", ":8090", "node socket listen address ("+orchestrator.ConnectPath+")")
 	internalAddr := fs.String("internal-addr", ":8091", "internal dispatch listen address, for gateways (token in env "+internalTokenEnv+")")
-	metricsAddr := fs.String("metrics-addr", ":9465", "Prometheus /metrics listen address")
+	metricsAddr := fs.String("metrics-addr", "127.0.0.1:9465", "Prometheus /metrics listen address: loopback by default; :9465 for a Prometheus scraping the pod")
 	tlsCert := fs.String("tls-cert", "", "TLS certificate file for node sockets (wss://)")
 	tlsKey := fs.String("tls-key", "", "TLS key file")
 	dbURL := fs.String("database-url", os.Getenv("LLMPLAT_DATABASE_URL"), "PostgreSQL URL (env LLMPLAT_DATABASE_URL)")
