@@ -159,23 +159,30 @@ func (l *Ledger) reserveTx(ctx context.Context, tx *sql.Tx, r Reservation) (Rese
 	return Reserved{RequestID: r.RequestID, Microcredits: est, MaxOutputTokens: maxOut}, nil
 }
 
+// estimateSQL prices a reservation in SQL exactly as Cost does: numeric
+// products cannot overflow, and the ceiling is an integer division of the
+// sum plus 999,999 (numeric "/" keeps only about 16 significant digits and
+// rounds, so CEIL of it differed from Cost for large values), capped at
+// the largest bigint as Cost caps at MaxInt64. Its inputs are the prompt
+// tokens ($4), the prices (pp, cp) and the output cap (max_out).
+const estimateSQL = `LEAST(div($4::numeric * pp + max_out::numeric * cp + 999999, 1000000), 9223372036854775807)::bigint`
+
 // reserveFastSQL is the common reservation as one statement, so one
 // round trip: it clamps the output and prices it exactly as clampOutput and
-// Cost do (numeric arithmetic cannot overflow; the ceiling matches Cost's
-// rounding up), holds the estimate on the team row only while the
+// Cost do (estimateSQL), holds the estimate on the team row only while the
 // available balance covers it (the row lock and PostgreSQL's recheck of
 // the condition on the latest row version keep concurrent reservations
 // from overspending), and inserts the reserved row. Locks are taken in
 // reserveTx's order, team row first. A duplicate request id fails the
 // whole statement on the primary key, so the hold is undone with it.
-const reserveFastSQL = `WITH m AS (
+var reserveFastSQL = `WITH m AS (
 	SELECT prompt_price_micro_per_mtok AS pp, completion_price_micro_per_mtok AS cp,
 		LEAST(max_output_tokens, CASE WHEN $5::bigint > 0 THEN $5::bigint ELSE max_output_tokens END,
 			max_context_tokens - $4::bigint) AS max_out
 	FROM models WHERE name = $3 AND max_context_tokens - $4::bigint >= 1
 ), e AS (
 	SELECT pp, cp, max_out,
-		LEAST(CEIL(($4::numeric * pp + max_out::numeric * cp) / 1000000), 9223372036854775807)::bigint AS est
+		` + estimateSQL + ` AS est
 	FROM m
 ), hold AS (
 	UPDATE teams t SET reserved_microcredits = t.reserved_microcredits + e.est

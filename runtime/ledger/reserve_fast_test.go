@@ -119,3 +119,40 @@ func TestReserveFastDuplicateHoldsOnce(t *testing.T) {
 	}
 	f.checkBooks(t)
 }
+
+// TestEstimateSQLMatchesCost prices random requests, large ones included,
+// with the one-statement reservation's SQL and with Cost: they agree to
+// the micro-credit. PostgreSQL's numeric division keeps about 16
+// significant digits, so a ceiling taken after "/" differed for estimates
+// of more than 16 digits.
+func TestEstimateSQLMatchesCost(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, dialects[0].dsn(t))
+	query := "SELECT " + estimateSQL + " FROM (VALUES ($1::bigint, $2::bigint, $3::bigint)) AS v(pp, max_out, cp)"
+	rng := rand.New(rand.NewPCG(14, 15))
+	// logUniform draws across magnitudes, so large values are common.
+	logUniform := func(maxBits int) int64 {
+		return rng.Int64N(int64(1) << (1 + rng.IntN(maxBits)))
+	}
+	type draw struct{ prompt, pp, out, cp int64 }
+	draws := []draw{
+		{1, 1, 1, 1},
+		{0, 0, 0, 0},
+		{1_000_000_000_001, 1_000_000_000_000, 0, 0},       // 1e24 + 1e12: more than 16 digits
+		{3_000_000_000, 3_333_333_333_333, 7, 999_999},     // a remainder far below the rounding
+		{1 << 40, 1 << 62, 1 << 40, 1 << 62},               // past MaxInt64: capped
+		{2_147_483_647, 4_294_967_297, 2_147_483_647, 123}, // 19 digits
+	}
+	for range 2000 {
+		draws = append(draws, draw{logUniform(40), logUniform(62), logUniform(40), logUniform(62)})
+	}
+	for _, d := range draws {
+		var got int64
+		if err := f.db.QueryRowContext(ctx, query, d.pp, d.out, d.cp, d.prompt).Scan(&got); err != nil {
+			t.Fatalf("%+v: %v", d, err)
+		}
+		if want := Cost(d.prompt, d.out, d.pp, d.cp); got != want {
+			t.Errorf("%+v: SQL prices %d, Cost %d", d, got, want)
+		}
+	}
+}
