@@ -284,17 +284,50 @@ func ParseEvent(data []byte) Event {
 			return ev
 		}
 	}
-	if hasContent(data) {
+	if hasContent(data) || hasOtherOutput(data) {
 		ev.Tokens = 1
 	}
 	return ev
 }
 
-// hasContent reports whether a chunk carries non-empty delta content.
+// hasContent reports whether a chunk carries non-empty delta content: the
+// common chunk, found without decoding.
 func hasContent(data []byte) bool {
 	const key = `"content":"`
 	i := bytes.Index(data, []byte(key))
 	return i >= 0 && i+len(key) < len(data) && data[i+len(key)] != '"'
+}
+
+// hasOtherOutput reports whether a chunk without content still carries
+// generated output in a delta: tool calls, reasoning, a refusal, anything
+// but the role. Such chunks cost the engine tokens like content does, so a
+// client that drops a tool-call stream pays for what it received. Only
+// chunks with a delta are decoded, and only their delta's members.
+func hasOtherOutput(data []byte) bool {
+	if !bytes.Contains(data, []byte(`"delta":{`)) {
+		return false
+	}
+	var c struct {
+		Choices []struct {
+			Delta map[string]json.RawMessage `json:"delta"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		return false
+	}
+	for _, ch := range c.Choices {
+		for k, v := range ch.Delta {
+			if k == "role" {
+				continue
+			}
+			switch string(bytes.TrimSpace(v)) {
+			case "", "null", `""`, "[]", "{}":
+				continue
+			}
+			return true
+		}
+	}
+	return false
 }
 
 // MaxIdleEngineConns is how many idle connections an engine client keeps

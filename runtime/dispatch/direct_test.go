@@ -236,6 +236,15 @@ func TestParseEvent(t *testing.T) {
 		{name: "usage null", data: `{"choices":[{"index":0,"delta":{"content":"x"}}],"usage":null}`, tokens: 1},
 		{name: "error", data: `{"error":{"message":"x","type":"InternalServerError","param":null,"code":500}}`, wantErr: true},
 		{name: "text mentioning error", data: `{"choices":[{"index":0,"delta":{"content":"\"error\""}}]}`, tokens: 1},
+		{name: "role chunk without content", data: `{"choices":[{"index":0,"delta":{"role":"assistant"}}]}`},
+		{name: "finish chunk", data: `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`},
+		{name: "finish chunk with null content", data: `{"choices":[{"index":0,"delta":{"content":null},"finish_reason":"tool_calls"}]}`},
+		{name: "tool call start", data: `{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]}}]}`, tokens: 1},
+		{name: "tool call arguments", data: `{"choices":[{"index":0,"delta":{"content":null,"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]}}]}`, tokens: 1},
+		{name: "reasoning content", data: `{"choices":[{"index":0,"delta":{"reasoning_content":"think"}}]}`, tokens: 1},
+		{name: "reasoning", data: `{"choices":[{"index":0,"delta":{"reasoning":"think"}}]}`, tokens: 1},
+		{name: "refusal", data: `{"choices":[{"index":0,"delta":{"refusal":"no"}}]}`, tokens: 1},
+		{name: "empty reasoning", data: `{"choices":[{"index":0,"delta":{"reasoning_content":""}}]}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -46,6 +46,9 @@ type stackOpts struct {
 	firstTokenTimeout time.Duration
 	streamIdleTimeout time.Duration
 	faults            enginesim.Faults
+	// engine, when set, serves llama-8b instead of a simulator: a
+	// hand-written engine for streams the simulator does not make.
+	engine http.Handler
 }
 
 // stack is the whole admission path on real PostgreSQL and Redis with a
@@ -94,7 +97,14 @@ func newStack(t *testing.T, o stackOpts) *stack {
 		if err != nil {
 			t.Fatal(err)
 		}
-		url := s.startEngine(name)
+		var url string
+		if o.engine != nil && name == "llama-8b" {
+			srv := httptest.NewServer(o.engine)
+			t.Cleanup(srv.Close)
+			url = srv.URL
+		} else {
+			url = s.startEngine(name)
+		}
 		targets[name] = []dispatch.Target{{URL: url, ServedName: name, MaxInFlight: o.maxInFlight}}
 	}
 	s.direct = dispatch.NewDirect(targets, nil)
