@@ -50,7 +50,17 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 		PromptTokens: a.promptEstimate, MaxOutputTokens: dayCap(req.MaxOutputTokens(), a.tokensLeft, a.promptEstimate),
 	})
 	if err != nil {
-		s.giveBackSlot(context.WithoutCancel(ctx), a)
+		bg := context.WithoutCancel(ctx)
+		s.giveBackSlot(bg, a)
+		if !isRefusal(err) {
+			// The reservation may have committed with its answer lost (a
+			// dropped connection, the client gone mid-commit): cancel it
+			// now, idempotently, rather than hold the team's credit until
+			// the sweeper's window.
+			cctx, cancel := context.WithTimeout(bg, settleTimeout)
+			_, _ = s.cfg.Ledger.Cancel(cctx, a.requestID)
+			cancel()
+		}
 		return nil, reserveRejection(err)
 	}
 	a.reserved = res
@@ -106,6 +116,13 @@ func dayCap(asked, left, prompt int64) int64 {
 		return room
 	}
 	return asked
+}
+
+// isRefusal reports whether the ledger refused a reservation before
+// writing anything: no row can exist.
+func isRefusal(err error) bool {
+	return errors.Is(err, ledger.ErrInsufficientBalance) || errors.Is(err, ledger.ErrUnknownModel) ||
+		errors.Is(err, ledger.ErrContextTooLong) || errors.Is(err, ledger.ErrUnknownTeam)
 }
 
 func reserveRejection(err error) *rejection {

@@ -49,6 +49,8 @@ type stackOpts struct {
 	// engine, when set, serves llama-8b instead of a simulator: a
 	// hand-written engine for streams the simulator does not make.
 	engine http.Handler
+	// wrapLedger, when set, wraps the ledger the gateways use.
+	wrapLedger func(Ledger) Ledger
 }
 
 // stack is the whole admission path on real PostgreSQL and Redis with a
@@ -167,13 +169,17 @@ func (s *stack) gateway() string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var led Ledger = s.led
+	if s.opts.wrapLedger != nil {
+		led = s.opts.wrapLedger(led)
+	}
 	gw, err := New(Config{
 		Dispatcher:        s.direct,
 		Catalog:           NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
 		Auth:              &auth.Authenticator{Keys: keys},
 		Limits:            lim,
 		Queue:             q,
-		Ledger:            s.led,
+		Ledger:            led,
 		URLGuard:          &urlguard.Guard{Resolver: noDNS{}},
 		QueueLimit:        s.opts.queueLimit,
 		FirstTokenTimeout: s.opts.firstTokenTimeout,

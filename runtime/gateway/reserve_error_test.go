@@ -1,0 +1,49 @@
+package gateway
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"testing"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/ledger"
+)
+
+// lostAckLedger commits every reservation and then reports an error, as
+// when the commit's acknowledgement is lost with the connection.
+type lostAckLedger struct{ Ledger }
+
+func (l lostAckLedger) Reserve(ctx context.Context, r ledger.Reservation) (ledger.Reserved, error) {
+	if _, err := l.Ledger.Reserve(ctx, r); err != nil {
+		return ledger.Reserved{}, err
+	}
+	return ledger.Reserved{}, errors.New("commit acknowledgement lost")
+}
+
+// TestReserveErrorLeavesNoHold: a reservation that committed but reported
+// an error is cancelled at once, so the team's credit is not held until
+// the sweeper's window (false 402s near the balance).
+func TestReserveErrorLeavesNoHold(t *testing.T) {
+	s := newStack(t, stackOpts{wrapLedger: func(l Ledger) Ledger { return lostAckLedger{l} }})
+	team := s.team("alpha", 10*credit)
+	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	resp, body := s.do(key, chatBody("llama-8b", false, 100))
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d: %s; want 503", resp.StatusCode, body)
+	}
+	row, err := s.ledgerRow(resp.Header.Get("X-Request-Id"))
+	if err != nil {
+		t.Fatalf("the committed reservation's row: %v", err)
+	}
+	if row.status != "cancelled" {
+		t.Errorf("row %+v, want cancelled", row)
+	}
+	var reserved int64
+	if err := s.db.QueryRowContext(t.Context(), "SELECT reserved_microcredits FROM teams WHERE id = $1", team).Scan(&reserved); err != nil {
+		t.Fatal(err)
+	}
+	if reserved != 0 {
+		t.Errorf("the team still holds %d micro-credits", reserved)
+	}
+}
