@@ -30,7 +30,7 @@ type admission struct {
 	// tokensLeft is what the key's day has left at admission; -1 when the
 	// key has no tokens_per_day.
 	tokensLeft int64
-	reserved       ledger.Reserved
+	reserved   ledger.Reserved
 }
 
 // admit checks the key's limits, then reserves in the ledger. The limits
