@@ -100,7 +100,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	db, err := store.Open(ctx, "sqlite:"+filepath.Join(dataDir, "llmplat.db"))
 	if err != nil {

@@ -72,7 +72,9 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 // taken, and sets the x-ratelimit-* headers of the limits it passed.
 func (s *Server) checkLimits(c *gin.Context, ctx context.Context, p auth.Principal, a *admission) *rejection {
 	lim := quota.KeyLimits{MaxStreams: p.Limits.MaxStreams, TokensPerDay: p.Limits.TokensPerDay, RPM: p.Limits.RPM}
-	d, err := s.cfg.Limits.Admit(ctx, p.QuotaID(), a.requestID, lim)
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	d, err := s.cfg.Limits.Admit(rctx, p.QuotaID(), a.requestID, lim)
+	cancel()
 	if err != nil {
 		return unavailable("quota")
 	}
@@ -148,9 +150,9 @@ func reserveRejection(err error) *rejection {
 // wakes the model's queue, since the request's engine place is free (its
 // stream was closed before release runs).
 func (s *Server) release(a *admission) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	s.giveBackSlot(context.Background(), a)
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
 	defer cancel()
-	s.giveBackSlot(ctx, a)
 	_ = s.cfg.Queue.Notify(ctx, a.model)
 }
 
@@ -158,7 +160,10 @@ func (s *Server) release(a *admission) {
 // the client left too, so ctx is not the request's.
 func (s *Server) giveBackSlot(ctx context.Context, a *admission) {
 	if a.slot {
-		_ = s.cfg.Limits.ReleaseStream(ctx, a.p.QuotaID(), a.requestID)
+		// A slot not given back (Redis down) frees itself at its deadline.
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+		_ = s.cfg.Limits.ReleaseStream(rctx, a.p.QuotaID(), a.requestID)
+		cancel()
 		a.slot = false
 	}
 }
@@ -199,7 +204,12 @@ func (s *Server) finish(a *admission, out Outcome) {
 	}
 	if o.Applied && o.Status == "settled" {
 		s.cfg.Metrics.settled(a.model, a.p.TeamName, o.CostMicrocredits, o.Usage.CompletionTokens)
-		if err := s.cfg.Limits.AddTokens(ctx, a.p.QuotaID(), o.Usage.PromptTokens+o.Usage.CompletionTokens); err != nil {
+		if a.p.Limits.TokensPerDay <= 0 {
+			return // no daily limit: nothing to count
+		}
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+		defer cancel()
+		if err := s.cfg.Limits.AddTokens(rctx, a.p.QuotaID(), o.Usage.PromptTokens+o.Usage.CompletionTokens); err != nil {
 			s.cfg.Logger.Warn("tokens-per-day counter not updated", "request_id", a.requestID, "err", err)
 		}
 	}

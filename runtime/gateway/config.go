@@ -36,6 +36,13 @@ const (
 	// below the stream slots' deadline and the ledger sweeper's window so
 	// that neither touches a live request.
 	DefaultMaxRequestDuration = 9 * time.Minute
+	// DefaultRedisTimeout bounds each Redis call on a request's path: a
+	// round trip takes under a millisecond on loopback or within a zone,
+	// so half a second of silence means Redis is down or frozen, and the
+	// request fails fast (503) instead of waiting out the client's retries.
+	// The client must honour context deadlines (go-redis's
+	// ContextTimeoutEnabled), as the platform's clients do.
+	DefaultRedisTimeout = 500 * time.Millisecond
 	// settleTimeout bounds the settle that runs after the client left.
 	settleTimeout = 10 * time.Second
 	// settleAttempts retries a settle that failed on a database blip; the
@@ -114,6 +121,8 @@ type Config struct {
 	// once the first came (DefaultStreamIdleTimeout).
 	StreamIdleTimeout  time.Duration
 	MaxRequestDuration time.Duration
+	// RedisTimeout bounds each Redis call of a request (DefaultRedisTimeout).
+	RedisTimeout time.Duration
 
 	// Logger receives one line per request, never its prompt or answer.
 	Logger *slog.Logger
@@ -147,6 +156,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxRequestDuration == 0 {
 		c.MaxRequestDuration = DefaultMaxRequestDuration
+	}
+	if c.RedisTimeout == 0 {
+		c.RedisTimeout = DefaultRedisTimeout
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

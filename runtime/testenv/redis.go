@@ -58,6 +58,7 @@ func (e RedisEnv) Client() *redis.Client {
 	if err != nil {
 		e.tb.Fatalf("testenv: parse redis URL: %v", err)
 	}
+	opts.ContextTimeoutEnabled = true // as the platform's clients: deadlines reach the socket
 	c := redis.NewClient(opts)
 	e.tb.Cleanup(func() {
 		if err := c.Close(); err != nil {

@@ -20,6 +20,9 @@ func openStores(ctx context.Context, dbURL, redisURL string) (*store.DB, *redis.
 	if err != nil {
 		return nil, nil, fmt.Errorf("redis url: %w", err)
 	}
+	// Request paths bound each Redis call with a context deadline; go-redis
+	// applies it to the socket only when asked to.
+	opts.ContextTimeoutEnabled = true
 	db, err := store.Open(ctx, dbURL)
 	if err != nil {
 		return nil, nil, err

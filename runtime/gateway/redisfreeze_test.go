@@ -1,0 +1,199 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/quota"
+	"github.com/llmplat/llmplat/runtime/urlguard"
+)
+
+// freezeProxy forwards TCP to a Redis server and can freeze: bytes stop
+// flowing both ways while connections stay open, as with a Redis process
+// that is stopped (SIGSTOP) or a network that drops packets silently.
+type freezeProxy struct {
+	ln     net.Listener
+	target string
+	mu     sync.Mutex
+	frozen bool
+	thaw   chan struct{} // closed when the proxy thaws
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func newFreezeProxy(t *testing.T, target string) *freezeProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &freezeProxy{ln: ln, target: target, thaw: make(chan struct{})}
+	close(p.thaw)
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *freezeProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns = append(p.conns, c, u)
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(u, c)
+		go p.pipe(c, u)
+	}
+}
+
+// pipe copies src to dst, holding each read while frozen.
+func (p *freezeProxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			thaw := p.thaw
+			p.mu.Unlock()
+			<-thaw
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (p *freezeProxy) freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.frozen {
+		p.frozen, p.thaw = true, make(chan struct{})
+	}
+}
+
+func (p *freezeProxy) unfreeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.frozen {
+		p.frozen = false
+		close(p.thaw)
+	}
+}
+
+func (p *freezeProxy) close() {
+	p.unfreeze()
+	p.ln.Close()
+	p.mu.Lock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+// TestFrozenRedis: with the quota Redis frozen, a request of a key with
+// limits gets a 503 instead of waiting on Redis, and a key without limits
+// is served. The Redis client here would wait an hour on a read of its
+// own, so an answer at all shows the gateway's per-call deadline.
+func TestFrozenRedis(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	team := s.team("alpha", 10*credit)
+	limited := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 5, RPM: 1000, TokensPerDay: 1_000_000})
+	free := s.key(admin.CreateKeyRequest{TeamID: team})
+
+	opts, err := redis.ParseURL(s.redis.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newFreezeProxy(t, opts.Addr)
+	opts.Addr = proxy.ln.Addr().String()
+	opts.ContextTimeoutEnabled = true
+	opts.ReadTimeout, opts.WriteTimeout = time.Hour, time.Hour
+	frozen := redis.NewClient(opts)
+	t.Cleanup(func() { frozen.Close() })
+	qcfg := quota.Config{Prefix: s.redis.Prefix}
+	lim, err := quota.New(frozen, qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := quota.NewQueue(frozen, qcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := s.redis.Client() // keys and revocations stay reachable
+	keys, err := auth.NewKeyCache(auth.KeyCacheConfig{Store: s.adm, Redis: rdb, Prefix: s.redis.Prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = keys.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	gw, err := New(Config{Dispatcher: s.direct, Catalog: NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
+		Auth: &auth.Authenticator{Keys: keys}, Limits: lim, Queue: q, Ledger: s.led,
+		URLGuard: &urlguard.Guard{Resolver: noDNS{}}, RedisTimeout: 200 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+
+	if resp, body := post(t, srv.URL, limited); resp.StatusCode != http.StatusOK {
+		t.Fatalf("before the freeze: %d %s", resp.StatusCode, body)
+	}
+	proxy.freeze()
+	if resp, body := post(t, srv.URL, limited); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("limited key with Redis frozen: %d (Retry-After %q) %s; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+	if resp, body := post(t, srv.URL, free); resp.StatusCode != http.StatusOK {
+		t.Errorf("key without limits with Redis frozen: %d %s; want 200", resp.StatusCode, body)
+	}
+	proxy.unfreeze()
+}
+
+// post sends a short non-streamed completion, bounded so that a hang
+// fails the test instead of the run.
+func post(t *testing.T, base, key string) (*http.Response, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(chatBody("llama-8b", false, 5)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("request: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, string(b)
+}
