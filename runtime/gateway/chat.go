@@ -70,6 +70,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		return
 	}
 	defer stream.Close()
+	stream = withModelName(stream, a.model)
 	// The prompt went to the engine. Read what the relay needs now and use
 	// req no more, so the prompt is not kept alive for the stream's minutes.
 	streamed, wantUsage := req.Stream, req.WantsUsage()
