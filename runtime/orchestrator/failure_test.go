@@ -204,3 +204,35 @@ func TestSlowConsumerHoldsOnlyItsStream(t *testing.T) {
 		})
 	}
 }
+
+// TestLostRequestRetriedOnce: a request lost before its first event with
+// no other node to retry on ends with a 503 and Retry-After, not
+// ErrNoCapacity: that would queue it at the gateway and dispatch it again,
+// a second retry the seed does not allow.
+func TestLostRequestRetriedOnce(t *testing.T) {
+	c := newCluster(t)
+	b := c.startReplica("orch-b", nil)
+	p := newCutProxy(t, b)
+	n1 := c.startNode("node-1", b, nodeOpts{serverURL: p.wsURL(), sim: enginesim.Config{Faults: enginesim.Faults{Hang: true}}})
+	c.waitNode(n1.id, "orch-b")
+	pending := make(chan error, 1)
+	go func() {
+		st, err := b.o().Dispatch(t.Context(), job("lost", 50))
+		if err == nil {
+			st.Close()
+		}
+		pending <- err
+	}()
+	c.eventually("the request hangs on node-1, with nothing streamed", func() bool { return n1.sim.Stats().Hung == 1 })
+	p.block(true)
+	p.cut()
+	select {
+	case err := <-pending:
+		var de *dispatch.Error
+		if errors.Is(err, dispatch.ErrNoCapacity) || !errors.As(err, &de) || de.Status != 503 || de.RetryAfter <= 0 {
+			t.Errorf("Dispatch = %v; want a 503 dispatch.Error with Retry-After, not ErrNoCapacity", err)
+		}
+	case <-time.After(waitFor):
+		t.Fatal("the lost request hangs")
+	}
+}

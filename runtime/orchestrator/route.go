@@ -21,6 +21,11 @@ var _ dispatch.Dispatcher = (*Orchestrator)(nil)
 // whose node is lost before its first event.
 const maxAttempts = 2
 
+// retryAfterLost is the wait advised to a client whose request lost its
+// node with no other node free: about a heartbeat, by when the registry
+// shows the fleet as it is.
+const retryAfterLost = nodeproto.HeartbeatInterval
+
 // Dispatch implements dispatch.Dispatcher: it routes the job to a node and
 // returns its stream once the first event is in hand. No node with room:
 // dispatch.ErrNoCapacity, and the gateway queues the request.
@@ -35,7 +40,12 @@ func (o *Orchestrator) Dispatch(ctx context.Context, job *dispatch.Job) (dispatc
 		if !ok {
 			o.cfg.Metrics.routed(o.cfg.Policy.Name(), job.Model, "no_capacity")
 			if lastErr != nil {
-				return nil, fmt.Errorf("%w: %s (after %v)", dispatch.ErrNoCapacity, job.Model, lastErr)
+				// The one retry the request gets has no node: it ends here
+				// rather than as ErrNoCapacity, which would queue it at the
+				// gateway and run it again (a second retry).
+				o.cfg.Logger.Info("no node for the retry of a lost request", "request_id", job.RequestID, "err", lastErr)
+				return nil, &dispatch.Error{Status: http.StatusServiceUnavailable, RetryAfter: retryAfterLost,
+					Body: openai.NewEngineError(http.StatusServiceUnavailable, "", "the node chosen for this request was lost before it started, and no other node has room; retry")}
 			}
 			return nil, fmt.Errorf("%w: %s", dispatch.ErrNoCapacity, job.Model)
 		}
