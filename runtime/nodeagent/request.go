@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
@@ -104,7 +105,7 @@ func (s *session) relay(sctx, rctx context.Context, r *inflight, id string, st d
 		}
 		t.add(ev)
 		// Data is valid only until the next Recv; the writer encodes later.
-		c := &nodeproto.Chunk{RequestID: id, Seq: t.seq, Delta: bytes.Clone(ev.Data)}
+		c := &nodeproto.Chunk{RequestID: id, Seq: t.seq, Delta: validDelta(ev.Data)}
 		if !r.credit.take(rctx) || !s.send(sctx, c) {
 			return t.done(id, openai.FinishAbort)
 		}
@@ -233,4 +234,15 @@ func finishReason(data []byte) string {
 		}
 	}
 	return ""
+}
+
+// validDelta returns a copy of an engine event that is valid UTF-8: the
+// node socket carries it in a text frame, which RFC 6455 requires to be
+// UTF-8 (a strict proxy closes the link otherwise). An engine's invalid
+// bytes become U+FFFD, as a browser would show them.
+func validDelta(data []byte) []byte {
+	if utf8.Valid(data) {
+		return bytes.Clone(data)
+	}
+	return bytes.ToValidUTF8(data, []byte("\uFFFD"))
 }
