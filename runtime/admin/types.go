@@ -174,6 +174,9 @@ type NodeLive struct {
 	Draining     bool      `json:"draining"`
 	Owner        string    `json:"owner,omitempty"`
 	BeatAt       time.Time `json:"beat_at"`
+	// EngineDown says why the node's engine is down (and the node out of
+	// routing), as its agent reported; absent when the engine is up.
+	EngineDown string `json:"engine_down,omitempty"`
 }
 
 // NodeToken is a node token as listed: never its secret or hash.

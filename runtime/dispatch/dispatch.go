@@ -65,6 +65,10 @@ var (
 	ErrNoCapacity = errors.New("dispatch: no capacity for model")
 	// ErrUnknownModel means no engine serves the model at all.
 	ErrUnknownModel = errors.New("dispatch: no engine serves model")
+	// ErrNoHealthyNode means nodes serve the model but every one reports
+	// its engine down: waiting in the queue would not help, and the
+	// gateway answers 503 no_healthy_node with Retry-After at once.
+	ErrNoHealthyNode = errors.New("dispatch: every node of the model reports its engine down")
 	// ErrStreamBroken means the stream ended without the engine's [DONE].
 	ErrStreamBroken = errors.New("dispatch: stream broken")
 )

@@ -20,6 +20,7 @@ const RemotePath = "/internal/v1/dispatch"
 const (
 	codeNoCapacity   = "no_capacity"
 	codeUnknownModel = "model_not_found"
+	codeNoHealthy    = "no_healthy_node"
 )
 
 // Remote sends each job to an orchestrator replica over HTTP: the gateway's
@@ -99,6 +100,8 @@ func (r *Remote) refusal(resp *http.Response, model string) error {
 		return fmt.Errorf("%w: %s", ErrNoCapacity, model)
 	case resp.StatusCode == http.StatusNotFound && code == codeUnknownModel:
 		return fmt.Errorf("%w: %s", ErrUnknownModel, model)
+	case resp.StatusCode == http.StatusServiceUnavailable && code == codeNoHealthy:
+		return fmt.Errorf("%w: %s", ErrNoHealthyNode, model)
 	case resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden:
 		return fmt.Errorf("orchestrator %s refused the gateway's internal token (%d): check that both share it", r.base, resp.StatusCode)
 	}

@@ -126,6 +126,8 @@ func (h *remoteHandler) refuse(w http.ResponseWriter, id string, err error) {
 		writeRemoteError(w, http.StatusServiceUnavailable, openai.NewError(openai.TypeUnavailable, codeNoCapacity, "", err.Error()))
 	case errors.Is(err, ErrUnknownModel):
 		writeRemoteError(w, http.StatusNotFound, openai.NewError(openai.TypeNotFound, codeUnknownModel, "model", err.Error()))
+	case errors.Is(err, ErrNoHealthyNode):
+		writeRemoteError(w, http.StatusServiceUnavailable, openai.NewError(openai.TypeUnavailable, codeNoHealthy, "", err.Error()))
 	default:
 		h.logger.Warn("dispatch failed", "request_id", id, "err", err)
 		writeRemoteError(w, http.StatusBadGateway, openai.NewError(openai.TypeServer, "dispatch_failed", "", "the orchestrator could not start the job"))

@@ -90,6 +90,11 @@ func TestRemoteMapsRefusals(t *testing.T) {
 				t.Errorf("err = %v, want ErrNoCapacity", err)
 			}
 		}},
+		{"no healthy node", ErrNoHealthyNode, func(t *testing.T, err error) {
+			if !errors.Is(err, ErrNoHealthyNode) {
+				t.Errorf("err = %v, want ErrNoHealthyNode", err)
+			}
+		}},
 		{"unknown model", ErrUnknownModel, func(t *testing.T, err error) {
 			if !errors.Is(err, ErrUnknownModel) {
 				t.Errorf("err = %v, want ErrUnknownModel", err)

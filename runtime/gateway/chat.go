@@ -197,7 +197,7 @@ func dispatchRejection(ctx context.Context, err error) *rejection {
 	case errors.Is(err, quota.ErrQueueTimeout), errors.Is(err, quota.ErrQueueFull):
 		return reject(http.StatusServiceUnavailable, "queue_timeout", openai.TypeUnavailable, "no_capacity", "",
 			"no engine had room for this model within the queue limit; retry later").after(retryNoCapacity)
-	case errors.Is(err, dispatch.ErrUnknownModel):
+	case errors.Is(err, dispatch.ErrUnknownModel), errors.Is(err, dispatch.ErrNoHealthyNode):
 		return reject(http.StatusServiceUnavailable, "no_node", openai.TypeUnavailable, "no_healthy_node", "",
 			"no healthy node serves this model right now; retry later").after(retryNoCapacity)
 	case errors.Is(context.Cause(ctx), errFirstTokenTimeout):

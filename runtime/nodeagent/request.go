@@ -73,6 +73,10 @@ func (s *session) run(sctx, rctx context.Context, r *inflight, a *nodeproto.Assi
 			s.complete(sctx, &nodeproto.Done{RequestID: id, FinishReason: openai.FinishAbort})
 			return
 		}
+		var de *dispatch.Error
+		if !errors.As(err, &de) || de.Status >= http.StatusInternalServerError {
+			s.engineFailed() // unreachable or failing: tell the server now
+		}
 		s.send(sctx, refusal(id, err))
 		return
 	}

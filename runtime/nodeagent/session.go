@@ -52,6 +52,9 @@ type session struct {
 	drainTimer *time.Timer   // cancels what still runs at a drain's deadline
 	drainAt    time.Time     // when drainTimer fires
 	wg         sync.WaitGroup
+	// beatNow asks the heartbeat loop for a beat now; size 1, so
+	// requests failing together ask once.
+	beatNow chan struct{}
 }
 
 // inflight is one running request.
@@ -67,6 +70,7 @@ func newSession(a *Agent, conn *websocket.Conn, w *nodeproto.Welcome, redial cha
 		over:    make(chan struct{}),
 		reqs:    make(map[string]*inflight),
 		drained: make(chan struct{}),
+		beatNow: make(chan struct{}, 1),
 	}
 }
 

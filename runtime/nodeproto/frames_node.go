@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"unicode/utf8"
 )
 
 // Location says where a node runs, which decides how requests reach it.
@@ -97,7 +98,14 @@ type Heartbeat struct {
 	// Models are the models served now; absent means none.
 	Models   []string `json:"models,omitempty"`
 	Draining bool     `json:"draining"`
+	// EngineDown says why the engine cannot serve (its /health failed, a
+	// request could not reach it), at most MaxEngineDownBytes; absent when
+	// it is up. The server takes the node out of routing while it is set.
+	EngineDown string `json:"engine_down,omitempty"`
 }
+
+// MaxEngineDownBytes bounds a heartbeat's engine_down: a short reason.
+const MaxEngineDownBytes = 256
 
 // Error reports a request's failure (node → server, with RequestID) or the
 // connection's (server → node, without it, before a close).
@@ -256,6 +264,8 @@ func (h *Heartbeat) Validate() error {
 		return invalid(t, "queue_depth", "must be non-negative")
 	case h.Running < 0:
 		return invalid(t, "running", "must be non-negative")
+	case len(h.EngineDown) > MaxEngineDownBytes || !utf8.ValidString(h.EngineDown):
+		return invalid(t, "engine_down", fmt.Sprintf("must be valid UTF-8 of at most %d bytes", MaxEngineDownBytes))
 	}
 	if err := checkFraction(t, "kv_cache_usage", h.KVCacheUsage); err != nil {
 		return err

@@ -39,6 +39,9 @@ type nodeConn struct {
 	idle     chan struct{}   // closed once leaving with no requests
 	idleOnce sync.Once
 	why      error // why the connection is leaving: its close cause once idle
+
+	// engineDown is the last beat's engine_down; the read loop's alone.
+	engineDown string
 }
 
 func newNodeConn(o *Orchestrator, ws *websocket.Conn, rec registry.NodeRecord, epoch int64, token nodeproto.Secret, cancel context.CancelCauseFunc) *nodeConn {

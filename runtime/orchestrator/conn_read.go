@@ -80,7 +80,7 @@ func (c *nodeConn) handle(ctx context.Context, f nodeproto.Frame) error {
 // A refused write means a newer connection of the node took over: this
 // one finishes its requests and closes.
 func (c *nodeConn) beat(ctx context.Context, hb *nodeproto.Heartbeat) {
-	rhb := registry.Heartbeat{QueueDepth: hb.QueueDepth, Running: hb.Running, GPUUtil: hb.GPUUtil}
+	rhb := registry.Heartbeat{QueueDepth: hb.QueueDepth, Running: hb.Running, GPUUtil: hb.GPUUtil, EngineDown: hb.EngineDown}
 	if hb.KVCacheUsage != nil {
 		rhb.KVCacheUsage = min(max(*hb.KVCacheUsage, 0), 1)
 	}
@@ -95,5 +95,15 @@ func (c *nodeConn) beat(ctx context.Context, hb *nodeproto.Heartbeat) {
 	case !ok:
 		c.o.cfg.Logger.Info("connection superseded", "node_id", c.rec.ID, "epoch", c.epoch)
 		c.leave(errSuperseded)
+	case hb.EngineDown != c.engineDown:
+		// The engine went down or came back: route by it now, not at
+		// the next snapshot refresh.
+		if hb.EngineDown != "" {
+			c.o.cfg.Logger.Warn("node's engine is down; out of routing", "node_id", c.rec.ID, "reason", hb.EngineDown)
+		} else {
+			c.o.cfg.Logger.Info("node's engine is up again", "node_id", c.rec.ID)
+		}
+		c.engineDown = hb.EngineDown
+		c.o.refreshNow()
 	}
 }

@@ -81,7 +81,8 @@ func (c *Control) Live(ctx context.Context) (map[string]admin.NodeLive, error) {
 	now := time.Now()
 	for _, n := range nodes {
 		l := admin.NodeLive{Healthy: n.Healthy(now), QueueDepth: n.QueueDepth, Running: n.Running,
-			KVCacheUsage: n.KVCacheUsage, Draining: n.State == registry.StateDraining, Owner: n.Owner, BeatAt: n.LastSeen}
+			KVCacheUsage: n.KVCacheUsage, Draining: n.State == registry.StateDraining, Owner: n.Owner, BeatAt: n.LastSeen,
+			EngineDown: n.EngineDown}
 		if n.GPUUtil != nil {
 			l.GPUUtil = *n.GPUUtil
 		}

@@ -36,7 +36,11 @@ func (o *Orchestrator) Dispatch(ctx context.Context, job *dispatch.Job) (dispatc
 	var tried []string
 	var lastErr error
 	for attempt := range maxAttempts {
-		n, slot, ok := o.pick(job.Model, need, tried)
+		n, slot, ok, enginesDown := o.pick(job.Model, need, tried)
+		if !ok && enginesDown && lastErr == nil {
+			o.cfg.Metrics.routed(o.cfg.Policy.Name(), job.Model, "no_healthy_node")
+			return nil, fmt.Errorf("%w: %s", dispatch.ErrNoHealthyNode, job.Model)
+		}
 		if !ok {
 			o.cfg.Metrics.routed(o.cfg.Policy.Name(), job.Model, "no_capacity")
 			if lastErr != nil {
@@ -79,18 +83,27 @@ func (o *Orchestrator) await(model string, d int) {
 }
 
 // pick chooses a node for the model with the routing policy among the
-// snapshot's healthy nodes, leaving out those in skip.
-func (o *Orchestrator) pick(model string, need int64, skip []string) (registry.Node, registry.ModelSlot, bool) {
+// snapshot's healthy nodes, leaving out those in skip. enginesDown reports
+// that no node could be chosen because every active node of the model
+// reports its engine down.
+func (o *Orchestrator) pick(model string, need int64, skip []string) (n registry.Node, slot registry.ModelSlot, ok, enginesDown bool) {
 	snap := o.snap.Load()
 	now := o.cfg.Now()
 	var (
 		nodes []registry.Node
 		slots []registry.ModelSlot
 		cands []routing.Candidate
+		down  int // active nodes of the model whose engine is down
 	)
 	for _, n := range snap.nodes {
 		slot, serves := n.Serves(model)
-		if !serves || !n.Healthy(now) || slices.Contains(skip, n.ID) {
+		if !serves || slices.Contains(skip, n.ID) {
+			continue
+		}
+		if n.EngineDown != "" && n.State == registry.StateActive {
+			down++
+		}
+		if !n.Healthy(now) {
 			continue
 		}
 		local := n.Owner == o.cfg.ID
@@ -105,9 +118,9 @@ func (o *Orchestrator) pick(model string, need int64, skip []string) (registry.N
 	}
 	i := o.cfg.Policy.Pick(cands, need)
 	if i < 0 || i >= len(nodes) {
-		return registry.Node{}, registry.ModelSlot{}, false
+		return registry.Node{}, registry.ModelSlot{}, false, len(cands) == 0 && down > 0
 	}
-	return nodes[i], slots[i], true
+	return nodes[i], slots[i], true, false
 }
 
 // localAccepting reports whether this replica holds a socket of the node

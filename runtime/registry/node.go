@@ -122,6 +122,9 @@ type Heartbeat struct {
 	// Models, when not nil, replaces the models the node serves (after a
 	// load_model); nil leaves them as they are.
 	Models []ModelSlot
+	// EngineDown says why the node's engine is down (its /health failed,
+	// or a request could not reach it); empty when it is up.
+	EngineDown string
 }
 
 // validate returns ErrInvalidRecord unless hb can be stored.
@@ -135,8 +138,14 @@ func (hb Heartbeat) validate() error {
 	if hb.GPUUtil != nil && !fraction(*hb.GPUUtil) {
 		return invalid("gpu utilisation %v is not in [0, 1]", *hb.GPUUtil)
 	}
+	if len(hb.EngineDown) > maxEngineDownBytes {
+		return invalid("engine_down of %d bytes, at most %d", len(hb.EngineDown), maxEngineDownBytes)
+	}
 	return validateModels(hb.Models)
 }
+
+// maxEngineDownBytes bounds the stored reason an engine is down.
+const maxEngineDownBytes = 256
 
 // fraction reports whether v is a number in [0, 1].
 func fraction(v float64) bool {
@@ -160,13 +169,18 @@ type Node struct {
 	Running      int
 	KVCacheUsage float64
 	GPUUtil      *float64 // nil when the node reports no GPU telemetry
+	// EngineDown says why the node's engine is down, as its agent last
+	// reported; empty when it is up. A node whose engine is down is
+	// registered and beating, but not healthy.
+	EngineDown string
 }
 
-// Healthy reports whether the node may get new work at now: it is active
-// and beat within HealthyWithin. LastSeen is the Redis server's time; the
-// skew of a replica's clock against it is milliseconds against 10 s.
+// Healthy reports whether the node may get new work at now: it is active,
+// its engine is up, and it beat within HealthyWithin. LastSeen is the
+// Redis server's time; the skew of a replica's clock against it is
+// milliseconds against 10 s.
 func (n Node) Healthy(now time.Time) bool {
-	return n.State == StateActive && now.Sub(n.LastSeen) <= HealthyWithin
+	return n.State == StateActive && n.EngineDown == "" && now.Sub(n.LastSeen) <= HealthyWithin
 }
 
 // Serves returns the node's slot for model, if it serves it.

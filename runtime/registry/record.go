@@ -22,7 +22,8 @@ const (
 	fieldQueueDepth   = "queue_depth"   // absent until the first heartbeat
 	fieldRunning      = "running"
 	fieldKVCacheUsage = "kv_cache_usage"
-	fieldGPUUtil      = "gpu_util" // absent when the last beat had no GPU telemetry
+	fieldGPUUtil      = "gpu_util"    // absent when the last beat had no GPU telemetry
+	fieldEngineDown   = "engine_down" // why the node's engine is down; "" or absent when up
 )
 
 // recordFields returns r's static fields as HSET field, value pairs; the
@@ -56,6 +57,7 @@ func beatFields(hb Heartbeat) ([]any, error) {
 		fieldQueueDepth, strconv.Itoa(hb.QueueDepth),
 		fieldRunning, strconv.Itoa(hb.Running),
 		fieldKVCacheUsage, formatFloat(hb.KVCacheUsage),
+		fieldEngineDown, hb.EngineDown,
 	}
 	if hb.Models != nil {
 		models, err := json.Marshal(hb.Models)
@@ -100,6 +102,7 @@ func decodeNode(id string, h map[string]string) (Node, error) {
 		QueueDepth:   int(d.int(fieldQueueDepth, false)),
 		Running:      int(d.int(fieldRunning, false)),
 		KVCacheUsage: d.float(fieldKVCacheUsage),
+		EngineDown:   h[fieldEngineDown],
 	}
 	if _, ok := h[fieldGPUUtil]; ok {
 		v := d.float(fieldGPUUtil)
