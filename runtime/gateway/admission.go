@@ -44,7 +44,7 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 	if r := s.checkLimits(c, ctx, p, a); r != nil {
 		return nil, r
 	}
-	a.promptEstimate = tokens.EstimateChat(req.Messages)
+	a.promptEstimate = tokens.EstimateRequest(req)
 	res, err := s.cfg.Ledger.Reserve(ctx, ledger.Reservation{
 		RequestID: a.requestID, TeamID: p.TeamID, KeyID: p.KeyID, Model: req.Model,
 		PromptTokens: a.promptEstimate, MaxOutputTokens: dayCap(req.MaxOutputTokens(), a.tokensLeft, a.promptEstimate),

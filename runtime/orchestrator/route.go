@@ -30,7 +30,7 @@ const retryAfterLost = nodeproto.HeartbeatInterval
 // returns its stream once the first event is in hand. No node with room:
 // dispatch.ErrNoCapacity, and the gateway queues the request.
 func (o *Orchestrator) Dispatch(ctx context.Context, job *dispatch.Job) (dispatch.Stream, error) {
-	need := tokens.EstimateChat(job.Request.Messages) + job.Request.MaxOutputTokens()
+	need := tokens.EstimateRequest(job.Request) + job.Request.MaxOutputTokens()
 	o.await(job.Model, 1)
 	defer o.await(job.Model, -1)
 	var tried []string

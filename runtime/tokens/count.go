@@ -1,6 +1,7 @@
 package tokens
 
 import (
+	"encoding/json"
 	"unicode"
 	"unicode/utf8"
 
@@ -146,3 +147,56 @@ func wordTokens(bytes int) int64 {
 
 // asciiSpace marks the ASCII bytes unicode.IsSpace reports as space.
 var asciiSpace = [utf8.RuneSelf]bool{'\t': true, '\n': true, '\v': true, '\f': true, '\r': true, ' ': true}
+
+// MediaPartTokens is what the estimate counts for each part of a message
+// that is not text (an image, audio, a file): engines turn it into prompt
+// tokens by an encoder the gateway cannot run. 6,404 is the most Llama 3.2
+// Vision gives one image (4 tiles of 1,601); a model whose encoder gives
+// more per part needs a larger value here.
+const MediaPartTokens = 6404
+
+// EstimateRequest bounds the prompt tokens an engine counts for a whole
+// chat request: EstimateChat of its messages, plus what chat templates
+// render into the prompt besides the messages' text — the tool and
+// function definitions, the assistant messages' tool calls, the tool
+// messages' call ids, the messages' other fields — counted as raw JSON text the way EstimateChat
+// counts content, and MediaPartTokens for every part that is not text.
+func EstimateRequest(r *openai.ChatCompletionRequest) int64 {
+	n := EstimateChat(r.Messages) + estimateRaw(r.Tools) + estimateRaw(r.Functions) +
+		estimateRaw(r.ToolChoice) + estimateRaw(r.ResponseFormat)
+	for i := range r.Messages {
+		m := &r.Messages[i]
+		n += estimateRaw(m.ToolCalls) + wordTokens(len(m.ToolCallID)) + wordTokens(len(m.Name))
+		for _, v := range m.Extra {
+			n += estimateRaw(v) // fields a template may render, such as reasoning_content
+		}
+		n += MediaPartTokens * mediaParts(m.Content)
+	}
+	return n
+}
+
+// mediaParts counts the parts of an array content that are not text; a
+// string content has none. Only array contents are decoded, and only
+// their parts' types.
+func mediaParts(content []byte) int64 {
+	i := 0
+	for i < len(content) && asciiSpace[content[i]] {
+		i++
+	}
+	if i == len(content) || content[i] != '[' {
+		return 0
+	}
+	var parts []struct {
+		Type string `json:"type"`
+	}
+	if json.Unmarshal(content, &parts) != nil {
+		return 0
+	}
+	var n int64
+	for _, p := range parts {
+		if p.Type != "text" {
+			n++
+		}
+	}
+	return n
+}
