@@ -202,15 +202,21 @@ func (s *Server) finish(a *admission, out Outcome) {
 		s.cfg.Logger.Error("settle failed; the sweeper will close the row", "request_id", a.requestID, "err", err)
 		return
 	}
-	if o.Applied && o.Status == "settled" {
+	if o.Status != "settled" {
+		return
+	}
+	if o.Applied {
 		s.cfg.Metrics.settled(a.model, a.p.TeamName, o.CostMicrocredits, o.Usage.CompletionTokens)
-		if a.p.Limits.TokensPerDay <= 0 {
-			return // no daily limit: nothing to count
-		}
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
-		defer cancel()
-		if err := s.cfg.Limits.AddTokens(rctx, a.p.QuotaID(), o.Usage.PromptTokens+o.Usage.CompletionTokens); err != nil {
-			s.cfg.Logger.Warn("tokens-per-day counter not updated", "request_id", a.requestID, "err", err)
-		}
+	}
+	if a.p.Limits.TokensPerDay <= 0 {
+		return // no daily limit: nothing to count
+	}
+	// Counted once per request, whoever settled the row: a settle whose
+	// commit acknowledgement was lost, retried here, finds it settled
+	// (not applied) and still counts.
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	defer cancel()
+	if _, err := s.cfg.Limits.CountTokens(rctx, a.p.QuotaID(), a.requestID, o.Usage.PromptTokens+o.Usage.CompletionTokens); err != nil {
+		s.cfg.Logger.Warn("tokens-per-day counter not updated", "request_id", a.requestID, "err", err)
 	}
 }

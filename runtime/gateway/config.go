@@ -62,7 +62,7 @@ type Authenticator interface {
 type Limiter interface {
 	Admit(ctx context.Context, keyID, requestID string, lim quota.KeyLimits) (quota.AdmitDecision, error)
 	ReleaseStream(ctx context.Context, keyID, requestID string) error
-	AddTokens(ctx context.Context, keyID string, n int64) error
+	CountTokens(ctx context.Context, keyID, requestID string, n int64) (bool, error)
 }
 
 // Queue is the shared per-model queue (quota.Queue).

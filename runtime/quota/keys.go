@@ -30,6 +30,12 @@ func (k Keys) TokensPerDay(keyID string, t time.Time) string {
 	return k.prefix + "tpd:{" + keyID + "}:" + t.UTC().Format("20060102")
 }
 
+// TokensCounted marks a request whose tokens were counted on its key's
+// day, so that a second settle of it counts nothing.
+func (k Keys) TokensCounted(keyID, requestID string) string {
+	return k.prefix + "tpd:{" + keyID + "}:counted:" + requestID
+}
+
 // Queue is the sorted set of a model's waiting requests, scored by arrival
 // order.
 func (k Keys) Queue(model string) string {

@@ -20,6 +20,7 @@ var (
 	allowRequestScript  = script("time.lua", "rate_lib.lua", "rate_allow.lua")
 	admitScript         = script("time.lua", "streams_lib.lua", "rate_lib.lua", "admit.lua")
 	addTokensScript     = script("tokens_add.lua")
+	countTokensScript   = script("tokens_count.lua")
 	enqueueScript       = script("time.lua", "queue_lib.lua", "queue_enqueue.lua")
 	turnScript          = script("time.lua", "queue_lib.lua", "queue_turn.lua")
 	reinsertScript      = script("time.lua", "queue_lib.lua", "queue_reinsert.lua")

@@ -96,3 +96,36 @@ func TestAddTokensOnAdjustsTheAdmissionDay(t *testing.T) {
 		t.Errorf("a day past retention was written (%d, %v)", n, err)
 	}
 }
+
+// TestCountTokensOncePerRequest: a request's tokens count once on its
+// key's day however many settles report them.
+func TestCountTokensOncePerRequest(t *testing.T) {
+	env := testenv.Redis(t)
+	rdb := env.Client()
+	clock := &fakeNow{t: time.Date(2025, 3, 14, 18, 30, 0, 0, time.UTC)}
+	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Now: clock.Now})
+	ctx := context.Background()
+	for i, tc := range []struct {
+		rid       string
+		n         int64
+		want      bool
+		wantTotal int64
+	}{
+		{"req_a", 100, true, 100},
+		{"req_a", 100, false, 100}, // a retried settle
+		{"req_b", 40, true, 140},
+		{"req_a", 7, false, 140}, // the sweeper, later
+	} {
+		counted, err := l.CountTokens(ctx, "k_once", tc.rid, tc.n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		total, _ := rdb.Get(ctx, l.Keys().TokensPerDay("k_once", clock.t)).Int64()
+		if counted != tc.want || total != tc.wantTotal {
+			t.Errorf("call %d (%s, %d): counted %v, day %d; want %v, %d", i, tc.rid, tc.n, counted, total, tc.want, tc.wantTotal)
+		}
+	}
+	if ttl := rdb.PTTL(ctx, l.Keys().TokensCounted("k_once", "req_a")).Val(); ttl <= 0 || ttl > countedRetention {
+		t.Errorf("the marker's TTL is %v, want within (0, %v]", ttl, countedRetention)
+	}
+}
