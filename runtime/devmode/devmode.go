@@ -110,7 +110,11 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := db.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
-	led, err := ledger.New(db, ledger.Config{Completions: orchestrator.NewCompletionLog(rdb, redisPrefix), Logger: cfg.Logger})
+	swept, err := frontdoor.SweptTokens(rdb, redisPrefix, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	led, err := ledger.New(db, ledger.Config{Completions: orchestrator.NewCompletionLog(rdb, redisPrefix), Logger: cfg.Logger, SweptSettle: swept})
 	if err != nil {
 		return err
 	}

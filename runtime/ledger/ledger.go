@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -66,6 +67,10 @@ type Config struct {
 	Completions CompletionLog
 	// Logger receives sweep results and overdrafts; nil discards them.
 	Logger *slog.Logger
+	// SweptSettle, when set, is told of each row the sweeper settled, after
+	// its commit: the gateway counts the request's tokens on its key's day
+	// from it, as it does for the rows it settles itself.
+	SweptSettle func(ctx context.Context, o Outcome)
 }
 
 // withDefaults validates c and fills its zero fields.

@@ -107,6 +107,9 @@ func (l *Ledger) sweepRow(ctx context.Context, requestID string, res *SweepResul
 			}
 			if out.Applied {
 				res.Settled++
+				if l.cfg.SweptSettle != nil {
+					l.cfg.SweptSettle(ctx, out)
+				}
 			}
 			return nil
 		}

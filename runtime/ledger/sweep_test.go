@@ -180,3 +180,27 @@ func TestRunSweepsUntilCancelled(t *testing.T) {
 		}
 	})
 }
+
+// TestSweptSettleTold: the hook hears of each row the sweeper settled,
+// once, with its usage, and not of rows it cancelled.
+func TestSweptSettleTold(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, f *fixture) {
+		team := f.team(t, "a", 100_000)
+		f.reserve(t, req("reported", team))
+		f.reserve(t, req("silent", team))
+		nodeUsage := Usage{PromptTokens: 100, CompletionTokens: 25}
+		f.log.report("reported", nodeUsage)
+		var told []Outcome
+		l := f.ledger(t, Config{SweepAfter: time.Minute, Completions: f.log,
+			SweptSettle: func(_ context.Context, o Outcome) { told = append(told, o) }})
+		f.clock.Advance(time.Minute + time.Second)
+		for range 2 {
+			if _, err := l.Sweep(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(told) != 1 || told[0].RequestID != "reported" || told[0].Usage != nodeUsage || told[0].Status != StatusSettled {
+			t.Errorf("told %+v, want the one settled row with its usage", told)
+		}
+	})
+}

@@ -127,7 +127,11 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	// The sweeper settles orphaned rows from the nodes' done frames, which
 	// the orchestrators keep in Redis.
 	completions := orchestrator.NewCompletionLog(rdb, cfg.RedisPrefix)
-	if cfg.Ledger, err = ledger.New(db, ledger.Config{Completions: completions, Logger: cfg.Logger}); err != nil {
+	swept, err := frontdoor.SweptTokens(rdb, cfg.RedisPrefix, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	if cfg.Ledger, err = ledger.New(db, ledger.Config{Completions: completions, Logger: cfg.Logger, SweptSettle: swept}); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
