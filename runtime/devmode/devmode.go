@@ -22,6 +22,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/settlelog"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/urlguard"
 )
@@ -114,7 +115,8 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	led, err := ledger.New(db, ledger.Config{Completions: orchestrator.NewCompletionLog(rdb, redisPrefix), Logger: cfg.Logger, SweptSettle: swept})
+	logs := ledger.CompletionLogs{settlelog.New(rdb, redisPrefix, cfg.Logger), orchestrator.NewCompletionLog(rdb, redisPrefix)}
+	led, err := ledger.New(db, ledger.Config{Completions: logs, Logger: cfg.Logger, SweptSettle: swept})
 	if err != nil {
 		return err
 	}

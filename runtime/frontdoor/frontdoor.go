@@ -23,6 +23,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/registry"
+	"github.com/llmplat/llmplat/runtime/settlelog"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/urlguard"
 )
@@ -102,6 +103,14 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 	if err != nil {
 		return Front{}, err
 	}
+	// Settles the database refused wait in Redis and are replayed here;
+	// their tokens count on the key's day as the gateway's own do.
+	settles := settlelog.New(cfg.Redis, cfg.RedisPrefix, cfg.Logger)
+	countSettled, err := SweptTokens(cfg.Redis, cfg.RedisPrefix, cfg.Logger)
+	if err != nil {
+		return Front{}, err
+	}
+	g.Go(func() error { return settles.Run(ctx, cfg.Ledger, countSettled) })
 	reg := prometheus.NewRegistry()
 	gw, err := gateway.New(gateway.Config{
 		TLSCertFile:       cfg.TLSCertFile,
@@ -112,6 +121,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		Limits:            lim,
 		Queue:             queue,
 		Ledger:            cfg.Ledger,
+		Settles:           settles,
 		URLGuard:          cfg.URLGuard,
 		Metrics:           gateway.NewMetrics(reg),
 		Admin:             adminAPI,

@@ -168,29 +168,62 @@ func (s *Server) giveBackSlot(ctx context.Context, a *admission) {
 	}
 }
 
-// finish settles the ledger row from how the relay ended: the engine's
+// settleOf is the one rule for how a request's row ends: the engine's
 // exact usage when it arrived; the tokens produced so far when the client
-// left or the engine broke (the prompt counted at its reserved estimate);
-// a cancel when nothing was produced. Settle is idempotent, so a retry
-// after a blip cannot debit twice.
+// left or the engine broke, the prompt counted at its reserved estimate
+// when the engine's usage never came; a cancel (settle false) when nothing
+// was produced.
+func settleOf(a *admission, out Outcome) (u ledger.Usage, src ledger.Source, settle bool) {
+	switch {
+	case out.State == Completed && out.Usage:
+		return ledger.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens}, ledger.SourceExact, true
+	case out.CompletionTokens > 0 || out.Usage:
+		prompt := out.PromptTokens
+		if !out.Usage {
+			prompt = a.promptEstimate
+		}
+		return ledger.Usage{PromptTokens: prompt, CompletionTokens: out.CompletionTokens}, ledger.SourcePartial, true
+	}
+	return ledger.Usage{}, "", false
+}
+
+// keepTimeout bounds keeping a settle in the settle log.
+const keepTimeout = 2 * time.Second
+
+// keep saves a settle the database refused for the settle log's replayer
+// (tokens were delivered: they must be billed once the database is back).
+// A refused cancel needs nothing: the sweeper cancels the row.
+func (s *Server) keep(a *admission, u ledger.Usage, src ledger.Source, settle bool, cause error) {
+	if !settle || s.cfg.Settles == nil {
+		s.cfg.Logger.Error("settle failed; the sweeper will close the row", "request_id", a.requestID, "err", cause)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
+	defer cancel()
+	if err := s.cfg.Settles.Keep(ctx, a.requestID, u, src); err != nil {
+		s.cfg.Logger.Error("settle failed and could not be kept; the sweeper will close the row from the node's counts, if any",
+			"request_id", a.requestID, "err", cause, "keep_err", err)
+		return
+	}
+	s.cfg.Logger.Warn("settle failed; kept for replay when the database is back", "request_id", a.requestID, "err", cause,
+		"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens)
+}
+
+// finish settles the ledger row from how the relay ended (settleOf).
+// Settle is idempotent, so a retry after a blip cannot debit twice; a
+// settle the database refuses is kept for replay (keep).
 func (s *Server) finish(a *admission, out Outcome) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
+	u, src, settle := settleOf(a, out)
 	var (
 		o   ledger.Outcome
 		err error
 	)
 	for range settleAttempts {
-		switch {
-		case out.State == Completed && out.Usage:
-			o, err = s.cfg.Ledger.Settle(ctx, a.requestID, ledger.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens}, ledger.SourceExact)
-		case out.CompletionTokens > 0 || out.Usage:
-			prompt := out.PromptTokens
-			if !out.Usage {
-				prompt = a.promptEstimate
-			}
-			o, err = s.cfg.Ledger.Settle(ctx, a.requestID, ledger.Usage{PromptTokens: prompt, CompletionTokens: out.CompletionTokens}, ledger.SourcePartial)
-		default:
+		if settle {
+			o, err = s.cfg.Ledger.Settle(ctx, a.requestID, u, src)
+		} else {
 			o, err = s.cfg.Ledger.Cancel(ctx, a.requestID)
 		}
 		if err == nil {
@@ -199,7 +232,7 @@ func (s *Server) finish(a *admission, out Outcome) {
 		time.Sleep(settleRetryPause)
 	}
 	if err != nil {
-		s.cfg.Logger.Error("settle failed; the sweeper will close the row", "request_id", a.requestID, "err", err)
+		s.keep(a, u, src, settle, err)
 		return
 	}
 	if o.Status != "settled" {

@@ -79,6 +79,12 @@ type Ledger interface {
 	Usage(ctx context.Context, teamID int64, from, to time.Time) ([]ledger.ModelUsage, error)
 }
 
+// SettleKeeper keeps a settle the database could not take, for replay
+// once it can (settlelog.Log).
+type SettleKeeper interface {
+	Keep(ctx context.Context, requestID string, u ledger.Usage, src ledger.Source) error
+}
+
 // Catalog lists the models the platform serves.
 type Catalog interface {
 	Models(ctx context.Context) ([]openai.Model, error)
@@ -107,6 +113,10 @@ type Config struct {
 	Limits     Limiter
 	Queue      Queue
 	Ledger     Ledger
+	// Settles keeps the settles the database could not take (PostgreSQL
+	// down), so delivered tokens are billed once it is back; nil means
+	// they are logged and left to the sweeper.
+	Settles SettleKeeper
 	// URLGuard refuses bodies that point at internal URLs; nil means a
 	// guard with the default resolver.
 	URLGuard *urlguard.Guard

@@ -28,6 +28,7 @@ type freezeProxy struct {
 	target string
 	mu     sync.Mutex
 	frozen bool
+	down   bool          // cut: connections closed, new ones refused
 	thaw   chan struct{} // closed when the proxy thaws
 	conns  []net.Conn
 	wg     sync.WaitGroup
@@ -53,6 +54,13 @@ func (p *freezeProxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			c.Close()
+			continue
 		}
 		u, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -104,6 +112,24 @@ func (p *freezeProxy) unfreeze() {
 		p.frozen = false
 		close(p.thaw)
 	}
+}
+
+// cut closes every connection and refuses new ones until restore, as a
+// server that went down.
+func (p *freezeProxy) cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+}
+
+func (p *freezeProxy) restore() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = false
 }
 
 func (p *freezeProxy) close() {

@@ -58,6 +58,7 @@ type stackOpts struct {
 // orchestrator.
 type stack struct {
 	t      *testing.T
+	dsn    string // the test's database
 	db     *store.DB
 	led    *ledger.Ledger
 	adm    *admin.SQLStore
@@ -75,7 +76,8 @@ func newStack(t *testing.T, o stackOpts) *stack {
 		o.timeScale = 200
 	}
 	ctx := context.Background()
-	db, err := store.Open(ctx, testenv.Postgres(t))
+	dsn := testenv.Postgres(t)
+	db, err := store.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +92,7 @@ func newStack(t *testing.T, o stackOpts) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &stack{t: t, db: db, led: led, adm: admin.NewSQLStore(db), redis: testenv.Redis(t),
+	s := &stack{t: t, dsn: dsn, db: db, led: led, adm: admin.NewSQLStore(db), redis: testenv.Redis(t),
 		sims: map[string]*enginesim.Sim{}, opts: o, logs: &syncBuffer{}}
 	targets := map[string][]dispatch.Target{}
 	for _, name := range []string{"llama-8b", "qwen-32b"} {
@@ -147,8 +149,9 @@ func (s *stack) startEngine(model string) string {
 
 // gateway starts one more gateway replica on the shared database, Redis
 // and engines, with its own Redis clients and key cache, as a separate
-// process would have, and returns its base URL.
-func (s *stack) gateway() string {
+// process would have, and returns its base URL. configure adjusts its
+// config last.
+func (s *stack) gateway(configure ...func(*Config)) string {
 	t := s.t
 	rdb := s.redis.Client()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -173,7 +176,7 @@ func (s *stack) gateway() string {
 	if s.opts.wrapLedger != nil {
 		led = s.opts.wrapLedger(led)
 	}
-	gw, err := New(Config{
+	cfg := Config{
 		Dispatcher:        s.direct,
 		Catalog:           NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
 		Auth:              &auth.Authenticator{Keys: keys},
@@ -185,7 +188,11 @@ func (s *stack) gateway() string {
 		FirstTokenTimeout: s.opts.firstTokenTimeout,
 		StreamIdleTimeout: s.opts.streamIdleTimeout,
 		Logger:            slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	gw, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

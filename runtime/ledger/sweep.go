@@ -145,3 +145,20 @@ func (l *Ledger) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// CompletionLogs asks each log in turn: the first that knows a request
+// answers for it. An error of one log leaves the row for a later sweep.
+type CompletionLogs []CompletionLog
+
+var _ CompletionLog = CompletionLogs(nil)
+
+// Completion implements CompletionLog.
+func (c CompletionLogs) Completion(ctx context.Context, requestID string) (Usage, bool, error) {
+	for _, l := range c {
+		u, ok, err := l.Completion(ctx, requestID)
+		if err != nil || ok {
+			return u, ok, err
+		}
+	}
+	return Usage{}, false, nil
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/settlelog"
 )
 
 func init() {
@@ -131,7 +132,10 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Ledger, err = ledger.New(db, ledger.Config{Completions: completions, Logger: cfg.Logger, SweptSettle: swept}); err != nil {
+	// The sweeper settles an orphan from the gateway's kept settle when the
+	// database refused it, else from a node's done record.
+	logs := ledger.CompletionLogs{settlelog.New(rdb, cfg.RedisPrefix, cfg.Logger), completions}
+	if cfg.Ledger, err = ledger.New(db, ledger.Config{Completions: logs, Logger: cfg.Logger, SweptSettle: swept}); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
