@@ -140,10 +140,10 @@ func (l *Ledger) reserveTx(ctx context.Context, tx *sql.Tx, r Reservation) (Rese
 	}
 	res, err := tx.ExecContext(ctx, `INSERT INTO usage_ledger
 		(request_id, team_id, key_id, model, reserved_microcredits, prompt_price_micro_per_mtok,
-		 completion_price_micro_per_mtok, max_output_tokens, status, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'reserved', $9)
+		 completion_price_micro_per_mtok, max_output_tokens, status, created_at, prompt_tokens)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'reserved', $9, $10)
 		ON CONFLICT (request_id) DO NOTHING`,
-		r.RequestID, r.TeamID, keyID, r.Model, est, m.promptPrice, m.completionPrice, maxOut, l.now())
+		r.RequestID, r.TeamID, keyID, r.Model, est, m.promptPrice, m.completionPrice, maxOut, l.now(), r.PromptTokens)
 	if err != nil {
 		return Reserved{}, fmt.Errorf("insert reservation: %w", err)
 	}
@@ -191,8 +191,8 @@ var reserveFastSQL = `WITH m AS (
 )
 INSERT INTO usage_ledger
 	(request_id, team_id, key_id, model, reserved_microcredits, prompt_price_micro_per_mtok,
-	 completion_price_micro_per_mtok, max_output_tokens, status, created_at)
-SELECT $1, $2, $6, $3, est, pp, cp, max_out, 'reserved', $7 FROM hold
+	 completion_price_micro_per_mtok, max_output_tokens, status, created_at, prompt_tokens)
+SELECT $1, $2, $6, $3, est, pp, cp, max_out, 'reserved', $7, $4 FROM hold
 RETURNING reserved_microcredits, max_output_tokens`
 
 // reserveFast tries the common reservation in one statement (PostgreSQL

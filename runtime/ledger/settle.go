@@ -102,6 +102,13 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 		if row.status != StatusReserved {
 			return nil
 		}
+		if status == StatusSettled && (src == SourcePartial || src == SourceNodeLog) {
+			var produced bool
+			u, produced = partialUsage(u, row.usage.PromptTokens)
+			if !produced {
+				status = StatusCancelled
+			}
+		}
 		var cost int64
 		var from any // settled_from is NULL unless settled
 		if status == StatusSettled {
@@ -181,4 +188,19 @@ func (r ledgerRow) outcome() Outcome {
 		RequestID: r.requestID, TeamID: r.teamID, KeyID: r.keyID, Model: r.model, Status: r.status, Source: r.source,
 		Usage: r.usage, CostMicrocredits: r.cost,
 	}
+}
+
+// partialUsage is the one rule for a request that did not finish: nothing
+// produced (no output and no prompt count) cancels it; output without a
+// prompt count (a stream that broke before the engine's usage came, a
+// node's done record of an abort) bills the prompt at the reservation's
+// estimate, kept in the reserved row's prompt_tokens.
+func partialUsage(u Usage, promptEstimate int64) (Usage, bool) {
+	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
+		return u, false
+	}
+	if u.PromptTokens == 0 {
+		u.PromptTokens = promptEstimate
+	}
+	return u, true
 }
