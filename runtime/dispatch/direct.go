@@ -152,10 +152,10 @@ func EngineBody(req *openai.ChatCompletionRequest, servedName string) ([]byte, e
 	r := *req
 	r.Model = servedName
 	r.Stream = true
-	so := openai.StreamOptions{IncludeUsage: true}
-	if req.StreamOptions != nil {
-		so.ContinuousUsageStats = req.StreamOptions.ContinuousUsageStats
-	}
+	// Continuous usage gives a stream that breaks exact counts to settle
+	// from; the gateway strips it from what the client did not ask for.
+	continuous := true
+	so := openai.StreamOptions{IncludeUsage: true, ContinuousUsageStats: &continuous}
 	r.StreamOptions = &so
 	b, err := json.Marshal(r)
 	if err != nil {
@@ -276,12 +276,15 @@ func ParseEvent(data []byte) Event {
 	}
 	if bytes.Contains(data, []byte(`"usage":{`)) {
 		var c struct {
-			Choices []json.RawMessage `json:"choices"`
-			Usage   *openai.Usage     `json:"usage"`
+			Choices json.RawMessage `json:"choices"`
+			Usage   *openai.Usage   `json:"usage"`
 		}
-		if json.Unmarshal(data, &c) == nil && c.Usage != nil && len(c.Choices) == 0 {
-			ev.Usage = c.Usage
-			return ev
+		if json.Unmarshal(data, &c) == nil && c.Usage != nil {
+			if string(bytes.Join(bytes.Fields(c.Choices), nil)) == "[]" {
+				ev.Usage = c.Usage // the final usage chunk
+				return ev
+			}
+			ev.Progress = c.Usage // a running count on an output chunk
 		}
 	}
 	if hasContent(data) || hasOtherOutput(data) {

@@ -56,6 +56,11 @@ type Event struct {
 	// platform can tell without a tokenizer: one per content chunk. It backs
 	// the partial settle of a stream that breaks before its usage arrives.
 	Tokens int64
+	// Progress is the engine's running count on a content chunk (vLLM's
+	// stream_options.continuous_usage_stats, which dispatchers ask for):
+	// the exact prompt and the completion so far. A stream that breaks
+	// settles from the last one instead of from Tokens and an estimate.
+	Progress *openai.Usage
 }
 
 // Sentinel errors a Dispatcher returns.

@@ -21,7 +21,7 @@ func (s *Sim) serveStream(ctx context.Context, w http.ResponseWriter, job *chatJ
 	w.WriteHeader(http.StatusOK)
 	rc := http.NewResponseController(w)
 	_ = rc.Flush() // a client that is gone shows up as the context ending
-	cw := s.newChunkWriter(w, job)
+	cw := s.newChunkWriter(w, job, seq.prompt)
 	if err := s.admit(ctx, seq); err != nil {
 		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
 			_ = cw.fail(err) // nothing more to do if the client is gone
@@ -48,7 +48,7 @@ func (s *Sim) serveStream(ctx context.Context, w http.ResponseWriter, job *chatJ
 				first = false
 			}
 			completion += n
-			if cw.content(text, finish) != nil {
+			if cw.content(text, finish, completion) != nil {
 				s.sched.abort(seq)
 				return
 			}
@@ -155,10 +155,17 @@ func failure(err error, running bool) (int, string) {
 type chunkWriter struct {
 	sse   *openai.SSEWriter
 	chunk openai.ChatCompletionChunk
+	// continuous puts the running usage on every chunk, as vLLM does for
+	// stream_options {include_usage, continuous_usage_stats}; prompt is the
+	// count it reports.
+	continuous bool
+	prompt     int64
 }
 
-func (s *Sim) newChunkWriter(w http.ResponseWriter, job *chatJob) *chunkWriter {
-	return &chunkWriter{sse: openai.NewSSEWriter(w), chunk: openai.ChatCompletionChunk{
+func (s *Sim) newChunkWriter(w http.ResponseWriter, job *chatJob, prompt int64) *chunkWriter {
+	so := job.req.StreamOptions
+	continuous := so != nil && so.IncludeUsage && so.ContinuousUsageStats != nil && *so.ContinuousUsageStats
+	return &chunkWriter{sse: openai.NewSSEWriter(w), continuous: continuous, prompt: prompt, chunk: openai.ChatCompletionChunk{
 		ID:      job.id,
 		Object:  openai.ObjectChatCompletionChunk,
 		Created: job.created,
@@ -169,10 +176,11 @@ func (s *Sim) newChunkWriter(w http.ResponseWriter, job *chatJob) *chunkWriter {
 
 func (c *chunkWriter) role() error {
 	c.chunk.Choices[0] = openai.ChunkChoice{Delta: openai.Delta{Role: "assistant", Content: openai.String("")}}
-	return c.sse.WriteJSON(&c.chunk)
+	return c.write(0)
 }
 
-func (c *chunkWriter) content(text []byte, finish string) error {
+// content writes a content chunk; completion is the count so far.
+func (c *chunkWriter) content(text []byte, finish string, completion int64) error {
 	t := string(text)
 	ch := openai.ChunkChoice{Delta: openai.Delta{Content: &t}}
 	if finish != "" {
@@ -180,12 +188,22 @@ func (c *chunkWriter) content(text []byte, finish string) error {
 		ch.StopReason = openai.Null()
 	}
 	c.chunk.Choices[0] = ch
+	return c.write(completion)
+}
+
+// write writes the current chunk, with the running usage when asked.
+func (c *chunkWriter) write(completion int64) error {
+	c.chunk.Usage = nil
+	if c.continuous {
+		c.chunk.Usage = openai.NewUsage(c.prompt, completion)
+	}
 	return c.sse.WriteJSON(&c.chunk)
 }
 
 func (c *chunkWriter) usage(prompt, completion int64) error {
 	u := c.chunk
 	u.Choices = []openai.ChunkChoice{}
+	u.Usage = nil
 	u.Usage = openai.NewUsage(prompt, completion)
 	return c.sse.WriteJSON(&u)
 }

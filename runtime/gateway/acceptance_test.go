@@ -381,13 +381,17 @@ func TestStalledEngineEndsTheStream(t *testing.T) {
 	team := s.team("t", 100*credit)
 	key := s.key(admin.CreateKeyRequest{TeamID: team})
 	start := time.Now()
-	resp, err := s.post(context.Background(), s.url, key, chatBody("llama-8b", true, 200))
+	// The client asks for the running usage, so it sees the count the
+	// engine had reached when it stalled.
+	body := `{"model":"llama-8b","stream":true,"max_tokens":200,"stream_options":{"include_usage":true,"continuous_usage_stats":true},"messages":[{"role":"user","content":"a secret prompt about llamas"}]}`
+	resp, err := s.post(context.Background(), s.url, key, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	r := oa.NewSSEReader(resp.Body)
 	var content, errEvents int
+	var last oa.Usage
 	done := false
 	for !done {
 		data, err := r.Next()
@@ -400,17 +404,30 @@ func TestStalledEngineEndsTheStream(t *testing.T) {
 			errEvents++
 		case strings.Contains(string(data), `"content":"`) && !strings.Contains(string(data), `"content":""`):
 			content++
+			var c oa.ChatCompletionChunk
+			if err := json.Unmarshal(data, &c); err != nil || c.Usage == nil {
+				t.Fatalf("content chunk without the running usage the client asked for: %s", data)
+			}
+			last = *c.Usage
 		}
 	}
-	if took := time.Since(start); took > 5*time.Second {
+	// Without the idle timer the stream would hang for the request's 9
+	// minutes; a minute is far beyond any machine's delay.
+	if took := time.Since(start); took > time.Minute {
 		t.Errorf("the stalled stream ended after %v", took)
 	}
 	if errEvents != 1 || content == 0 || content > 5 {
 		t.Errorf("%d content chunks and %d error events, want 1–5 and 1", content, errEvents)
 	}
+	// The engine's running usage makes the partial settle exact: the
+	// tokens it streamed before it stalled (at least 5; a chunk may carry
+	// several) and its own prompt count rather than the gateway's estimate.
 	row := s.waitRow(resp.Header.Get("X-Request-Id"))
-	if row.status != "settled" || row.from != "partial" || row.completion != int64(content) {
-		t.Errorf("row = %+v, want settled partial with the %d tokens relayed", row, content)
+	if st := s.sims["llama-8b"].Stats(); row.status != "settled" || row.from != "partial" ||
+		row.completion != last.CompletionTokens || last.CompletionTokens < 5 ||
+		row.prompt != st.PromptTokens || row.prompt != last.PromptTokens {
+		t.Errorf("row = %+v, want settled partial with the engine's last running usage %+v (engine prompt %d, %d chunks relayed)",
+			row, last, st.PromptTokens, content)
 	}
 	if !strings.Contains(s.logs.String(), "engine went silent mid-stream") {
 		t.Error("the stall was not logged")

@@ -70,7 +70,8 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		return
 	}
 	defer stream.Close()
-	stream = withModelName(stream, a.model)
+	view := newClientView(stream, a.model, wantsContinuousUsage(req))
+	stream = view
 	// The prompt went to the engine. Read what the relay needs now and use
 	// req no more, so the prompt is not kept alive for the stream's minutes.
 	streamed, wantUsage := req.Stream, req.WantsUsage()
@@ -95,6 +96,12 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	if errors.Is(context.Cause(dctx), errStreamIdle) {
 		s.cfg.Logger.Warn("engine went silent mid-stream", "request_id", a.requestID, "model", a.model,
 			"idle_timeout", s.cfg.StreamIdleTimeout.String())
+	}
+	if p := view.progress; p != nil && !out.Usage {
+		// The engine's running count is exact where the relay's count of
+		// chunks is not: a stream that broke settles from it.
+		out.Usage = true
+		out.PromptTokens, out.CompletionTokens = p.PromptTokens, max(p.CompletionTokens, out.CompletionTokens)
 	}
 	s.finish(a, out)
 	s.cfg.Metrics.finished(a.model, out, time.Since(start))

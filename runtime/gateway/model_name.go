@@ -5,32 +5,120 @@ import (
 	"encoding/json"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/openai"
 )
 
-// modelNamedStream shows the client the model it asked for: an engine
-// answers with its served name ("sim-8b", "meta-llama/Llama-3.1-8B-Instruct"),
-// which is the platform's business, not the client's.
-type modelNamedStream struct {
+// clientView shows the client the answer it asked for: the model it named,
+// not the engine's served name ("sim-8b", "meta-llama/Llama-3.1-8B-Instruct"),
+// which is the platform's business; and the running usage the platform
+// asks engines for on every chunk only when the client asked for it too.
+// It keeps the last running count, for the settle of a stream that breaks.
+type clientView struct {
 	dispatch.Stream
-	quoted []byte // the platform model's name as a JSON string
+	quoted     []byte // the platform model's name as a JSON string
+	continuous bool   // the client asked for continuous usage stats
+	progress   *openai.Usage
 }
 
-// withModelName wraps st so every chunk names model.
-func withModelName(st dispatch.Stream, model string) dispatch.Stream {
-	quoted, err := json.Marshal(model)
-	if err != nil {
-		return st
-	}
-	return &modelNamedStream{Stream: st, quoted: quoted}
+// newClientView wraps st for a request for model; continuous says whether
+// the client asked for a running usage on every chunk.
+func newClientView(st dispatch.Stream, model string, continuous bool) *clientView {
+	quoted, _ := json.Marshal(model) // a string always marshals
+	return &clientView{Stream: st, quoted: quoted, continuous: continuous}
+}
+
+// wantsContinuousUsage reports whether a request asked for vLLM's running
+// usage on every chunk.
+func wantsContinuousUsage(req *openai.ChatCompletionRequest) bool {
+	so := req.StreamOptions
+	return so != nil && so.IncludeUsage && so.ContinuousUsageStats != nil && *so.ContinuousUsageStats
 }
 
 // Recv implements dispatch.Stream.
-func (s *modelNamedStream) Recv() (dispatch.Event, error) {
+func (s *clientView) Recv() (dispatch.Event, error) {
 	ev, err := s.Stream.Recv()
-	if err == nil && ev.Err == nil {
-		ev.Data = renameModel(ev.Data, s.quoted)
+	if err != nil || ev.Err != nil {
+		return ev, err
 	}
-	return ev, err
+	if ev.Progress != nil {
+		u := *ev.Progress
+		s.progress = &u
+		if !s.continuous {
+			ev.Data = stripUsage(ev.Data)
+		}
+	}
+	ev.Data = renameModel(ev.Data, s.quoted)
+	return ev, nil
+}
+
+// stripUsage returns chunk without its "usage" member (an object of
+// numbers and nested objects), or chunk itself when it has none or its
+// shape is not understood.
+func stripUsage(chunk []byte) []byte {
+	const key = `"usage":`
+	i := bytes.Index(chunk, []byte(key))
+	if i < 0 {
+		return chunk
+	}
+	start := i + len(key)
+	for start < len(chunk) && (chunk[start] == ' ' || chunk[start] == '\t') {
+		start++
+	}
+	if start >= len(chunk) || chunk[start] != '{' {
+		return chunk
+	}
+	end, depth := start, 0
+	for ; end < len(chunk); end++ {
+		switch chunk[end] {
+		case '"':
+			for end++; end < len(chunk) && chunk[end] != '"'; end++ {
+				if chunk[end] == '\\' {
+					end++
+				}
+			}
+		case '{':
+			depth++
+		case '}':
+			depth--
+		}
+		if depth == 0 {
+			break
+		}
+	}
+	if depth != 0 {
+		return chunk
+	}
+	end++ // past the closing brace
+	// Take the comma on one side with the member.
+	from, to := i, end
+	if j := lastNonSpace(chunk[:from]); j >= 0 && chunk[j] == ',' {
+		from = j
+	} else if k := firstNonSpace(chunk[to:]); k >= 0 && chunk[to+k] == ',' {
+		to += k + 1
+	} else {
+		return chunk
+	}
+	out := make([]byte, 0, len(chunk)-(to-from))
+	out = append(out, chunk[:from]...)
+	return append(out, chunk[to:]...)
+}
+
+func lastNonSpace(b []byte) int {
+	for j := len(b) - 1; j >= 0; j-- {
+		if b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+			return j
+		}
+	}
+	return -1
+}
+
+func firstNonSpace(b []byte) int {
+	for k, c := range b {
+		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+			return k
+		}
+	}
+	return -1
 }
 
 // renameModel returns chunk with the value of its "model" member replaced

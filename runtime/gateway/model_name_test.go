@@ -66,3 +66,24 @@ func TestResponsesNameTheRequestedModel(t *testing.T) {
 		})
 	}
 }
+
+func TestStripUsage(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"usage last", `{"id":"c","choices":[{"delta":{"content":"hi"}}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`,
+			`{"id":"c","choices":[{"delta":{"content":"hi"}}]}`},
+		{"usage first", `{"usage":{"prompt_tokens":3,"completion_tokens":1},"choices":[]}`, `{"choices":[]}`},
+		{"nested details", `{"choices":[],"usage":{"prompt_tokens":3,"prompt_tokens_details":{"cached_tokens":0},"completion_tokens":1}}`, `{"choices":[]}`},
+		{"spaces", `{"choices": [], "usage": {"prompt_tokens": 3}}`, `{"choices": []}`},
+		{"no usage", `{"choices":[]}`, `{"choices":[]}`},
+		{"usage null", `{"choices":[],"usage":null}`, `{"choices":[],"usage":null}`},
+		{"content mentions usage", `{"choices":[{"delta":{"content":"\"usage\":{}"}}],"usage":{"prompt_tokens":1}}`, `{"choices":[{"delta":{"content":"\"usage\":{}"}}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := string(stripUsage([]byte(tt.in)))
+			if got != tt.want {
+				t.Errorf("stripUsage(%s) = %s, want %s", tt.in, got, tt.want)
+			}
+		})
+	}
+}

@@ -121,6 +121,7 @@ func (s *session) relay(sctx, rctx context.Context, r *inflight, id string, st d
 type tally struct {
 	seq, completion int64
 	usage           *openai.Usage
+	progress        *openai.Usage // the engine's last running count
 	finish          string
 }
 
@@ -130,17 +131,24 @@ func (t *tally) add(ev dispatch.Event) {
 	if ev.Usage != nil {
 		t.usage = ev.Usage
 	}
+	if ev.Progress != nil {
+		t.progress = ev.Progress
+	}
 	if r := finishReason(ev.Data); r != "" {
 		t.finish = r
 	}
 }
 
 // done returns the request's done record: the engine's usage counts when
-// its usage chunk came, else the content chunks read.
+// its usage chunk came, else its last running count (exact up to the
+// chunk it came with), else the output chunks read.
 func (t *tally) done(id, finish string) *nodeproto.Done {
 	d := &nodeproto.Done{RequestID: id, CompletionTokens: t.completion, FinishReason: finish}
-	if t.usage != nil {
+	switch {
+	case t.usage != nil:
 		d.PromptTokens, d.CompletionTokens = t.usage.PromptTokens, t.usage.CompletionTokens
+	case t.progress != nil:
+		d.PromptTokens, d.CompletionTokens = t.progress.PromptTokens, max(t.progress.CompletionTokens, t.completion)
 	}
 	return d
 }
