@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -249,6 +250,10 @@ func limitRequest(c *gin.Context) {
 	c.Next()
 }
 
+// codeBalanceRange is the 409 of a credit that would take a balance past
+// ledger.MaxBalance.
+const codeBalanceRange = "balance_out_of_range"
+
 // fail answers an error from a store, the ledger or a hook; param names
 // the field at fault and what the resource a 404 is about.
 func (a *API) fail(c *gin.Context, err error, param, what string) {
@@ -260,6 +265,9 @@ func (a *API) fail(c *gin.Context, err error, param, what string) {
 		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeConflict, "name", "another team has that name")
 	case errors.Is(err, ErrKeyRevoked):
 		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeKeyRevoked, "", "the api key is revoked")
+	case errors.Is(err, ledger.ErrBalanceOutOfRange):
+		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeBalanceRange, "amount_microcredits",
+			fmt.Sprintf("the credit would take the team's balance past ±%d micro-credits", int64(ledger.MaxBalance)))
 	case errors.Is(err, ledger.ErrInvalidInput):
 		writeError(c, http.StatusBadRequest, openai.TypeInvalidRequest, codeInvalidValue, "", "the ledger refused the values")
 	case errors.Is(err, ErrTeamNotFound), errors.Is(err, ledger.ErrUnknownTeam):

@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"testing"
+
+	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
 func TestTeamsAPI(t *testing.T) {
@@ -92,6 +94,19 @@ func TestCreditsAPI(t *testing.T) {
 			wantAPIError(t, "zero grant", err, http.StatusBadRequest, "amount_microcredits")
 			_, err = c.AddCredit(ctx, CreditRequest{TeamID: team, AmountMicrocredits: 1})
 			wantAPIError(t, "grant without a key", err, http.StatusBadRequest, "idempotency_key")
+			// A run of grants may not overflow the balance: the one that would
+			// pass ledger.MaxBalance is a 409 naming the amount, not a 500.
+			if _, err := h.db.ExecContext(ctx, "UPDATE teams SET balance_microcredits = $1 WHERE id = $2", int64(ledger.MaxBalance), team); err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.AddCredit(ctx, CreditRequest{TeamID: team, AmountMicrocredits: 1_000_000, IdempotencyKey: "one-too-many"})
+			wantAPIError(t, "grant past the balance's range", err, http.StatusConflict, "amount_microcredits")
+			if ae := apiError(t, err); ae.Code != codeBalanceRange {
+				t.Errorf("overflow code = %q, want %q", ae.Code, codeBalanceRange)
+			}
+			if list, err := c.ListTeams(ctx); err != nil || len(list) != 1 || list[0].BalanceMicrocredits != ledger.MaxBalance {
+				t.Errorf("ListTeams after the refused grant = %+v, %v", list, err)
+			}
 		})
 	}
 }

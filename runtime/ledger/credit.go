@@ -9,8 +9,16 @@ import (
 )
 
 // maxCreditAmount bounds one credit entry (a billion credits): far above
-// any real grant, and low enough that no run of grants overflows a balance.
+// any real grant. It does not bound a run of grants: about 9,200 of them
+// would pass int64, so a credit must also leave the balance within
+// ±MaxBalance, which AddCredit checks in the same statement.
 const maxCreditAmount = 1_000_000_000 * 1_000_000
+
+// MaxBalance bounds a team's balance either way, in micro-credits (a
+// trillion credits): no balance plus one credit entry can leave int64, so
+// neither PostgreSQL's bigint nor SQLite's integer overflows (SQLite would
+// silently turn the balance into a float).
+const MaxBalance = 1_000_000_000_000 * 1_000_000
 
 // Credit is one credit entry: a grant (positive) or a correction
 // (negative) of a team's balance, in micro-credits.
@@ -43,15 +51,15 @@ func (l *Ledger) AddCredit(ctx context.Context, teamID int64, idempotencyKey str
 			out = c
 			return err
 		}
-		res, err := tx.ExecContext(ctx,
-			"UPDATE teams SET balance_microcredits = balance_microcredits + $2 WHERE id = $1", teamID, amountMicro)
+		res, err := tx.ExecContext(ctx, `UPDATE teams SET balance_microcredits = balance_microcredits + $2
+			WHERE id = $1 AND balance_microcredits + $2 BETWEEN $3 AND $4`, teamID, amountMicro, int64(-MaxBalance), int64(MaxBalance))
 		if err != nil {
 			return fmt.Errorf("credit team: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
 			return fmt.Errorf("credit team: %w", err)
 		} else if n == 0 {
-			return fmt.Errorf("team %d: %w", teamID, ErrUnknownTeam)
+			return missingOrOutOfRange(ctx, tx, teamID, amountMicro)
 		}
 		out = Credit{TeamID: teamID, Amount: amountMicro, IdempotencyKey: idempotencyKey, Note: note,
 			CreatedAt: l.now(), Applied: true}
@@ -98,4 +106,18 @@ func lookupCredit(ctx context.Context, q querier, key string) (Credit, bool, err
 	}
 	c.CreatedAt = c.CreatedAt.UTC()
 	return c, true, nil
+}
+
+// missingOrOutOfRange tells why a credit's update matched no row: the team
+// does not exist, or the credit would take its balance past ±MaxBalance.
+func missingOrOutOfRange(ctx context.Context, tx *sql.Tx, teamID, amountMicro int64) error {
+	var balance int64
+	err := tx.QueryRowContext(ctx, "SELECT balance_microcredits FROM teams WHERE id = $1", teamID).Scan(&balance)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return fmt.Errorf("team %d: %w", teamID, ErrUnknownTeam)
+	case err != nil:
+		return fmt.Errorf("credit team: %w", err)
+	}
+	return fmt.Errorf("team %d: balance %d plus %d passes ±%d: %w", teamID, balance, amountMicro, int64(MaxBalance), ErrBalanceOutOfRange)
 }

@@ -73,6 +73,49 @@ func TestAddCreditRefusesBadInput(t *testing.T) {
 	})
 }
 
+// TestCreditCannotOverflowABalance: grants that each pass the per-grant
+// bound cannot, together, take a balance past MaxBalance (which would
+// overflow bigint on PostgreSQL and turn SQLite's balance into a float);
+// the refused grant records nothing, and the balance stays an integer.
+func TestCreditCannotOverflowABalance(t *testing.T) {
+	forEachDialect(t, func(t *testing.T, f *fixture) {
+		team := f.team(t, "a", 0)
+		ctx := context.Background()
+		grants := int64(MaxBalance / maxCreditAmount)
+		// Start one grant short of the bound in one statement, as thousands
+		// of grants would.
+		if _, err := f.db.Exec("UPDATE teams SET balance_microcredits = $1 WHERE id = $2",
+			(grants-1)*maxCreditAmount, team); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.l.AddCredit(ctx, team, "last-fits", maxCreditAmount, ""); err != nil {
+			t.Fatalf("the grant that reaches MaxBalance exactly: %v", err)
+		}
+		_, err := f.l.AddCredit(ctx, team, "one-too-many", 1, "")
+		wantErr(t, "AddCredit past MaxBalance", err, ErrBalanceOutOfRange)
+		var balance any
+		if err := f.db.QueryRow("SELECT balance_microcredits FROM teams WHERE id = $1", team).Scan(&balance); err != nil {
+			t.Fatal(err)
+		}
+		if b, ok := balance.(int64); !ok || b != MaxBalance {
+			t.Fatalf("balance = %v (%T), want the integer %d", balance, balance, int64(MaxBalance))
+		}
+		var entries int
+		if err := f.db.QueryRow("SELECT COUNT(*) FROM credit_entries WHERE idempotency_key = 'one-too-many'").Scan(&entries); err != nil || entries != 0 {
+			t.Fatalf("%d entries (%v) for the refused grant, want 0", entries, err)
+		}
+		// A correction back down is still allowed, and so is the far side.
+		if _, err := f.l.AddCredit(ctx, team, "down", -maxCreditAmount, ""); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.db.Exec("UPDATE teams SET balance_microcredits = $1 WHERE id = $2", int64(-MaxBalance), team); err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.l.AddCredit(ctx, team, "below", -1, "")
+		wantErr(t, "AddCredit past -MaxBalance", err, ErrBalanceOutOfRange)
+	})
+}
+
 func TestConcurrentAddCreditOfOneKey(t *testing.T) {
 	const callers = 20
 	forEachDialect(t, func(t *testing.T, f *fixture) {

@@ -49,6 +49,9 @@ var (
 	// ErrInvalidInput means an argument is out of range: an empty id,
 	// negative tokens, a zero amount or an unknown source.
 	ErrInvalidInput = errors.New("invalid ledger input")
+	// ErrBalanceOutOfRange means a credit would take a team's balance past
+	// ±MaxBalance; nothing was recorded.
+	ErrBalanceOutOfRange = errors.New("balance would leave its range")
 )
 
 // Config tunes a Ledger. The zero value is valid.
