@@ -13,6 +13,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/settlelog"
 	"github.com/llmplat/llmplat/runtime/store"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // heldEngine streams a role chunk and three words, then waits for release
@@ -59,8 +60,8 @@ func TestStreamDuringPostgresOutageIsBilledOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			proxy := newFreezeProxy(t, u.Host)
-			u.Host = proxy.ln.Addr().String()
+			proxy := testenv.NewFaultProxy(t, u.Host)
+			u.Host = proxy.Addr()
 			db, err := store.Open(context.Background(), u.String())
 			if err != nil {
 				t.Fatal(err)
@@ -89,7 +90,7 @@ func TestStreamDuringPostgresOutageIsBilledOnce(t *testing.T) {
 				done <- answer{resp, string(b)}
 			}()
 			<-started
-			proxy.cut() // PostgreSQL is down while the stream finishes
+			proxy.Cut() // PostgreSQL is down while the stream finishes
 			close(release)
 			got := <-done
 			if got.resp == nil || got.resp.StatusCode != 200 {
@@ -104,7 +105,7 @@ func TestStreamDuringPostgresOutageIsBilledOnce(t *testing.T) {
 			if r, err := s.ledgerRow(id); err != nil || r.status != "reserved" {
 				t.Fatalf("row %+v (%v) while the database was down, want reserved", r, err)
 			}
-			proxy.restore()
+			proxy.Restore()
 
 			if closer == "replay" {
 				for range 2 { // a second replay finds nothing to do

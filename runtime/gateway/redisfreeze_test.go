@@ -4,11 +4,9 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,131 +15,9 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/quota"
+	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/runtime/urlguard"
 )
-
-// freezeProxy forwards TCP to a Redis server and can freeze: bytes stop
-// flowing both ways while connections stay open, as with a Redis process
-// that is stopped (SIGSTOP) or a network that drops packets silently.
-type freezeProxy struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	frozen bool
-	down   bool          // cut: connections closed, new ones refused
-	thaw   chan struct{} // closed when the proxy thaws
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func newFreezeProxy(t *testing.T, target string) *freezeProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &freezeProxy{ln: ln, target: target, thaw: make(chan struct{})}
-	close(p.thaw)
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *freezeProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		p.mu.Lock()
-		down := p.down
-		p.mu.Unlock()
-		if down {
-			c.Close()
-			continue
-		}
-		u, err := net.Dial("tcp", p.target)
-		if err != nil {
-			c.Close()
-			continue
-		}
-		p.mu.Lock()
-		p.conns = append(p.conns, c, u)
-		p.mu.Unlock()
-		p.wg.Add(2)
-		go p.pipe(u, c)
-		go p.pipe(c, u)
-	}
-}
-
-// pipe copies src to dst, holding each read while frozen.
-func (p *freezeProxy) pipe(dst, src net.Conn) {
-	defer p.wg.Done()
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := src.Read(buf)
-		if n > 0 {
-			p.mu.Lock()
-			thaw := p.thaw
-			p.mu.Unlock()
-			<-thaw
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (p *freezeProxy) freeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.frozen {
-		p.frozen, p.thaw = true, make(chan struct{})
-	}
-}
-
-func (p *freezeProxy) unfreeze() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.frozen {
-		p.frozen = false
-		close(p.thaw)
-	}
-}
-
-// cut closes every connection and refuses new ones until restore, as a
-// server that went down.
-func (p *freezeProxy) cut() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = true
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-}
-
-func (p *freezeProxy) restore() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.down = false
-}
-
-func (p *freezeProxy) close() {
-	p.unfreeze()
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
 
 // TestFrozenRedis: with the quota Redis frozen, a request of a key with
 // limits gets a 503 instead of waiting on Redis, and a key without limits
@@ -157,8 +33,8 @@ func TestFrozenRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy := newFreezeProxy(t, opts.Addr)
-	opts.Addr = proxy.ln.Addr().String()
+	proxy := testenv.NewFaultProxy(t, opts.Addr)
+	opts.Addr = proxy.Addr()
 	opts.ContextTimeoutEnabled = true
 	opts.ReadTimeout, opts.WriteTimeout = time.Hour, time.Hour
 	frozen := redis.NewClient(opts)
@@ -194,14 +70,14 @@ func TestFrozenRedis(t *testing.T) {
 	if resp, body := post(t, srv.URL, limited); resp.StatusCode != http.StatusOK {
 		t.Fatalf("before the freeze: %d %s", resp.StatusCode, body)
 	}
-	proxy.freeze()
+	proxy.Freeze()
 	if resp, body := post(t, srv.URL, limited); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("limited key with Redis frozen: %d (Retry-After %q) %s; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
 	if resp, body := post(t, srv.URL, free); resp.StatusCode != http.StatusOK {
 		t.Errorf("key without limits with Redis frozen: %d %s; want 200", resp.StatusCode, body)
 	}
-	proxy.unfreeze()
+	proxy.Thaw()
 }
 
 // post sends a short non-streamed completion, bounded so that a hang
