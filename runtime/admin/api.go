@@ -274,10 +274,12 @@ func (a *API) fail(c *gin.Context, err error, param, what string) {
 		writeError(c, http.StatusNotFound, openai.TypeNotFound, codeNotFound, param, "team not found")
 	case errors.Is(err, ErrNotFound):
 		writeError(c, http.StatusNotFound, openai.TypeNotFound, codeNotFound, param, what+" not found")
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled), store.IsUnavailable(err):
+		a.cfg.Logger.Warn("admin request failed: database unavailable", "request_id", c.GetString(ctxRequestID),
+			"route", c.FullPath(), "err", err)
 		c.Header("Retry-After", retryAfterUnavailable)
 		writeError(c, http.StatusServiceUnavailable, openai.TypeUnavailable, codeUnavailable, "",
-			"the database did not answer in time; retry")
+			"the database is unavailable or did not answer in time; retry")
 	default:
 		a.cfg.Logger.Error("admin request failed", "request_id", c.GetString(ctxRequestID), "route", c.FullPath(), "err", err)
 		writeError(c, http.StatusInternalServerError, openai.TypeServer, codeInternal, "", "internal error")

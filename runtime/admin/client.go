@@ -47,7 +47,8 @@ type RetryPolicy struct {
 // (creates are idempotent by name, idempotency key or Idempotency-Key;
 // updates set values; revokes and drains repeat harmlessly; a repeated
 // rotate returns a newer working secret), so the Client retries each on
-// connection errors and on 429, 500, 502, 503 and 504. It never logs, and
+// connection errors and on 429, 502, 503 and 504 (the API answers outages
+// with 503; a 500 would fail again). It never logs, and
 // its errors never contain the token or a secret.
 type Client struct {
 	base  string // without a trailing slash
@@ -190,7 +191,9 @@ func retryable(err error) bool {
 	var ae *APIError
 	if errors.As(err, &ae) {
 		switch ae.Status {
-		case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
+		// Not 500: the server answers outages with 503, so a 500 is a
+		// failure of this request that a retry would repeat.
+		case http.StatusTooManyRequests, http.StatusBadGateway,
 			http.StatusServiceUnavailable, http.StatusGatewayTimeout:
 			return true
 		}

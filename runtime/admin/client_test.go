@@ -89,8 +89,11 @@ func TestClientRetries(t *testing.T) {
 			3, 0, []time.Duration{2 * time.Second, 2 * time.Second}},
 		{"connection dropped", []func(http.ResponseWriter, *http.Request){hangUp, answer(200, teamJSON)}, 2, 0, []time.Duration{DefaultBaseDelay - 1}},
 		{"502 from a proxy, not json", []func(http.ResponseWriter, *http.Request){answer(502, "<html>bad gateway</html>"), answer(200, teamJSON)}, 2, 0, []time.Duration{DefaultBaseDelay - 1}},
-		{"500 until the attempts run out", []func(http.ResponseWriter, *http.Request){answer(500, `{"error":{"message":"boom","type":"server_error","param":null,"code":"internal_error"}}`)},
-			DefaultMaxAttempts, 500, []time.Duration{DefaultBaseDelay - 1, 2*DefaultBaseDelay - 1, 4*DefaultBaseDelay - 1}},
+		{"504 until the attempts run out", []func(http.ResponseWriter, *http.Request){answer(504, `{"error":{"message":"slow","type":"server_error","param":null,"code":"timeout"}}`)},
+			DefaultMaxAttempts, 504, []time.Duration{DefaultBaseDelay - 1, 2*DefaultBaseDelay - 1, 4*DefaultBaseDelay - 1}},
+		// A 500 is the server failing this request for good (a statement the
+		// database refuses); outages are 503, so a 500 is not repeated.
+		{"500 is not retried", []func(http.ResponseWriter, *http.Request){answer(500, `{"error":{"message":"boom","type":"server_error","param":null,"code":"internal_error"}}`)}, 1, 500, nil},
 		{"400 is not retried", []func(http.ResponseWriter, *http.Request){answer(400, `{"error":{"message":"bad","type":"invalid_request_error","param":"name","code":"invalid_value"}}`)}, 1, 400, nil},
 		{"404 is not retried", []func(http.ResponseWriter, *http.Request){answer(404, `{"error":{"message":"gone","type":"not_found_error","param":"id","code":"not_found"}}`)}, 1, 404, nil},
 		{"409 is not retried", []func(http.ResponseWriter, *http.Request){answer(409, `{"error":{"message":"taken","type":"invalid_request_error","param":"name","code":"conflict"}}`)}, 1, 409, nil},

@@ -1,7 +1,12 @@
 package store
 
 import (
+	"database/sql/driver"
 	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"modernc.org/sqlite"
@@ -69,6 +74,47 @@ func hasSQLiteCode(err error, codes ...int) bool {
 	}
 	for _, c := range codes {
 		if sqErr.Code() == c {
+			return true
+		}
+	}
+	return false
+}
+
+// IsUnavailable reports whether err means the database could not be
+// reached or is not serving now (connection refused or lost, shutting
+// down, too many connections, a busy SQLite file), as opposed to a
+// statement it refused: such a failure is an outage to answer with 503 and
+// retry later, not a 500.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var connErr *pgconn.ConnectError
+	var netErr net.Error
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &connErr), errors.As(err, &netErr), errors.Is(err, driver.ErrBadConn),
+		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, net.ErrClosed), pgconn.Timeout(err):
+		return true
+	case errors.As(err, &pgErr):
+		// Class 08 (connection exception), 53 (insufficient resources),
+		// 57P01–57P03 (shutting down, cannot connect now).
+		return strings.HasPrefix(pgErr.Code, "08") || strings.HasPrefix(pgErr.Code, "53") ||
+			pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+	}
+	return isSQLitePrimary(err, sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+}
+
+// isSQLitePrimary reports whether err wraps an SQLite error whose primary
+// result code (the low byte of the extended code) is one of codes.
+func isSQLitePrimary(err error, codes ...int) bool {
+	var sqErr *sqlite.Error
+	if !errors.As(err, &sqErr) {
+		return false
+	}
+	for _, c := range codes {
+		if sqErr.Code()&0xff == c {
 			return true
 		}
 	}
