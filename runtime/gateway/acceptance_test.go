@@ -223,9 +223,8 @@ func TestStreamLimitAndQueueTimeout(t *testing.T) {
 	if waited := time.Since(start); waited < 300*time.Millisecond {
 		t.Errorf("answered after %v, before the queue limit", waited)
 	}
-	r, err := s.ledgerRow(resp.Header.Get("X-Request-Id"))
-	if err != nil || r.status != "cancelled" {
-		t.Errorf("queued request's row = %+v (%v), want cancelled", r, err)
+	if r := s.waitRow(resp.Header.Get("X-Request-Id")); r.status != "cancelled" {
+		t.Errorf("queued request's row = %+v, want cancelled", r)
 	}
 }
 

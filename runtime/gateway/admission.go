@@ -146,14 +146,24 @@ func reserveRejection(err error) *rejection {
 	}
 }
 
-// release ends an admitted request: it gives back the stream slot and
-// wakes the model's queue, since the request's engine place is free (its
-// stream was closed before release runs).
-func (s *Server) release(a *admission) {
+// afterRelay ends an admitted request once its last byte is written: it
+// gives back the stream slot at once (the key's next request may need it;
+// a key without max_streams took none and waits on nothing), then settles
+// the row and wakes the model's queue in the background, so neither the
+// database nor Redis can hold the client's response open. Wait waits for
+// that work.
+func (s *Server) afterRelay(a *admission, out Outcome) {
 	s.giveBackSlot(context.Background(), a)
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
-	defer cancel()
-	_ = s.cfg.Queue.Notify(ctx, a.model)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.finish(a, out)
+		// The request's engine place is free (its stream was closed before
+		// afterRelay runs): wake the queue's head.
+		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
+		defer cancel()
+		_ = s.cfg.Queue.Notify(ctx, a.model)
+	}()
 }
 
 // giveBackSlot releases the stream slot, if one was taken. It runs after

@@ -50,7 +50,24 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.write(c, r)
 		return
 	}
-	defer s.release(a)
+	// However the handler ends — an answer, a refusal, a panic in the
+	// relay — the row is settled from what the relay saw and the slot is
+	// given back (afterRelay). Until the relay returns, the outcome is a
+	// broken stream with the tokens counted so far.
+	var (
+		rel  relay
+		out  Outcome
+		view *clientView
+		done bool
+	)
+	defer func() {
+		if !done {
+			out = rel.out
+			out.State = Broken
+			out = withProgress(out, view)
+		}
+		s.afterRelay(a, out)
+	}()
 	// The engine may never generate more than the ledger reserved for.
 	if a.reserved.MaxOutputTokens > 0 {
 		n := a.reserved.MaxOutputTokens
@@ -63,14 +80,13 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	defer firstToken.Stop()
 	stream, r := s.dispatch(dctx, a, req)
 	if r != nil {
-		s.finish(a, Outcome{State: Broken})
 		if c.Request.Context().Err() == nil {
 			s.write(c, r)
 		}
 		return
 	}
 	defer stream.Close()
-	view := newClientView(stream, a.model, wantsContinuousUsage(req))
+	view = newClientView(stream, a.model, wantsContinuousUsage(req))
 	stream = view
 	// The prompt went to the engine. Read what the relay needs now and use
 	// req no more, so the prompt is not kept alive for the stream's minutes.
@@ -83,11 +99,10 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	idle := time.AfterFunc(time.Hour, func() { dcancel(errStreamIdle) })
 	idle.Stop()
 	defer idle.Stop()
-	rel := relay{c: c, stream: stream, onFirst: func() {
+	rel = relay{c: c, stream: stream, onFirst: func() {
 		firstToken.Stop()
 		s.cfg.Metrics.firstToken(a.model, time.Since(start))
 	}, onEvent: func() { idle.Reset(s.cfg.StreamIdleTimeout) }}
-	var out Outcome
 	if streamed {
 		out = rel.streamed(wantUsage)
 	} else {
@@ -97,13 +112,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		s.cfg.Logger.Warn("engine went silent mid-stream", "request_id", a.requestID, "model", a.model,
 			"idle_timeout", s.cfg.StreamIdleTimeout.String())
 	}
-	if p := view.progress; p != nil && !out.Usage {
-		// The engine's running count is exact where the relay's count of
-		// chunks is not: a stream that broke settles from it.
-		out.Usage = true
-		out.PromptTokens, out.CompletionTokens = p.PromptTokens, max(p.CompletionTokens, out.CompletionTokens)
-	}
-	s.finish(a, out)
+	out, done = withProgress(out, view), true
 	s.cfg.Metrics.finished(a.model, out, time.Since(start))
 	s.cfg.Logger.Info("chat completion", "request_id", a.requestID, "team", p.TeamName, "model", a.model,
 		"stream", streamed, "prompt_tokens", out.PromptTokens, "completion_tokens", out.CompletionTokens,
@@ -243,4 +252,17 @@ func readRequest(c *gin.Context) (*openai.ChatCompletionRequest, []byte, bool) {
 		return nil, nil, false
 	}
 	return &req, body, true
+}
+
+// withProgress completes out with the engine's last running count, when a
+// stream broke before its usage arrived: that count is exact where the
+// relay's count of chunks is not.
+func withProgress(out Outcome, view *clientView) Outcome {
+	if view == nil || view.progress == nil || out.Usage {
+		return out
+	}
+	p := view.progress
+	out.Usage = true
+	out.PromptTokens, out.CompletionTokens = p.PromptTokens, max(p.CompletionTokens, out.CompletionTokens)
+	return out
 }

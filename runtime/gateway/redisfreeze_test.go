@@ -65,6 +65,7 @@ func TestFrozenRedis(t *testing.T) {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(gw.Wait) // after the server closed: the last settles
 	t.Cleanup(srv.Close)
 
 	if resp, body := post(t, srv.URL, limited); resp.StatusCode != http.StatusOK {

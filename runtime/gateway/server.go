@@ -6,8 +6,11 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
+	"runtime/debug"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -28,7 +31,15 @@ const (
 type Server struct {
 	cfg    Config
 	engine *gin.Engine
+	// bg counts the work that runs after a response is complete: settles
+	// and queue wake-ups (afterRelay).
+	bg sync.WaitGroup
 }
+
+// Wait returns once the work started after every finished response (the
+// settles, bounded by their own timeouts) is done. Serve calls it after
+// shutdown; a caller of Handler calls it before closing the ledger.
+func (s *Server) Wait() { s.bg.Wait() }
 
 // New returns a gateway for cfg.
 func New(cfg Config) (*Server, error) {
@@ -38,7 +49,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{cfg: cfg, engine: gin.New()}
-	s.engine.Use(gin.CustomRecovery(s.recovered), requestID)
+	// The recovery logs through the gateway's logger only: gin's own
+	// writer would dump the request's headers to stderr.
+	s.engine.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), requestID)
 	s.engine.NoRoute(func(c *gin.Context) {
 		writeError(c, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "unknown_url", "", "no route for "+c.Request.Method+" "+c.Request.URL.Path))
 	})
@@ -89,6 +102,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
 	defer cancel()
 	err := srv.Shutdown(sctx)
+	s.Wait() // the last responses' settles
 	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(err, serveErr)
 	}
@@ -96,7 +110,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) recovered(c *gin.Context, err any) {
-	s.cfg.Logger.Error("handler panic", "request_id", c.GetString(ctxRequestID), "panic", err)
+	s.cfg.Logger.Error("handler panic", "request_id", c.GetString(ctxRequestID), "panic", err, "stack", string(debug.Stack()))
 	writeError(c, http.StatusInternalServerError, openai.NewError(openai.TypeServer, "internal_error", "", "internal error"))
 }
 

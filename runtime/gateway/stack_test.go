@@ -197,6 +197,7 @@ func (s *stack) gateway(configure ...func(*Config)) string {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(gw.Wait) // after the server closed: the last settles
 	t.Cleanup(srv.Close)
 	return srv.URL
 }
