@@ -101,16 +101,28 @@ func TestGatewayCommand(t *testing.T) {
 	// Metrics are served on their own listener, with bounded labels.
 	_, rest, _ := strings.Cut(out.String(), "(metrics ")
 	metricsURL, _, _ := strings.Cut(rest, ")")
-	mresp, err := http.Get(metricsURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(mresp.Body)
-	mresp.Body.Close()
-	for _, want := range []string{`llmplat_gateway_settled_microcredits_total{model="llama-8b",team="alpha"}`,
-		`llmplat_gateway_requests_total{model="llama-8b",outcome="completed"} 1`, "go_goroutines"} {
-		if !strings.Contains(string(metrics), want) {
-			t.Errorf("metrics lack %s", want)
+	wants := []string{`llmplat_gateway_settled_microcredits_total{model="llama-8b",team="alpha"}`,
+		`llmplat_gateway_requests_total{model="llama-8b",outcome="completed"} 1`, "go_goroutines"}
+	// The settle runs after the response, so its counter may come a moment
+	// later.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		mresp, err := http.Get(metricsURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		metrics, _ := io.ReadAll(mresp.Body)
+		mresp.Body.Close()
+		var missing []string
+		for _, want := range wants {
+			if !strings.Contains(string(metrics), want) {
+				missing = append(missing, want)
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics lack %s", strings.Join(missing, ", "))
 		}
 	}
 	http.DefaultClient.CloseIdleConnections()
