@@ -205,8 +205,11 @@ func dispatchRejection(ctx context.Context, err error) *rejection {
 	var engErr *dispatch.Error
 	switch {
 	case errors.As(err, &engErr):
+		// An engine's or the platform's 503 says "busy, retry" (with its
+		// Retry-After) and stays a 503; any other 5xx is the upstream's
+		// failure, a 502.
 		status := engErr.Status
-		if status >= 500 {
+		if status >= 500 && status != http.StatusServiceUnavailable {
 			status = http.StatusBadGateway
 		}
 		return &rejection{status: status, reason: "engine_refused", body: engErr.Body, retryAfter: engErr.RetryAfter}
