@@ -58,7 +58,16 @@ type Config struct {
 	// pingEvery and pongWithin pace the agent's pings; zero means
 	// nodeproto.PingInterval and nodeproto.ReadTimeout. Tests shorten them.
 	pingEvery, pongWithin time.Duration
+	// creditStall is how long a request waits for a chunk grant before the
+	// agent gives it up; zero means DefaultCreditStall. Tests shorten it.
+	creditStall time.Duration
 }
+
+// DefaultCreditStall bounds a request's wait for chunk credit: a server
+// that granted nothing for two minutes has lost the request's consumer (a
+// reading client is granted within milliseconds), and the engine slot is
+// worth more than the wait.
+const DefaultCreditStall = 2 * time.Minute
 
 // ErrConfig means a Config is unusable.
 var ErrConfig = errors.New("nodeagent: invalid config")
@@ -98,6 +107,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.pongWithin <= 0 {
 		c.pongWithin = nodeproto.ReadTimeout
+	}
+	if c.creditStall <= 0 {
+		c.creditStall = DefaultCreditStall
 	}
 	reg := c.register()
 	if err := reg.Validate(); err != nil {

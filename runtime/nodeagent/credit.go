@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"time"
 )
 
 // credit is one request's chunk allowance on its connection: it starts at
@@ -40,20 +41,30 @@ func (c *credit) grant(k int) {
 }
 
 // take spends one chunk, waiting for a grant while there is none. It
-// reports false when ctx ends first.
-func (c *credit) take(ctx context.Context) bool {
+// reports false when ctx ends first, or when no grant came for stall: the
+// server stopped granting (its consumer or the replica relaying to it is
+// gone), and a request left waiting would hold its engine slot forever.
+func (c *credit) take(ctx context.Context, stall time.Duration) (ok, stalled bool) {
+	var timeout <-chan time.Time
 	for {
 		c.mu.Lock()
 		if c.n > 0 {
 			c.n--
 			c.mu.Unlock()
-			return true
+			return true, false
 		}
 		c.mu.Unlock()
+		if timeout == nil {
+			t := time.NewTimer(stall)
+			defer t.Stop()
+			timeout = t.C
+		}
 		select {
 		case <-c.more:
 		case <-ctx.Done():
-			return false
+			return false, false
+		case <-timeout:
+			return false, true
 		}
 	}
 }

@@ -14,12 +14,12 @@ func TestCredit(t *testing.T) {
 	t.Run("takes what it has, then waits for a grant", func(t *testing.T) {
 		c := newCredit(2)
 		for i := range 2 {
-			if !c.take(t.Context()) {
+			if ok, _ := c.take(t.Context(), time.Hour); !ok {
 				t.Fatalf("take %d of an initial 2 failed", i+1)
 			}
 		}
 		got := make(chan bool, 1)
-		go func() { got <- c.take(t.Context()) }()
+		go func() { ok, _ := c.take(t.Context(), time.Hour); got <- ok }()
 		select {
 		case <-got:
 			t.Fatal("take returned with no credit left")
@@ -34,8 +34,14 @@ func TestCredit(t *testing.T) {
 		c := newCredit(0)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		if c.take(ctx) {
-			t.Fatal("take succeeded without credit")
+		if ok, stalled := c.take(ctx, time.Hour); ok || stalled {
+			t.Fatalf("take = %v, stalled %v without credit after the request ended", ok, stalled)
+		}
+	})
+	t.Run("gives up when no grant comes", func(t *testing.T) {
+		c := newCredit(0)
+		if ok, stalled := c.take(t.Context(), 10*time.Millisecond); ok || !stalled {
+			t.Fatalf("take = %v, stalled %v, want a stall", ok, stalled)
 		}
 	})
 	t.Run("grants saturate", func(t *testing.T) {
@@ -144,4 +150,26 @@ func TestZeroCreditHoldsOnlyItsRequest(t *testing.T) {
 		t.Errorf("req-slow completion_tokens = %d, want 1 or 2", got)
 	}
 	eventually(t, "engine aborts req-slow", func() bool { return sim.Stats().Running == 0 })
+}
+
+// TestStalledCreditGivesUpTheRequest: a request whose server stops
+// granting credit (its consumer, or the replica relaying to it, is gone)
+// is given up after the stall bound: the engine stops, and the done says
+// abort with what was sent, instead of the request holding its engine
+// slot and the connection forever.
+func TestStalledCreditGivesUpTheRequest(t *testing.T) {
+	sim, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{window: 2, manualCredit: true})
+	startAgent(t, fs, eng, func(c *Config) { c.creditStall = 200 * time.Millisecond })
+	sc := fs.accept(t)
+	sc.send(t, assignFrame("req-orphan", testModel, eng.served, 400))
+	readChunks(t, sc, "req-orphan", 0, 2)
+	d, ok := sc.next(t).(*nodeproto.Done)
+	if !ok || d.RequestID != "req-orphan" {
+		t.Fatalf("after the stall: %v, want req-orphan's done", d)
+	}
+	if got, want := d.FinishReason, openai.FinishAbort; got != want {
+		t.Errorf("finish_reason = %q, want %q", got, want)
+	}
+	eventually(t, "engine aborts req-orphan", func() bool { return sim.Stats().Running == 0 })
 }

@@ -110,7 +110,12 @@ func (s *session) relay(sctx, rctx context.Context, r *inflight, id string, st d
 		t.add(ev)
 		// Data is valid only until the next Recv; the writer encodes later.
 		c := &nodeproto.Chunk{RequestID: id, Seq: t.seq, Delta: validDelta(ev.Data)}
-		if !r.credit.take(rctx) || !s.send(sctx, c) {
+		ok, stalled := r.credit.take(rctx, s.a.cfg.creditStall)
+		if stalled {
+			s.a.cfg.Logger.Warn("no chunk credit granted for the request: giving it up",
+				"request_id", id, "waited", s.a.cfg.creditStall.String())
+		}
+		if !ok || !s.send(sctx, c) {
 			return t.done(id, openai.FinishAbort)
 		}
 		t.seq++

@@ -180,7 +180,7 @@ func (c *nodeConn) serve(ctx context.Context) error {
 	c.sinks = map[string]sink{}
 	c.mu.Unlock()
 	for _, s := range sinks {
-		s.fail(fmt.Errorf("%w: node %s: %v", errLost, c.rec.ID, err))
+		s.fail(fmt.Errorf("%w: %w: node %s: %v", errLost, errGone, c.rec.ID, err))
 	}
 	return err
 }

@@ -17,3 +17,7 @@ func (o *Orchestrator) SnapshotNode(id string) (registry.Node, bool) {
 	}
 	return registry.Node{}, false
 }
+
+// NodeDied reports node id's record as expired under epoch, as the
+// registry watch does.
+func (o *Orchestrator) NodeDied(id string, epoch int64) { o.nodeDied(id, epoch) }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -27,6 +28,10 @@ type header struct {
 	Epoch int64 `json:"epoch,omitempty"`
 	// ID is the request a reply belongs to.
 	ID string `json:"id,omitempty"`
+	// Attempt tells one try of a request from another: the requester
+	// draws it for each assign, the owner's replies carry it back, and a
+	// reply of an earlier try never reaches a retry's stream.
+	Attempt uint64 `json:"attempt,omitempty"`
 	// Lost says the owner cannot run, or lost, the request.
 	Lost string `json:"lost,omitempty"`
 	// Op is a control message without a frame: opRevoke.
@@ -130,22 +135,32 @@ func (o *Orchestrator) onNodeMessage(ctx context.Context, msg *redis.Message) {
 	case *nodeproto.Assign:
 		o.relayAssign(ctx, c, h, f)
 	case *nodeproto.Window:
-		if c != nil && c.take(f.RequestID, false) != nil {
-			c.grant(f.RequestID, f.Chunks)
+		if c != nil {
+			if s, ok := c.take(f.RequestID, false).(*relaySink); ok && s.attempt == h.Attempt {
+				c.grant(f.RequestID, f.Chunks)
+			}
 		}
 	case *nodeproto.Cancel:
-		if c == nil {
-			return
-		}
-		if s, ok := c.take(f.RequestID, true).(*relaySink); ok {
-			s.stop()
-			c.send(f)
+		if c != nil {
+			o.cancelRelayed(c, f.RequestID, h.Attempt, f.Reason)
 		}
 	case *nodeproto.Drain:
 		if c != nil {
 			c.drain(f.Deadline())
 			o.markDraining(ctx, c)
 		}
+	}
+}
+
+// cancelRelayed stops a forwarded request's relay and cancels it on the
+// node, if the socket here runs that attempt of it.
+func (o *Orchestrator) cancelRelayed(c *nodeConn, requestID string, attempt uint64, reason string) {
+	if s, ok := c.take(requestID, false).(*relaySink); !ok || s.attempt != attempt {
+		return
+	}
+	if s, ok := c.take(requestID, true).(*relaySink); ok {
+		s.stop()
+		c.send(&nodeproto.Cancel{RequestID: requestID, Reason: reason})
 	}
 }
 
@@ -156,7 +171,14 @@ func (o *Orchestrator) relayAssign(ctx context.Context, c *nodeConn, h header, a
 		return // a newer connection of the node, at another replica, takes it
 	}
 	lost := func(why string) {
-		if _, err := o.publish(ctx, o.keys.ReplicaChannel(h.From), header{ID: a.RequestID, Lost: why}, nil); err != nil {
+		if o.superseded(ctx, h.Node, c) {
+			// The requester routed from a stale snapshot: a newer socket of
+			// the node, at another replica, got the assign too and answers
+			// it. A lost reply from here would make the requester retry
+			// while that run goes on.
+			return
+		}
+		if _, err := o.publish(ctx, o.keys.ReplicaChannel(h.From), header{ID: a.RequestID, Attempt: h.Attempt, Lost: why}, nil); err != nil {
 			o.cfg.Logger.Warn("lost reply not sent", "request_id", a.RequestID, "err", err)
 		}
 	}
@@ -164,7 +186,8 @@ func (o *Orchestrator) relayAssign(ctx context.Context, c *nodeConn, h header, a
 		lost("the node's socket is not here")
 		return
 	}
-	r := newRelay(h.From, a.RequestID, o.cfg.Window)
+	r := newRelay(h.From, a.RequestID, h.Node, h.Attempt, o.cfg.Window)
+	r.abort = func(reason string) { o.cancelRelayed(c, a.RequestID, h.Attempt, reason) }
 	if err := c.assign(a, r); err != nil {
 		lost(err.Error())
 		return
@@ -176,8 +199,25 @@ func (o *Orchestrator) relayAssign(ctx context.Context, c *nodeConn, h header, a
 	}()
 }
 
-// onReply hands a reply to the forwarded request it belongs to.
-func (o *Orchestrator) onReply(_ context.Context, msg *redis.Message) {
+// superseded reports whether the registry holds a newer registration of
+// the node than the socket here (c, or none): then that socket's replica
+// answers the node's assigns.
+func (o *Orchestrator) superseded(ctx context.Context, nodeID string, c *nodeConn) bool {
+	var here int64
+	if c != nil {
+		here = c.epoch
+	}
+	gctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	n, err := o.cfg.Registry.Get(gctx, nodeID)
+	return err == nil && n.Epoch > here && n.Owner != o.cfg.ID
+}
+
+// onReply hands a reply to the forwarded request it belongs to. A reply
+// for a request or attempt no stream here waits for (the consumer left,
+// or an earlier try) is answered with a cancel, so the owner stops the
+// run instead of relaying it to nobody.
+func (o *Orchestrator) onReply(ctx context.Context, msg *redis.Message) {
 	h, frame, err := openEnvelope(msg.Payload)
 	if err != nil {
 		o.cfg.Logger.Warn("bad reply message", "err", err)
@@ -186,11 +226,15 @@ func (o *Orchestrator) onReply(_ context.Context, msg *redis.Message) {
 	o.mu.Lock()
 	s := o.remote[h.ID]
 	o.mu.Unlock()
-	if s == nil {
-		return // the consumer has gone
+	if s == nil || s.attempt != h.Attempt {
+		if h.Lost == "" && h.Node != "" && o.firstOrphanReply(h.ID, h.Attempt) {
+			remoteLink{o: o, nodeID: h.Node, attempt: h.Attempt}.abort(h.ID, "requester_gone")
+		}
+		return
 	}
 	if h.Lost != "" {
-		s.fail(fmt.Errorf("%w: %s", errLost, h.Lost))
+		// The owner reported the loss: nothing runs there to cancel.
+		s.fail(fmt.Errorf("%w: %w: %s", errLost, errGone, h.Lost))
 		return
 	}
 	f, err := nodeproto.Decode(frame)
@@ -207,7 +251,11 @@ func (o *Orchestrator) onReply(_ context.Context, msg *redis.Message) {
 // replica that forwarded it: one goroutine per request, each publish
 // awaited, so frames never overtake one another.
 type relaySink struct {
-	to, id   string
+	to, id  string
+	node    string // the node, named in each reply so a requester can cancel
+	attempt uint64
+	// abort cancels the request on the node: its replies reach nobody.
+	abort    func(reason string)
 	ch       chan nodeproto.Frame // window + 2, as reqStream's
 	failOnce sync.Once
 	failed   chan struct{}
@@ -216,8 +264,8 @@ type relaySink struct {
 	stopped  chan struct{}
 }
 
-func newRelay(to, id string, window int) *relaySink {
-	return &relaySink{to: to, id: id, ch: make(chan nodeproto.Frame, window+2),
+func newRelay(to, id, node string, attempt uint64, window int) *relaySink {
+	return &relaySink{to: to, id: id, node: node, attempt: attempt, ch: make(chan nodeproto.Frame, window+2),
 		failed: make(chan struct{}), stopped: make(chan struct{})}
 }
 
@@ -243,9 +291,18 @@ func (r *relaySink) stop() { r.stopOnce.Do(func() { close(r.stopped) }) }
 // run publishes until the request's done or error, a failure, or stop.
 func (r *relaySink) run(ctx context.Context, o *Orchestrator) {
 	channel := o.keys.ReplicaChannel(r.to)
+	reply := header{ID: r.id, Node: r.node, Attempt: r.attempt}
 	send := func(h header, f nodeproto.Frame) bool {
-		if _, err := o.publish(ctx, channel, h, f); err != nil {
+		got, err := o.publish(ctx, channel, h, f)
+		if err != nil {
 			o.cfg.Logger.Warn("relay publish failed", "request_id", r.id, "err", err)
+		}
+		if err != nil || got == 0 {
+			// Nobody heard it (the requester's replica is gone, or the
+			// frame is lost to it): the request runs for nobody.
+			if r.abort != nil && h.Lost == "" {
+				r.abort("requester_gone")
+			}
 			return false
 		}
 		return true
@@ -253,7 +310,7 @@ func (r *relaySink) run(ctx context.Context, o *Orchestrator) {
 	for {
 		select {
 		case f := <-r.ch:
-			if !send(header{ID: r.id}, f) {
+			if !send(reply, f) {
 				return
 			}
 			switch f.(type) {
@@ -264,11 +321,13 @@ func (r *relaySink) run(ctx context.Context, o *Orchestrator) {
 			for {
 				select {
 				case f := <-r.ch:
-					if !send(header{ID: r.id}, f) {
+					if !send(reply, f) {
 						return
 					}
 				default:
-					send(header{ID: r.id, Lost: r.failErr.Error()}, nil)
+					lost := reply
+					lost.Lost = r.failErr.Error()
+					send(lost, nil)
 					return
 				}
 			}
@@ -281,9 +340,10 @@ func (r *relaySink) run(ctx context.Context, o *Orchestrator) {
 // remoteLink sends a forwarded request's window and cancel frames to the
 // replica that owns its node's socket.
 type remoteLink struct {
-	o      *Orchestrator
-	nodeID string
-	epoch  int64
+	o       *Orchestrator
+	nodeID  string
+	epoch   int64
+	attempt uint64
 }
 
 func (l remoteLink) grant(requestID string, chunks int) {
@@ -295,8 +355,33 @@ func (l remoteLink) abort(requestID, reason string) {
 }
 
 func (l remoteLink) send(f nodeproto.Frame) {
-	h := header{Node: l.nodeID, From: l.o.cfg.ID, Epoch: l.epoch}
+	h := header{Node: l.nodeID, From: l.o.cfg.ID, Epoch: l.epoch, Attempt: l.attempt}
 	if _, err := l.o.publish(context.Background(), l.o.keys.NodeChannel(l.nodeID), h, f); err != nil {
 		l.o.cfg.Logger.Warn("forwarded frame not sent", "node_id", l.nodeID, "type", f.Type(), "err", err)
 	}
+}
+
+// orphanMemory is how long a cancelled orphan is remembered, so the frames
+// already on their way from its owner do not each send another cancel.
+const orphanMemory = time.Minute
+
+// firstOrphanReply reports whether this is the first reply of an attempt
+// no stream here waits for, within orphanMemory.
+func (o *Orchestrator) firstOrphanReply(id string, attempt uint64) bool {
+	key := id + "/" + strconv.FormatUint(attempt, 10)
+	now := time.Now()
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if at, ok := o.orphans[key]; ok && now.Sub(at) < orphanMemory {
+		return false
+	}
+	if len(o.orphans) >= 1024 {
+		for k, at := range o.orphans {
+			if now.Sub(at) >= orphanMemory {
+				delete(o.orphans, k)
+			}
+		}
+	}
+	o.orphans[key] = now
+	return true
 }

@@ -28,10 +28,16 @@ type Orchestrator struct {
 	ready   chan struct{}                   // closed once the reply channel is subscribed
 	nodeSub *redis.PubSub                   // the channels of the nodes whose sockets are here
 
-	mu       sync.Mutex
-	conns    map[string]*nodeConn  // node id → its newest socket here
-	remote   map[string]*reqStream // forwarded requests awaiting replies
-	awaiting map[string]int        // model → requests waiting for a first event
+	mu     sync.Mutex
+	conns  map[string]*nodeConn  // node id → its newest socket here
+	remote map[string]*reqStream // forwarded requests awaiting replies
+	// attempts draws the nonce of each forwarded try (header.Attempt);
+	// replies come back to this replica only, so a counter is unique.
+	attempts atomic.Uint64
+	// orphans remembers the attempts whose stray replies were answered
+	// with a cancel (firstOrphanReply).
+	orphans  map[string]time.Time
+	awaiting map[string]int // model → requests waiting for a first event
 
 	connWG  sync.WaitGroup // node sockets being served
 	relayWG sync.WaitGroup // relays publishing forwarded requests' frames
@@ -52,7 +58,7 @@ func New(cfg Config) (*Orchestrator, error) {
 	o := &Orchestrator{
 		cfg: c, keys: c.Registry.Keys(), tracker: routing.NewTracker(),
 		refresh: make(chan struct{}, 1), ready: make(chan struct{}),
-		conns: map[string]*nodeConn{}, remote: map[string]*reqStream{}, awaiting: map[string]int{},
+		conns: map[string]*nodeConn{}, remote: map[string]*reqStream{}, awaiting: map[string]int{}, orphans: map[string]time.Time{},
 		// With no channel yet, Subscribe only creates the handle.
 		nodeSub: c.Redis.Subscribe(context.Background()),
 	}

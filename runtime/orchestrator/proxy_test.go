@@ -99,3 +99,11 @@ func (p *cutProxy) dialed() int {
 	defer p.mu.Unlock()
 	return p.dials
 }
+
+// retarget sends new links to replica r; open links stay where they are,
+// as a Service's new connections reach another pod in a rolling restart.
+func (p *cutProxy) retarget(r *replica) {
+	p.mu.Lock()
+	p.target = strings.TrimPrefix(r.srv.URL, "http://")
+	p.mu.Unlock()
+}

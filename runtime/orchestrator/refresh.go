@@ -25,7 +25,7 @@ func (o *Orchestrator) refreshLoop(ctx context.Context) {
 }
 
 // refreshOnce takes a new snapshot, updates the node gauges and fails the
-// forwarded requests whose node has gone or changed hands.
+// forwarded requests whose running replica has gone.
 func (o *Orchestrator) refreshOnce(ctx context.Context) {
 	nodes, err := o.cfg.Registry.List(ctx)
 	if err != nil {
@@ -45,16 +45,41 @@ func (o *Orchestrator) refreshOnce(ctx context.Context) {
 	for _, n := range nodes {
 		byID[n.ID] = n
 	}
-	var lost []*reqStream
+	var moved []*reqStream
 	o.mu.Lock()
 	for _, s := range o.remote {
 		n, ok := byID[s.nodeID]
 		if !ok || n.Owner != s.owner {
-			lost = append(lost, s)
+			moved = append(moved, s)
 		}
 	}
 	o.mu.Unlock()
-	for _, s := range lost {
-		s.fail(fmt.Errorf("%w: node %s left or moved to another replica", errLost, s.nodeID))
+	// A forwarded request goes on while the replica running it lives, even
+	// once its node re-registered elsewhere: in a rolling restart the old
+	// socket carries its requests to their end, and its replica reports a
+	// loss itself. It fails here only when that replica is gone.
+	alive := map[string]bool{}
+	for _, s := range moved {
+		a, ok := alive[s.owner]
+		if !ok {
+			a = o.replicaAlive(ctx, s.owner)
+			alive[s.owner] = a
+		}
+		if !a {
+			s.fail(fmt.Errorf("%w: %w: replica %s, which ran it on node %s, is gone", errLost, errGone, s.owner, s.nodeID))
+		}
 	}
+}
+
+// replicaAlive reports whether a replica still listens on its reply
+// channel: each replica subscribes to it for its whole life, so no
+// subscriber means the replica is gone. An unanswered check counts as
+// alive: without Redis no reply arrives anyway, and the request's own
+// timeouts end it.
+func (o *Orchestrator) replicaAlive(ctx context.Context, replicaID string) bool {
+	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	ch := o.keys.ReplicaChannel(replicaID)
+	subs, err := o.cfg.Redis.PubSubNumSub(ctx, ch).Result()
+	return err != nil || subs[ch] > 0
 }

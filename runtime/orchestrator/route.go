@@ -206,19 +206,23 @@ func (o *Orchestrator) startRemote(ctx context.Context, n registry.Node, a *node
 		release()
 		return nil, context.Cause(ctx)
 	}
-	l := remoteLink{o: o, nodeID: n.ID, epoch: n.Epoch}
+	attempt := o.attempts.Add(1)
+	l := remoteLink{o: o, nodeID: n.ID, epoch: n.Epoch, attempt: attempt}
 	id := a.RequestID // the closure must not hold a, whose body is the prompt
-	s := newReqStream(id, n.ID, n.Epoch, o.cfg.Window, l, func() {
+	var s *reqStream
+	s = newReqStream(id, n.ID, n.Epoch, o.cfg.Window, l, func() {
 		o.mu.Lock()
-		delete(o.remote, id)
+		if o.remote[id] == s {
+			delete(o.remote, id)
+		}
 		o.mu.Unlock()
 		release()
 	})
-	s.owner = n.Owner
+	s.owner, s.attempt = n.Owner, attempt
 	o.mu.Lock()
 	o.remote[a.RequestID] = s
 	o.mu.Unlock()
-	got, err := o.publish(ctx, o.keys.NodeChannel(n.ID), header{Node: n.ID, From: o.cfg.ID, Epoch: n.Epoch}, a)
+	got, err := o.publish(ctx, o.keys.NodeChannel(n.ID), header{Node: n.ID, From: o.cfg.ID, Epoch: n.Epoch, Attempt: attempt}, a)
 	if err == nil && got == 0 {
 		err = fmt.Errorf("no replica holds the socket of node %s", n.ID)
 	}

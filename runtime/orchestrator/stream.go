@@ -19,6 +19,13 @@ import (
 // away: before the first event the request is retried on another node.
 var errLost = errors.New("node lost")
 
+// errGone marks a loss after which nothing runs on the node to cancel: the
+// owner reported it, or the socket (or its replica) died, and the agent
+// cancels its engine requests when its socket goes. A loss the requester
+// only suspects (a record expired, a bad reply, its own shutdown) lacks it,
+// and Close then sends a cancel.
+var errGone = errors.New("nothing runs on the node")
+
 // errCredit means a node sent a request more chunks than it was granted.
 var errCredit = errors.New("chunk credit exceeded")
 
@@ -47,8 +54,11 @@ type reqStream struct {
 	nodeID string
 	epoch  int64
 	owner  string // the replica holding the node's socket, for forwarded requests
-	link   link
-	window int
+	// attempt is the forwarded try's nonce: replies of another are not
+	// this stream's.
+	attempt uint64
+	link    link
+	window  int
 
 	ch       chan nodeproto.Frame // buffered: window + 2, see push
 	failOnce sync.Once
@@ -146,7 +156,7 @@ func (s *reqStream) next(ctx context.Context) (nodeproto.Frame, error) {
 func (s *reqStream) first(ctx context.Context) error {
 	f, err := s.next(ctx)
 	if err != nil {
-		s.settled = errors.Is(err, errLost)
+		s.settled = errors.Is(err, errGone)
 		return err
 	}
 	if e, ok := f.(*nodeproto.Error); ok {
@@ -164,7 +174,7 @@ func (s *reqStream) Recv() (dispatch.Event, error) {
 	}
 	f, err := s.next(context.Background())
 	if err != nil {
-		s.settled = errors.Is(err, errLost)
+		s.settled = errors.Is(err, errGone)
 		return s.end(fmt.Errorf("%w: %w", dispatch.ErrStreamBroken, err))
 	}
 	switch f := f.(type) {
