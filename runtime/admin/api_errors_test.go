@@ -105,7 +105,9 @@ func TestRequestValidation(t *testing.T) {
 		wantCode, wantParam      string
 	}{
 		{"unknown field", "POST", "/admin/teams", `{"name":"a","extra":1}`, nil, 400, codeUnknownField, "extra"},
-		{"field in another case", "POST", "/admin/teams", `{"Name":"a"}`, nil, 400, codeUnknownField, "Name"},
+		{"field in another case", "POST", "/admin/teams", `{"Name":"a"}`, nil, 400, codeVariantKey, "name"},
+		{"team id twice in a credit", "POST", "/admin/credits", `{"team_id":` + team + `,"team_id":999,"amount_microcredits":1,"idempotency_key":"k"}`, nil, 400, codeDuplicateKey, "team_id"},
+		{"kelvin-sign variant", "POST", "/admin/keys", `{"team_id":` + team + `,"to` + "\u212a" + `ens_per_day":5}`, nil, 400, codeVariantKey, "tokens_per_day"},
 		{"missing team name", "POST", "/admin/teams", `{}`, nil, 400, codeInvalidValue, "name"},
 		{"not json", "POST", "/admin/teams", `name=a`, nil, 400, codeInvalidJSON, ""},
 		{"array body", "POST", "/admin/teams", `[{"name":"a"}]`, nil, 400, codeInvalidJSON, ""},

@@ -13,12 +13,15 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/strictjson"
 )
 
 // Error codes of the admin API, beside the OpenAI error types.
 const (
 	codeInvalidJSON     = "invalid_json"
 	codeUnknownField    = "unknown_field"
+	codeDuplicateKey    = "duplicate_key"
+	codeVariantKey      = "variant_key"
 	codeInvalidValue    = "invalid_value"
 	codeTooLarge        = "request_too_large"
 	codeNotFound        = "not_found"
@@ -103,6 +106,23 @@ func decodeBody(c *gin.Context, dst any) (map[string]bool, bool) {
 			return nil, false
 		}
 		writeError(c, http.StatusBadRequest, openai.TypeInvalidRequest, codeInvalidJSON, "", "could not read the request body")
+		return nil, false
+	}
+	// Keys are read exactly: a key given twice ("team_id" twice: which
+	// team?) or spelled as a variant of a field is refused, at any depth,
+	// where encoding/json would quietly pick one.
+	if err := strictjson.Check(body, reflect.TypeOf(dst).Elem()); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) {
+			code := codeVariantKey
+			if se.Duplicate {
+				code = codeDuplicateKey
+			}
+			badRequest(c, code, invalid(se.Path, "%s", se.Msg))
+			return nil, false
+		}
+		writeError(c, http.StatusBadRequest, openai.TypeInvalidRequest, codeInvalidJSON, "",
+			"the request body must be one JSON object")
 		return nil, false
 	}
 	var raw map[string]json.RawMessage

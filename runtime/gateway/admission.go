@@ -250,6 +250,9 @@ func (s *Server) finish(a *admission, out Outcome) {
 	}
 	if o.Applied {
 		s.cfg.Metrics.settled(a.model, a.p.TeamName, o.CostMicrocredits, o.Usage.CompletionTokens)
+		if o.Capped {
+			s.cfg.Metrics.settleCapped(a.model)
+		}
 	}
 	if a.p.Limits.TokensPerDay <= 0 {
 		return // no daily limit: nothing to count

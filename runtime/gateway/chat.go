@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"time"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/quota"
+	"github.com/llmplat/llmplat/runtime/strictjson"
 	"github.com/llmplat/llmplat/runtime/urlguard"
 )
 
@@ -99,7 +102,7 @@ func (s *Server) chatCompletions(c *gin.Context) {
 	idle := time.AfterFunc(time.Hour, func() { dcancel(errStreamIdle) })
 	idle.Stop()
 	defer idle.Stop()
-	rel = relay{c: c, stream: stream, onFirst: func() {
+	rel = relay{c: c, stream: stream, held: holding{a.promptEstimate, a.reserved.MaxOutputTokens}, onFirst: func() {
 		firstToken.Stop()
 		s.cfg.Metrics.firstToken(a.model, time.Since(start))
 	}, onEvent: func() { idle.Reset(s.cfg.StreamIdleTimeout) }}
@@ -107,6 +110,12 @@ func (s *Server) chatCompletions(c *gin.Context) {
 		out = rel.streamed(wantUsage)
 	} else {
 		out = rel.buffered()
+	}
+	if rel.completion > 0 && rel.held.exceeded(rel.prompt, rel.completion) {
+		s.cfg.Metrics.overReservation(a.model)
+		s.cfg.Logger.Warn("engine went past the reservation; the stream was cut", "request_id", a.requestID, "model", a.model,
+			"max_output_tokens", a.reserved.MaxOutputTokens, "prompt_estimate", a.promptEstimate,
+			"prompt_tokens", rel.prompt, "completion_tokens", rel.completion)
 	}
 	if errors.Is(context.Cause(dctx), errStreamIdle) {
 		s.cfg.Logger.Warn("engine went silent mid-stream", "request_id", a.requestID, "model", a.model,
@@ -240,9 +249,30 @@ func readRequest(c *gin.Context) (*openai.ChatCompletionRequest, []byte, bool) {
 		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_body", "", "could not read the request body"))
 		return nil, nil, false
 	}
+	// Keys are read exactly, as the engine reads them: a duplicate or a
+	// variant spelling of a known key ("max_to\u212aens") would let
+	// encoding/json and the engine disagree about what was asked.
+	if err := strictjson.Check(body, requestType); err != nil {
+		var se *strictjson.Error
+		if errors.As(err, &se) {
+			code := "variant_key"
+			if se.Duplicate {
+				code = "duplicate_key"
+			}
+			writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, code, se.Path, se.Msg))
+			return nil, nil, false
+		}
+		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error()))
+		return nil, nil, false
+	}
 	var req openai.ChatCompletionRequest
 	if err := json.Unmarshal(body, &req); err != nil {
 		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error()))
+		return nil, nil, false
+	}
+	if name, n := extraBytes(&req); n > MaxExtraBytes {
+		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "unknown_fields_too_large", name,
+			fmt.Sprintf("fields the API does not define take %d bytes; at most %d are forwarded", n, MaxExtraBytes)))
 		return nil, nil, false
 	}
 	if err := req.Validate(); err != nil {
@@ -268,4 +298,32 @@ func withProgress(out Outcome, view *clientView) Outcome {
 	out.Usage = true
 	out.PromptTokens, out.CompletionTokens = p.PromptTokens, max(p.CompletionTokens, out.CompletionTokens)
 	return out
+}
+
+// requestType is what a chat request body decodes into.
+var requestType = reflect.TypeFor[openai.ChatCompletionRequest]()
+
+// MaxExtraBytes bounds the fields of a request the API does not define
+// (vLLM's own sampling options travel this way), summed over the request
+// and its messages: enough for a guided-decoding schema, and far from the
+// megabytes that would be held for a stream's whole life.
+const MaxExtraBytes = 256 << 10
+
+// extraBytes sums the raw size of the request's undefined fields and names
+// the largest.
+func extraBytes(req *openai.ChatCompletionRequest) (largest string, total int) {
+	most := -1
+	add := func(prefix string, extra map[string]json.RawMessage) {
+		for k, v := range extra {
+			total += len(k) + len(v)
+			if len(v) > most {
+				most, largest = len(v), prefix+k
+			}
+		}
+	}
+	add("", req.Extra)
+	for i := range req.Messages {
+		add(fmt.Sprintf("messages[%d].", i), req.Messages[i].Extra)
+	}
+	return largest, total
 }

@@ -20,6 +20,8 @@ type Metrics struct {
 	inFlight     *prometheus.GaugeVec
 	reservedMC   *prometheus.CounterVec
 	settledMC    *prometheus.CounterVec
+	overReserved *prometheus.CounterVec
+	capped       *prometheus.CounterVec
 }
 
 // NewMetrics registers the gateway's metrics, and the Go runtime's
@@ -49,8 +51,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Micro-credits reserved at admission."}, []string{"model", "team"}),
 		settledMC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_settled_microcredits_total",
 			Help: "Micro-credits debited at settle."}, []string{"model", "team"}),
+		overReserved: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_over_reservation_total",
+			Help: "Streams cut because the engine went past what the request reserved."}, []string{"model"}),
+		capped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_settles_capped_total",
+			Help: "Settles whose cost the ledger capped at the reservation: tokens produced beyond it went unbilled."}, []string{"model"}),
 	}
-	reg.MustRegister(m.requests, m.rejections, m.ttft, m.tokensPerSec, m.queueWaitH, m.inFlight, m.reservedMC, m.settledMC)
+	reg.MustRegister(m.requests, m.rejections, m.ttft, m.tokensPerSec, m.queueWaitH, m.inFlight, m.reservedMC, m.settledMC,
+		m.overReserved, m.capped)
 	_ = reg.Register(collectors.NewGoCollector()) // already registered on a shared registry is fine
 	return m
 }
@@ -84,3 +91,7 @@ func (m *Metrics) finished(model string, out Outcome, total time.Duration) {
 		m.tokensPerSec.WithLabelValues(model).Observe(float64(out.CompletionTokens) / total.Seconds())
 	}
 }
+
+func (m *Metrics) overReservation(model string) { m.overReserved.WithLabelValues(model).Inc() }
+
+func (m *Metrics) settleCapped(model string) { m.capped.WithLabelValues(model).Inc() }

@@ -46,8 +46,34 @@ type relay struct {
 	onFirst func()
 	// onEvent runs after every event, the first included.
 	onEvent func()
+	// held is what the ledger reserved for; the zero value holds nothing
+	// back.
+	held    holding
 	started bool
 	out     Outcome
+	// prompt and completion are the highest counts seen: the engine's
+	// running usage, or the chunks counted.
+	prompt, completion int64
+}
+
+// holding is what a request's reservation covers: the prompt estimate and
+// the output cap, in tokens.
+type holding struct {
+	promptEstimate, maxOutput int64
+}
+
+// errOverReservation ends a stream whose engine went past what the ledger
+// reserved: more output than the cap it was sent, or a prompt so much
+// larger than the estimate that prompt and output together pass the
+// tokens reserved.
+var errOverReservation = errors.New("the engine's answer passed the request's reservation")
+
+// exceeded reports whether counts seen mid-stream pass the holding.
+func (h holding) exceeded(prompt, completion int64) bool {
+	if h.maxOutput <= 0 {
+		return false
+	}
+	return completion > h.maxOutput || prompt+completion > h.promptEstimate+h.maxOutput
 }
 
 // next returns the next engine event and keeps the token count.
@@ -67,6 +93,14 @@ func (r *relay) next() (dispatch.Event, error) {
 	if ev.Usage != nil {
 		r.out.Usage = true
 		r.out.PromptTokens, r.out.CompletionTokens = ev.Usage.PromptTokens, ev.Usage.CompletionTokens
+		return ev, nil // the answer is whole: the settle accounts for it
+	}
+	r.completion = max(r.completion, r.out.CompletionTokens)
+	if p := ev.Progress; p != nil {
+		r.prompt, r.completion = max(r.prompt, p.PromptTokens), max(r.completion, p.CompletionTokens)
+	}
+	if r.held.exceeded(r.prompt, r.completion) {
+		return ev, errOverReservation
 	}
 	return ev, nil
 }
@@ -88,6 +122,14 @@ func (r *relay) streamed(wantUsage bool) Outcome {
 	for {
 		ev, err := r.next()
 		if errors.Is(err, io.EOF) {
+			_ = sse.WriteDone()
+			w.Flush()
+			return r.out
+		}
+		if errors.Is(err, errOverReservation) {
+			r.out.State = Broken
+			_ = sse.WriteJSON(openai.NewError(openai.TypeServer, "reservation_exceeded", "",
+				"the engine went past the output this request reserved; the answer is cut here"))
 			_ = sse.WriteDone()
 			w.Flush()
 			return r.out
@@ -128,6 +170,12 @@ func (r *relay) buffered() Outcome {
 		ev, err := r.next()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if errors.Is(err, errOverReservation) {
+			r.out.State = Broken
+			writeError(r.c, http.StatusBadGateway, openai.NewError(openai.TypeServer, "reservation_exceeded", "",
+				"the engine went past the output this request reserved"))
+			return r.out
 		}
 		if err != nil || ev.Err != nil {
 			r.out.State = Broken

@@ -54,6 +54,10 @@ type Outcome struct {
 	// Overdrawn means this settle took the team's balance below zero: its
 	// balance was lowered while the request ran. The debt is carried.
 	Overdrawn bool
+	// Capped means the usage cost more than the reservation and the team
+	// was debited the reservation: the difference went unbilled. It is
+	// logged; the gateway counts it.
+	Capped bool
 }
 
 // Settle moves the reserved row of requestID to settled with usage u from
@@ -111,8 +115,16 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 		}
 		var cost int64
 		var from any // settled_from is NULL unless settled
+		capped := false
 		if status == StatusSettled {
-			cost = min(Cost(u.PromptTokens, u.CompletionTokens, row.promptPrice, row.completionPrice), row.reserved)
+			full := Cost(u.PromptTokens, u.CompletionTokens, row.promptPrice, row.completionPrice)
+			cost, capped = min(full, row.reserved), full > row.reserved
+			if capped {
+				l.cfg.Logger.Warn("settle capped at the reservation: the usage cost more than was reserved",
+					"request_id", requestID, "team_id", row.teamID, "source", string(src),
+					"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens,
+					"cost_microcredits", full, "reserved_microcredits", row.reserved)
+			}
 			from = string(src)
 		} else {
 			u = Usage{}
@@ -135,7 +147,7 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 		if err != nil {
 			return fmt.Errorf("debit team %d: %w", row.teamID, err)
 		}
-		out.Status, out.Usage, out.CostMicrocredits, out.Applied = status, u, cost, true
+		out.Status, out.Usage, out.CostMicrocredits, out.Applied, out.Capped = status, u, cost, true, capped
 		out.Source = src
 		if cost > 0 && balance < 0 {
 			out.Overdrawn = true
