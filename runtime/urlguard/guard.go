@@ -91,40 +91,97 @@ func collect(v any, path string, out *[]found) {
 		}
 	case string:
 		if looksLikeURL(t) {
-			*out = append(*out, found{path: path, value: strings.TrimSpace(t)})
+			*out = append(*out, found{path: path, value: t})
 		}
 	}
 }
 
-// looksLikeURL reports whether s is, as a whole, a URL with a scheme and a
-// host ("http://…", "gopher://…"); prose that mentions a URL is not
-// fetched by anything and is left alone.
+// normalize does what a WHATWG URL parser (browsers, and the URL
+// libraries engines fetch images with) does before parsing: it strips
+// leading and trailing C0 controls and spaces, and removes every ASCII
+// tab and newline. "ht\ttp://…" and "\x00http://…" are URLs to them.
+func normalize(s string) string {
+	s = strings.TrimFunc(s, func(r rune) bool { return r <= 0x20 })
+	if strings.ContainsAny(s, "\t\n\r") {
+		s = strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(s)
+	}
+	return s
+}
+
+// special are WHATWG's special schemes: after "scheme:" any slashes and
+// backslashes lead to the host, so "http:169.254.169.254" has one.
+var special = map[string]bool{"http": true, "https": true, "ws": true, "wss": true, "ftp": true, "file": true}
+
+// schemeOf returns s's scheme, lower-cased, when s starts with one
+// (ALPHA *(ALPHA / DIGIT / "+" / "-" / ".") ":").
+func schemeOf(s string) (string, bool) {
+	i := strings.IndexByte(s, ':')
+	if i <= 0 {
+		return "", false
+	}
+	for j, c := range s[:i] {
+		alpha := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+		if !alpha && (j == 0 || !(c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.')) {
+			return "", false
+		}
+	}
+	return strings.ToLower(s[:i]), true
+}
+
+// looksLikeURL reports whether s, normalized as a URL parser would, starts
+// with a scheme followed by an authority ("http://…", "gopher://…") or is
+// of a special scheme ("http:host"). Prose that mentions a URL somewhere
+// is not fetched by anything and is left alone; a string an engine's URL
+// parser would fetch is judged, whatever spaces or controls it carries.
 func looksLikeURL(s string) bool {
-	s = strings.TrimSpace(s)
-	i := strings.Index(s, "://")
-	if i <= 0 || strings.ContainsAny(s, " \t\n") {
+	s = normalize(s)
+	scheme, ok := schemeOf(s)
+	if !ok {
 		return false
 	}
-	for _, c := range s[:i] {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '+' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return true
+	rest := s[len(scheme)+1:]
+	return special[scheme] || strings.HasPrefix(rest, "//")
 }
 
-// CheckURL refuses one URL that points inside the network.
+// CheckURL refuses one URL that points inside the network. The URL is
+// read twice, by Go's parser and the way WHATWG parsers read it, and
+// refused when either finds an internal host, so a string the two read
+// differently cannot slip through.
 func (g *Guard) CheckURL(ctx context.Context, raw string) error {
-	u, err := url.Parse(raw)
+	s := normalize(raw)
+	if strings.IndexFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) >= 0 {
+		return &BlockedError{Reason: "URL carries control characters"}
+	}
+	scheme, _ := schemeOf(s)
+	switch scheme {
+	case "http", "https":
+	default:
+		return &BlockedError{Reason: fmt.Sprintf("scheme %q is not allowed; use http or https", scheme)}
+	}
+	wHost, ok := whatwgHost(s)
+	if !ok {
+		return &BlockedError{Reason: "unparseable URL"}
+	}
+	u, err := url.Parse(s)
 	if err != nil {
 		return &BlockedError{Reason: "unparseable URL"}
 	}
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https":
-	default:
-		return &BlockedError{Reason: fmt.Sprintf("scheme %q is not allowed; use http or https", u.Scheme)}
+	goHost := strings.ToLower(u.Hostname())
+	if goHost == "" || wHost == "" {
+		return &BlockedError{Reason: "URL has no host"}
 	}
-	host := strings.TrimSuffix(strings.ToLower(u.Hostname()), ".")
+	if err := g.checkHost(ctx, wHost); err != nil {
+		return err
+	}
+	if goHost != wHost {
+		return g.checkHost(ctx, goHost)
+	}
+	return nil
+}
+
+// checkHost refuses a host (name or address literal) inside the network.
+func (g *Guard) checkHost(ctx context.Context, host string) error {
+	host = strings.TrimSuffix(host, ".")
 	if host == "" {
 		return &BlockedError{Reason: "URL has no host"}
 	}
@@ -135,6 +192,36 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) error {
 		return &BlockedError{Reason: fmt.Sprintf("host %q is internal", host)}
 	}
 	return g.checkResolved(ctx, host)
+}
+
+// whatwgHost returns the host of a normalized URL of a special scheme as a
+// WHATWG parser finds it: after "scheme:", every slash and backslash is
+// skipped; the authority ends at the first /, \, ? or #; the userinfo ends
+// at its last @; the host is percent-decoded and lower-cased. ok is false
+// when the host does not decode.
+func whatwgHost(s string) (host string, ok bool) {
+	scheme, _ := schemeOf(s)
+	rest := strings.TrimLeft(s[len(scheme)+1:], "/\\")
+	if i := strings.IndexAny(rest, "/\\?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if i := strings.LastIndexByte(rest, '@'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if strings.HasPrefix(rest, "[") {
+		end := strings.IndexByte(rest, ']')
+		if end < 0 {
+			return "", false
+		}
+		rest = rest[:end+1]
+	} else if i := strings.LastIndexByte(rest, ':'); i >= 0 {
+		rest = rest[:i]
+	}
+	decoded, err := url.PathUnescape(rest)
+	if err != nil {
+		return "", false
+	}
+	return strings.ToLower(decoded), true
 }
 
 func (g *Guard) checkResolved(ctx context.Context, host string) error {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"net/url"
+	"strings"
 	"testing"
 )
 
@@ -59,6 +61,32 @@ func TestCheckURL(t *testing.T) {
 		{url: "file:///etc/passwd", blocked: true},
 		{url: "gopher://images.example.com/", blocked: true},
 		{url: "http://93.184.216.34/x.png"},
+		// Forms WHATWG parsers clean up before they parse.
+		{url: "http://169.254.169.254/lat\nest/meta-data/", blocked: true},
+		{url: "http://169.254.169.254/a b", blocked: true},
+		{url: "ht\ttp://169.254.169.254/", blocked: true},
+		{url: "\x00http://169.254.169.254/", blocked: true},
+		{url: "\x01http://127.0.0.1:8080/admin/teams", blocked: true},
+		{url: " \x1fhttp://127.0.0.1/ \x00", blocked: true},
+		{url: "http:169.254.169.254/", blocked: true},
+		{url: "http:\\\\169.254.169.254\\x", blocked: true},
+		{url: "http:/\\127.0.0.1/", blocked: true},
+		{url: "http://images.example.com\\@127.0.0.1/", blocked: true},
+		{url: "http://%31%32%37.0.0.1/", blocked: true},
+		{url: "http://127.0.0.1\x7f/", blocked: true},
+		// IPv6 forms that carry an internal IPv4 address.
+		{url: "http://[::127.0.0.1]/", blocked: true},
+		{url: "http://[::a9fe:a9fe]/", blocked: true},
+		{url: "http://[2002:7f00:1::]/", blocked: true},
+		{url: "http://[2002:a9fe:a9fe::1]/", blocked: true},
+		{url: "http://[64:ff9b::127.0.0.1]/", blocked: true},
+		{url: "http://[64:ff9b:1::a9fe:a9fe]/", blocked: true},
+		{url: "http://[2001:0:7f00:1::]/", blocked: true},
+		{url: "http://[2001:0:5db8:d822::80ff:fffe]/", blocked: true}, // Teredo client 127.0.0.1
+		// Public addresses in the same forms pass.
+		{url: "http://[2002:5db8:d822::1]/x.png"},
+		{url: "http://[2606:2800:220:1:248:1893:25c8:1946]/"},
+		{url: " https://images.example.com/cat.png\n"},
 	}
 	g := &Guard{Resolver: resolver}
 	for _, tt := range tests {
@@ -79,6 +107,12 @@ func TestCheckJSON(t *testing.T) {
 			body: `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"see"},{"type":"image_url","image_url":{"url":"http://169.254.169.254/"}}]}]}`},
 		{name: "tool definition", path: "tools[0].function.parameters.properties.u.default",
 			body: `{"model":"m","messages":[],"tools":[{"type":"function","function":{"name":"f","parameters":{"properties":{"u":{"default":"http://127.0.0.1/"}}}}}]}`},
+		{name: "newline inside the url", path: "messages[0].content[0].image_url.url",
+			body: `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://169.254.169.254/lat\nest/meta-data/"}}]}]}`},
+		{name: "space inside the url", path: "messages[0].content[0].image_url.url",
+			body: `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"http://169.254.169.254/a b"}}]}]}`},
+		{name: "control before the scheme", path: "messages[0].content[0].image_url.url",
+			body: `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"\u0001http://127.0.0.1:8080/admin/teams"}}]}]}`},
 		{name: "prose mentioning a url passes",
 			body: `{"model":"m","messages":[{"role":"user","content":"what is at http://127.0.0.1/ ?"}]}`},
 		{name: "public image passes",
@@ -117,5 +151,37 @@ func FuzzParseIPLoose(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		_, _ = parseIPLoose(s) // must never panic
+	})
+}
+
+// FuzzGuard: whatever CheckURL passes, neither Go's parser nor a
+// WHATWG-style reading of the string finds an internal host in it.
+func FuzzGuard(f *testing.F) {
+	for _, s := range []string{
+		"http://169.254.169.254/", "ht\ttp://127.0.0.1/", "\x00http://10.0.0.1/", "http:\\\\127.0.0.1",
+		"http://[::127.0.0.1]/", "http://[2002:7f00:1::]/", "https://images.example.com/a.png",
+		"http://a@b@127.0.0.1/", "http://%31%32%37.1/", "http://0x7f.1/", "http://[64:ff9b::a00:1]/",
+	} {
+		f.Add(s)
+	}
+	g := &Guard{Resolver: resolver, AllowUnresolvable: true}
+	internal := func(host string) bool {
+		host = strings.TrimSuffix(strings.ToLower(host), ".")
+		if a, ok := parseIPLoose(host); ok {
+			return checkAddr(a) != nil
+		}
+		return internalName(host) && host != ""
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		if g.CheckURL(context.Background(), raw) != nil {
+			return
+		}
+		s := normalize(raw)
+		if u, err := url.Parse(s); err == nil && internal(u.Hostname()) {
+			t.Fatalf("passed %q, whose host for Go is internal: %q", raw, u.Hostname())
+		}
+		if h, ok := whatwgHost(s); ok && internal(h) {
+			t.Fatalf("passed %q, whose host for a WHATWG parser is internal: %q", raw, h)
+		}
 	})
 }

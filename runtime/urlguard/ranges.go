@@ -1,6 +1,7 @@
 package urlguard
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -19,9 +20,19 @@ var blockedPrefixes = []netip.Prefix{
 	netip.MustParsePrefix("64:ff9b::/96"),      // NAT64 can reach IPv4 inside
 }
 
-// checkAddr refuses an address inside the network.
+// checkAddr refuses an address inside the network, and an IPv6 address
+// that carries an IPv4 address inside it (embedded).
 func checkAddr(a netip.Addr) error {
 	a = a.Unmap()
+	for _, v4 := range embeddedIPv4(a) {
+		if err := checkAddr(v4); err != nil {
+			var be *BlockedError
+			if errors.As(err, &be) {
+				be.Reason = fmt.Sprintf("%s embeds %s", a, be.Reason)
+			}
+			return err
+		}
+	}
 	switch {
 	case a.IsLoopback():
 		return &BlockedError{Reason: fmt.Sprintf("%s is a loopback address", a)}
@@ -89,4 +100,36 @@ func parseIPLoose(host string) (netip.Addr, bool) {
 		return netip.Addr{}, false
 	}
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)}), true
+}
+
+// Prefixes of IPv6 forms that carry an IPv4 address.
+var (
+	sixToFour = netip.MustParsePrefix("2002::/16")      // 6to4: bits 16–47
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")   // NAT64, well-known: last 32 bits
+	nat64Loc  = netip.MustParsePrefix("64:ff9b:1::/48") // NAT64, local use: last 32 bits
+	teredo    = netip.MustParsePrefix("2001::/32")      // server: bits 32–63; client: last 32 bits inverted
+	compat    = netip.MustParsePrefix("::/96")          // IPv4-compatible (deprecated): last 32 bits
+)
+
+// embeddedIPv4 returns the IPv4 addresses an IPv6 address carries in the
+// forms that route to them: IPv4-compatible, 6to4, NAT64 and Teredo
+// (IPv4-mapped addresses were unmapped before).
+func embeddedIPv4(a netip.Addr) []netip.Addr {
+	if !a.Is6() {
+		return nil
+	}
+	b := a.As16()
+	v4 := func(i int) netip.Addr { return netip.AddrFrom4([4]byte{b[i], b[i+1], b[i+2], b[i+3]}) }
+	switch {
+	case compat.Contains(a) && !a.IsUnspecified() && !a.IsLoopback():
+		return []netip.Addr{v4(12)}
+	case sixToFour.Contains(a):
+		return []netip.Addr{v4(2)}
+	case nat64.Contains(a), nat64Loc.Contains(a):
+		return []netip.Addr{v4(12)}
+	case teredo.Contains(a):
+		client := netip.AddrFrom4([4]byte{^b[12], ^b[13], ^b[14], ^b[15]})
+		return []netip.Addr{v4(4), client}
+	}
+	return nil
 }
