@@ -249,6 +249,17 @@ func readRequest(c *gin.Context) (*openai.ChatCompletionRequest, []byte, bool) {
 		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_body", "", "could not read the request body"))
 		return nil, nil, false
 	}
+	req, e := decodeRequest(body)
+	if e != nil {
+		writeError(c, http.StatusBadRequest, e)
+		return nil, nil, false
+	}
+	return req, body, true
+}
+
+// decodeRequest decodes and validates a chat request body; a refusal is
+// the 400's body.
+func decodeRequest(body []byte) (*openai.ChatCompletionRequest, *openai.ErrorBody) {
 	// Keys are read exactly, as the engine reads them: a duplicate or a
 	// variant spelling of a known key ("max_to\u212aens") would let
 	// encoding/json and the engine disagree about what was asked.
@@ -259,21 +270,17 @@ func readRequest(c *gin.Context) (*openai.ChatCompletionRequest, []byte, bool) {
 			if se.Duplicate {
 				code = "duplicate_key"
 			}
-			writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, code, se.Path, se.Msg))
-			return nil, nil, false
+			return nil, openai.NewError(openai.TypeInvalidRequest, code, se.Path, se.Msg)
 		}
-		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error()))
-		return nil, nil, false
+		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error())
 	}
 	var req openai.ChatCompletionRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error()))
-		return nil, nil, false
+		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error())
 	}
 	if name, n := extraBytes(&req); n > MaxExtraBytes {
-		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "unknown_fields_too_large", name,
-			fmt.Sprintf("fields the API does not define take %d bytes; at most %d are forwarded", n, MaxExtraBytes)))
-		return nil, nil, false
+		return nil, openai.NewError(openai.TypeInvalidRequest, "unknown_fields_too_large", name,
+			fmt.Sprintf("fields the API does not define take %d bytes; at most %d are forwarded", n, MaxExtraBytes))
 	}
 	if err := req.Validate(); err != nil {
 		var fe *openai.FieldError
@@ -281,10 +288,9 @@ func readRequest(c *gin.Context) (*openai.ChatCompletionRequest, []byte, bool) {
 		if errors.As(err, &fe) {
 			param = fe.Param
 		}
-		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_value", param, err.Error()))
-		return nil, nil, false
+		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_value", param, err.Error())
 	}
-	return &req, body, true
+	return &req, nil
 }
 
 // withProgress completes out with the engine's last running count, when a
