@@ -154,6 +154,10 @@ type jwksCache struct {
 	minRefetch time.Duration
 	timeout    time.Duration
 	logger     *slog.Logger
+	// onFailure, when set, is told of every failed fetch (a metric).
+	onFailure func()
+	// bg tracks background refreshes, for close.
+	bg sync.WaitGroup
 
 	mu          sync.Mutex
 	keys        map[string]verifyKey // nil until the first good fetch
@@ -169,27 +173,46 @@ type fetchCall struct {
 	err  error
 }
 
-// key returns the key with kid, fetching the JWKS when the rules allow.
+// key returns the key with kid, fetching the JWKS when the rules allow. A
+// key in the cache is served at once: when the periodic refresh is due it
+// runs in the background, so a slow issuer never delays a token whose key
+// is known. Only a kid the cache does not hold waits for a fetch.
 func (c *jwksCache) key(ctx context.Context, kid string) (verifyKey, error) {
 	now := c.now()
 	c.mu.Lock()
 	k, found := c.keys[kid]
 	due := c.keys == nil || now.Sub(c.fetchedAt) >= c.refresh
-	if found && !due {
+	backedOff := !c.lastFailure.IsZero() && now.Sub(c.lastFailure) < c.minRefetch
+	if found {
+		if due && c.inflight == nil && !backedOff {
+			call := &fetchCall{done: make(chan struct{})}
+			c.inflight = call
+			c.bg.Add(1)
+			go func() {
+				defer c.bg.Done()
+				c.run(context.Background(), call)
+			}()
+		}
 		c.mu.Unlock()
 		return k, nil
 	}
 	call := c.inflight
 	if call == nil {
-		allowed := c.lastFailure.IsZero() || now.Sub(c.lastFailure) >= c.minRefetch
-		byKid := !found && !due
+		allowed := !backedOff
+		byKid := !due
 		if byKid {
 			allowed = allowed && (c.lastKid.IsZero() || now.Sub(c.lastKid) >= c.minRefetch)
 		}
 		if !allowed {
 			loaded := c.keys != nil
+			var failing error
+			if backedOff {
+				// The issuer could not be reached lately: this kid may be a
+				// new key it announced meanwhile. Unchecked is not invalid.
+				failing = &retryError{err: errors.New("the last jwks fetch failed"), after: c.minRefetch - now.Sub(c.lastFailure)}
+			}
 			c.mu.Unlock()
-			return answer(k, found, loaded, nil)
+			return answer(k, found, loaded, failing)
 		}
 		if byKid {
 			c.lastKid = now
@@ -210,15 +233,21 @@ func (c *jwksCache) key(ctx context.Context, kid string) (verifyKey, error) {
 	k, found = c.keys[kid]
 	loaded := c.keys != nil
 	c.mu.Unlock()
-	return answer(k, found, loaded, call.err)
+	var fetchErr error
+	if call.err != nil {
+		fetchErr = &retryError{err: call.err, after: c.minRefetch}
+	}
+	return answer(k, found, loaded, fetchErr)
 }
 
-// answer is key's result once no (further) fetch will be made.
+// answer is key's result once no (further) fetch will be made. A kid not
+// found after a fetch that failed could not be checked: that is the
+// issuer's outage (503 with Retry-After), not a bad token.
 func answer(k verifyKey, found, loaded bool, fetchErr error) (verifyKey, error) {
 	switch {
 	case found:
 		return k, nil
-	case !loaded && fetchErr != nil:
+	case fetchErr != nil:
 		return verifyKey{}, fmt.Errorf("%w: %w", ErrUnavailable, fetchErr)
 	case !loaded:
 		return verifyKey{}, fmt.Errorf("%w: jwks not loaded yet", ErrUnavailable)
@@ -226,6 +255,22 @@ func answer(k verifyKey, found, loaded bool, fetchErr error) (verifyKey, error) 
 		return verifyKey{}, errUnknownKid
 	}
 }
+
+// retryError is a JWKS failure with the time until the next fetch may run.
+type retryError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
+
+// RetryAfter is how long until the JWKS is fetched again.
+func (e *retryError) RetryAfter() time.Duration { return e.after }
+
+// close waits for a background refresh to end (bounded by the fetch
+// timeout).
+func (c *jwksCache) close() { c.bg.Wait() }
 
 // run performs call's fetch and installs its keys on success.
 func (c *jwksCache) run(ctx context.Context, call *fetchCall) {
@@ -240,7 +285,11 @@ func (c *jwksCache) run(ctx context.Context, call *fetchCall) {
 	c.inflight = nil
 	c.mu.Unlock()
 	if err != nil {
-		c.logger.Warn("jwks fetch failed; keeping the last good keys", "url", c.url, "err", err)
+		c.logger.Warn("jwks fetch failed; keeping the last good keys", "url", c.url, "err", err,
+			"next_try_in", c.minRefetch.String())
+		if c.onFailure != nil {
+			c.onFailure()
+		}
 	}
 	call.err = err
 	close(call.done)

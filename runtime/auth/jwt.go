@@ -29,9 +29,11 @@ const (
 	// AdminRoleValue is the role claim value (or array element) that makes
 	// a JWT caller an admin.
 	AdminRoleValue = "admin"
-	// maxSubjectLen bounds the sub claim, which becomes part of Redis quota
-	// keys.
+	// maxSubjectLen bounds the sub claim.
 	maxSubjectLen = 256
+	// maxNumericDate is 9999-12-31T23:59:59Z, the last second time.Time
+	// and every issuer agree on.
+	maxNumericDate = 253402300799
 )
 
 // JWTConfig configures a JWTVerifier.
@@ -67,6 +69,9 @@ type JWTConfig struct {
 	Now func() time.Time
 	// Logger receives JWKS fetch failures; never a token. Nil discards.
 	Logger *slog.Logger
+	// OnJWKSFailure, when set, is called after every failed JWKS fetch
+	// (frontdoor counts them in a metric).
+	OnJWKSFailure func()
 }
 
 // withDefaults validates c and fills its defaults.
@@ -87,9 +92,16 @@ func (c JWTConfig) withDefaults() (JWTConfig, error) {
 	setDefault(&c.MinRefetchInterval, DefaultMinRefetchInterval)
 	setDefault(&c.FetchTimeout, DefaultJWKSFetchTimeout)
 	c.Limits.ModelAllowlist = slices.Clone(c.Limits.ModelAllowlist)
-	if c.HTTPClient == nil {
-		c.HTTPClient = http.DefaultClient
+	// Never follow a redirect: the configured URL is the one checked
+	// (https, or loopback http), and a redirect could lead anywhere.
+	client := http.Client{}
+	if c.HTTPClient != nil {
+		client = *c.HTTPClient
 	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error {
+		return errors.New("jwks url redirected; configure the final URL")
+	}
+	c.HTTPClient = &client
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -143,7 +155,7 @@ func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
 			jwt.WithTimeFunc(cfg.Now),
 		),
 		jwks: &jwksCache{
-			url: cfg.JWKSURL, client: cfg.HTTPClient, now: cfg.Now, logger: cfg.Logger,
+			url: cfg.JWKSURL, client: cfg.HTTPClient, now: cfg.Now, logger: cfg.Logger, onFailure: cfg.OnJWKSFailure,
 			refresh: cfg.RefreshInterval, minRefetch: cfg.MinRefetchInterval, timeout: cfg.FetchTimeout,
 		},
 		teams: &teamCache{store: cfg.Teams, now: cfg.Now, entries: make(map[string]teamEntry)},
@@ -173,9 +185,18 @@ func (v *JWTVerifier) Verify(ctx context.Context, token string) (Principal, erro
 	return v.principal(ctx, claims)
 }
 
+// Close waits for a background JWKS refresh to end; the verifier stays
+// usable.
+func (v *JWTVerifier) Close() { v.jwks.close() }
+
 // signingKey is the parser's key function: the JWKS key named by the
-// token's kid, if it fits the token's alg.
+// token's kid, if it fits the token's alg. A token with critical header
+// parameters is refused: this verifier understands none (RFC 7515
+// §4.1.11).
 func (v *JWTVerifier) signingKey(ctx context.Context, t *jwt.Token) (any, error) {
+	if _, crit := t.Header["crit"]; crit {
+		return nil, fmt.Errorf("%w: jwt has critical header parameters this verifier does not understand", ErrInvalidCredential)
+	}
 	kid, _ := t.Header["kid"].(string)
 	if kid == "" {
 		return nil, fmt.Errorf("%w: jwt has no key id", ErrInvalidCredential)
@@ -234,6 +255,15 @@ func (v *JWTVerifier) principal(ctx context.Context, claims jwt.MapClaims) (Prin
 	exp, err := claims.GetExpirationTime()
 	if err != nil || exp == nil {
 		return Principal{}, fmt.Errorf("%w: jwt exp missing", ErrInvalidCredential)
+	}
+	// A time past year 9999 overflows time.Time into the far past, where
+	// nbf = 1e20 would pass: refuse any time outside the calendar.
+	for _, name := range []string{"exp", "nbf", "iat"} {
+		if v, ok := claims[name]; ok {
+			if f, num := v.(float64); !num || !(f >= 0 && f <= maxNumericDate) {
+				return Principal{}, fmt.Errorf("%w: jwt %s out of range", ErrInvalidCredential, name)
+			}
+		}
 	}
 	p := Principal{
 		Kind: KindJWT, Subject: sub, Role: roleOf(claims[v.cfg.RoleClaim]),

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,6 +34,8 @@ type jwtFixture struct {
 	verifier *JWTVerifier
 	teams    *MemTeamStore
 	logs     *bytes.Buffer
+	// failures counts the failed JWKS fetches reported to OnJWKSFailure.
+	failures atomic.Int64
 }
 
 func newJWTFixture(t *testing.T) *jwtFixture {
@@ -48,6 +51,7 @@ func newJWTFixture(t *testing.T) *jwtFixture {
 		JWKSURL: f.server.URL(), Issuer: testIssuer, Audience: testAudience,
 		Limits: testJWTLimits, Teams: f.teams, HTTPClient: f.server.srv.Client(),
 		Now: f.clock.Now, Logger: slog.New(slog.NewTextHandler(&lockedBuffer{b: f.logs}, nil)),
+		OnJWKSFailure: func() { f.failures.Add(1) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -179,8 +183,8 @@ func TestJWTVerify(t *testing.T) {
 			if !principalsEqual(got, want) {
 				t.Errorf("Verify = %+v, want %+v", got, want)
 			}
-			if got.QuotaID() != "jwt:alice" {
-				t.Errorf("QuotaID = %q, want jwt:alice", got.QuotaID())
+			if want := (Principal{Kind: KindJWT, Subject: "alice"}).QuotaID(); got.QuotaID() != want {
+				t.Errorf("QuotaID = %q, want %q", got.QuotaID(), want)
 			}
 		})
 	}
@@ -314,6 +318,7 @@ func TestJWTKeyRotation(t *testing.T) {
 			if !errors.Is(err, s.wantErr) || (s.wantErr == nil && err != nil) {
 				t.Fatalf("Verify error = %v, want %v", err, s.wantErr)
 			}
+			f.verifier.Close() // a due refresh runs in the background
 			if got := f.server.hits.Load(); got != s.wantFetch {
 				t.Errorf("jwks fetches = %d, want %d", got, s.wantFetch)
 			}
@@ -346,6 +351,7 @@ func TestJWKSOutage(t *testing.T) {
 			if !errors.Is(err, s.wantErr) || (s.wantErr == nil && err != nil) {
 				t.Fatalf("Verify error = %v, want %v", err, s.wantErr)
 			}
+			f.verifier.Close() // a due refresh runs in the background
 			if got := f.server.hits.Load(); got != s.wantFetch {
 				t.Errorf("jwks fetches = %d, want %d", got, s.wantFetch)
 			}

@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"slices"
 	"strconv"
 	"time"
@@ -92,14 +94,18 @@ type Principal struct {
 	ExpiresAt time.Time
 }
 
-// QuotaID is the identity quotas are counted against: "key:<id>" for an API
-// key, "jwt:<sub>" for a JWT, "admin:<subject>" for the bootstrap token.
+// QuotaID is the identity quotas are counted against: "key:<id>" for an
+// API key; for a JWT or the bootstrap token, the kind and a hash of the
+// subject ("jwt:<32 hex>"). A subject is the issuer's to choose — LDAP
+// names carry spaces, commas and braces — and a hash makes any of them a
+// safe Redis key, the same for the same subject on every gateway.
 func (p Principal) QuotaID() string {
 	switch p.Kind {
 	case KindAPIKey:
 		return "key:" + strconv.FormatInt(p.KeyID, 10)
 	default:
-		return p.Kind.String() + ":" + p.Subject
+		sum := sha256.Sum256([]byte(p.Subject))
+		return p.Kind.String() + ":" + hex.EncodeToString(sum[:16])
 	}
 }
 

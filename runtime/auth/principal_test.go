@@ -1,6 +1,9 @@
 package auth
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestPrincipalQuotaID(t *testing.T) {
 	tests := []struct {
@@ -9,8 +12,9 @@ func TestPrincipalQuotaID(t *testing.T) {
 		want string
 	}{
 		{name: "api key", p: Principal{Kind: KindAPIKey, KeyID: 42, Subject: "llp_AbC123xy"}, want: "key:42"},
-		{name: "jwt", p: Principal{Kind: KindJWT, Subject: "alice"}, want: "jwt:alice"},
-		{name: "admin token", p: Principal{Kind: KindAdminToken, Subject: "bootstrap"}, want: "admin:bootstrap"},
+		// sha256("alice") and sha256("bootstrap"), first 16 bytes.
+		{name: "jwt", p: Principal{Kind: KindJWT, Subject: "alice"}, want: "jwt:2bd806c97f0e00af1a1fc3328fa763a9"},
+		{name: "admin token", p: Principal{Kind: KindAdminToken, Subject: "bootstrap"}, want: "admin:333c04dd151a2a6831c039cb9a651df2"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,5 +62,22 @@ func TestRoleString(t *testing.T) {
 				t.Errorf("String = %q, want %q", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestQuotaIDOfAnySubject: an issuer's subject may hold spaces, commas and
+// braces (LDAP names); its quota identity is still a usable Redis name,
+// one per subject.
+func TestQuotaIDOfAnySubject(t *testing.T) {
+	seen := map[string]string{}
+	for _, sub := range []string{"CN=Jane Doe,OU=ML", "CN=Jane Doe,OU=ml", "a{b}c", "tab\there", "alice"} {
+		id := Principal{Kind: KindJWT, Subject: sub}.QuotaID()
+		if strings.ContainsAny(id, "{} \t\r\n") || len(id) != len("jwt:")+32 {
+			t.Errorf("QuotaID(%q) = %q: not a usable quota name", sub, id)
+		}
+		if other, dup := seen[id]; dup {
+			t.Errorf("subjects %q and %q share the quota id %s", sub, other, id)
+		}
+		seen[id] = sub
 	}
 }

@@ -75,12 +75,25 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 			return Front{}, err
 		}
 	}
+	reg := prometheus.NewRegistry()
 	if cfg.JWT != nil {
 		jc := *cfg.JWT
 		jc.Teams = adm
+		if jc.Logger == nil {
+			jc.Logger = cfg.Logger
+		}
+		jwksFailures := prometheus.NewCounter(prometheus.CounterOpts{Name: "llmplat_gateway_jwks_fetch_failures_total",
+			Help: "JWKS fetches that failed; JWT callers with unknown key ids get 503 until one succeeds."})
+		reg.MustRegister(jwksFailures)
+		jc.OnJWKSFailure = jwksFailures.Inc
 		if authn.JWT, err = auth.NewJWTVerifier(jc); err != nil {
 			return Front{}, err
 		}
+		g.Go(func() error {
+			<-ctx.Done()
+			authn.JWT.Close() // a background refresh ends within its timeout
+			return nil
+		})
 	}
 	qcfg := quota.Config{Prefix: cfg.RedisPrefix}
 	lim, err := quota.New(cfg.Redis, qcfg)
@@ -111,7 +124,6 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		return Front{}, err
 	}
 	g.Go(func() error { return settles.Run(ctx, cfg.Ledger, countSettled) })
-	reg := prometheus.NewRegistry()
 	gw, err := gateway.New(gateway.Config{
 		TLSCertFile:       cfg.TLSCertFile,
 		TLSKeyFile:        cfg.TLSKeyFile,

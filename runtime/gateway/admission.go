@@ -75,6 +75,13 @@ func (s *Server) checkLimits(c *gin.Context, ctx context.Context, p auth.Princip
 	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
 	d, err := s.cfg.Limits.Admit(rctx, p.QuotaID(), a.requestID, lim)
 	cancel()
+	if errors.Is(err, quota.ErrInvalidName) {
+		// Quota identities are derived (auth.Principal.QuotaID), never the
+		// caller's text: this is a platform bug, not an outage to retry.
+		s.cfg.Logger.Error("quota identity refused", "request_id", a.requestID, "err", err)
+		return reject(http.StatusInternalServerError, "internal", openai.TypeServer, "internal_error", "",
+			"the platform could not apply this caller's limits")
+	}
 	if err != nil {
 		return unavailable("quota")
 	}

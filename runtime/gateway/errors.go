@@ -50,8 +50,15 @@ func retryAfterSeconds(d time.Duration) int {
 func authRejection(err error) *rejection {
 	switch {
 	case errors.Is(err, auth.ErrUnavailable):
+		// The JWKS back-off says when a check can next succeed; a store
+		// blip usually passes in seconds.
+		retry := retryUnavailable
+		var ra interface{ RetryAfter() time.Duration }
+		if errors.As(err, &ra) && ra.RetryAfter() > 0 {
+			retry = ra.RetryAfter()
+		}
 		return reject(http.StatusServiceUnavailable, "auth_unavailable", openai.TypeUnavailable, "auth_unavailable", "",
-			"credentials could not be verified right now; retry later").after(retryUnavailable)
+			"credentials could not be verified right now; retry later").after(retry)
 	case errors.Is(err, auth.ErrMissingCredential):
 		return reject(http.StatusUnauthorized, "unauthenticated", openai.TypeAuthentication, "missing_api_key", "",
 			"no credential: send Authorization: Bearer <api key or JWT>")
