@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/llmplat/llmplat/runtime/wsconn"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
@@ -156,7 +156,7 @@ func (a *Agent) connectOrRedial(ctx context.Context, old *sync.WaitGroup) (outco
 // A reconnect frame's wait is sent on redial.
 func (a *Agent) connect(ctx context.Context, redial chan<- time.Duration) (outcome, error) {
 	dctx, cancel := context.WithTimeout(ctx, dialTimeout)
-	conn, _, err := websocket.Dial(dctx, a.cfg.ServerURL, nil)
+	conn, err := wsconn.Dial(dctx, a.cfg.ServerURL)
 	cancel()
 	if err != nil {
 		return outcome{}, fmt.Errorf("dial: %w", err)
@@ -177,19 +177,19 @@ func (a *Agent) connect(ctx context.Context, redial chan<- time.Duration) (outco
 
 // handshake sends register and reads the server's answer. It returns the
 // welcome, or nil with the outcome the server's refusal calls for.
-func (a *Agent) handshake(ctx context.Context, conn *websocket.Conn) (*nodeproto.Welcome, outcome, error) {
+func (a *Agent) handshake(ctx context.Context, conn *wsconn.Conn) (*nodeproto.Welcome, outcome, error) {
 	b, err := nodeproto.Encode(a.cfg.register())
 	if err != nil {
 		return nil, outcome{}, fmt.Errorf("encode register: %w", err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
-	err = conn.Write(wctx, websocket.MessageText, b)
+	err = conn.Write(wctx, b)
 	cancel()
 	if err != nil {
 		return nil, outcome{}, fmt.Errorf("send register: %w", err)
 	}
 	rctx, cancel := context.WithTimeout(ctx, nodeproto.RegisterTimeout)
-	_, msg, err := conn.Read(rctx)
+	msg, err := conn.Read(rctx)
 	cancel()
 	if err != nil {
 		return nil, adviceForClose(err), fmt.Errorf("read welcome: %w", err)
@@ -215,8 +215,8 @@ func (a *Agent) handshake(ctx context.Context, conn *websocket.Conn) (*nodeproto
 // adviceForClose returns the cap after a close that says the server will
 // not take this agent as it is (policy, protocol version).
 func adviceForClose(err error) outcome {
-	switch websocket.CloseStatus(err) {
-	case websocket.StatusPolicyViolation, websocket.StatusProtocolError:
+	switch wsconn.CloseStatus(err) {
+	case wsconn.StatusPolicyViolation, wsconn.StatusProtocolError:
 		return outcome{advice: nodeproto.BackoffCap}
 	}
 	return outcome{}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/llmplat/llmplat/runtime/wsconn"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
@@ -45,7 +45,7 @@ type fakeServer struct {
 // serverConn is one accepted agent connection.
 type serverConn struct {
 	fs       *fakeServer
-	c        *websocket.Conn
+	c        *wsconn.Conn
 	register *nodeproto.Register
 	window   int
 	frames   chan nodeproto.Frame
@@ -79,20 +79,20 @@ func newFakeServer(t *testing.T, opts fakeOpts) *fakeServer {
 
 // handle serves one agent connection: register, the answer, then frames.
 func (fs *fakeServer) handle(w http.ResponseWriter, r *http.Request, n int) {
-	c, err := websocket.Accept(w, r, nil)
+	c, err := wsconn.Accept(w, r)
 	if err != nil {
 		return
 	}
 	defer c.CloseNow()
 	c.SetReadLimit(nodeproto.ServerReadLimit)
-	_, msg, err := c.Read(r.Context())
+	msg, err := c.Read(r.Context())
 	if err != nil {
 		return
 	}
 	f, err := nodeproto.Decode(msg)
 	reg, ok := f.(*nodeproto.Register)
 	if err != nil || !ok {
-		c.Close(websocket.StatusProtocolError, "first frame must be register")
+		c.Close(wsconn.StatusProtocolError, "first frame must be register")
 		return
 	}
 	answer := nodeproto.Frame(&nodeproto.Welcome{Epoch: int64(n), HeartbeatInterval: 1,
@@ -108,7 +108,7 @@ func (fs *fakeServer) handle(w http.ResponseWriter, r *http.Request, n int) {
 		sc.window = wf.Window
 	}
 	b, _ := nodeproto.Encode(answer)
-	if err := c.Write(r.Context(), websocket.MessageText, b); err != nil {
+	if err := c.Write(r.Context(), b); err != nil {
 		return
 	}
 	fs.conns <- sc
@@ -118,7 +118,7 @@ func (fs *fakeServer) handle(w http.ResponseWriter, r *http.Request, n int) {
 		return
 	}
 	for {
-		_, msg, err := c.Read(r.Context())
+		msg, err := c.Read(r.Context())
 		if err != nil {
 			return
 		}
@@ -127,7 +127,7 @@ func (fs *fakeServer) handle(w http.ResponseWriter, r *http.Request, n int) {
 			return
 		}
 		if !sc.account(r.Context(), f) {
-			c.Close(websocket.StatusProtocolError, "credit exceeded")
+			c.Close(wsconn.StatusProtocolError, "credit exceeded")
 			return
 		}
 		sc.frames <- f
@@ -174,7 +174,7 @@ func (sc *serverConn) write(ctx context.Context, f nodeproto.Frame) {
 		sc.fs.t.Errorf("encode %s: %v", f.Type(), err)
 		return
 	}
-	sc.c.Write(ctx, websocket.MessageText, b)
+	sc.c.Write(ctx, b)
 }
 
 // url returns the server's socket address.
@@ -209,7 +209,7 @@ func (sc *serverConn) send(t *testing.T, f nodeproto.Frame) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitFor)
 	defer cancel()
-	if err := sc.c.Write(ctx, websocket.MessageText, b); err != nil {
+	if err := sc.c.Write(ctx, b); err != nil {
 		t.Fatalf("write %s: %v", f.Type(), err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/llmplat/llmplat/runtime/wsconn"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
@@ -29,7 +29,7 @@ const ackPoll = 20 * time.Millisecond
 // session is one registered connection.
 type session struct {
 	a    *Agent
-	conn *websocket.Conn
+	conn *wsconn.Conn
 	w    *nodeproto.Welcome
 	// out carries every outgoing frame to the one writer; a nil frame
 	// asks the writer to close the socket normally after what precedes it.
@@ -63,7 +63,7 @@ type inflight struct {
 	credit *credit
 }
 
-func newSession(a *Agent, conn *websocket.Conn, w *nodeproto.Welcome, redial chan<- time.Duration) *session {
+func newSession(a *Agent, conn *wsconn.Conn, w *nodeproto.Welcome, redial chan<- time.Duration) *session {
 	return &session{
 		a: a, conn: conn, w: w, redial: redial,
 		out:     make(chan nodeproto.Frame, outQueue),
@@ -200,7 +200,7 @@ func (s *session) writeLoop(ctx context.Context, replay []*nodeproto.Done) error
 		case f = <-s.out:
 		}
 		if f == nil {
-			return s.conn.Close(websocket.StatusNormalClosure, "drained")
+			return s.conn.Close(wsconn.StatusNormalClosure, "drained")
 		}
 		if err := s.write(ctx, f); err != nil {
 			return err
@@ -217,7 +217,7 @@ func (s *session) write(ctx context.Context, f nodeproto.Frame) error {
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
-	err = s.conn.Write(wctx, websocket.MessageText, b)
+	err = s.conn.Write(wctx, b)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("write %s: %w", f.Type(), err)
@@ -229,7 +229,7 @@ func (s *session) write(ctx context.Context, f nodeproto.Frame) error {
 // Cancelling ctx closes the socket, which is how the loop is stopped.
 func (s *session) readLoop(ctx context.Context) error {
 	for {
-		_, msg, err := s.conn.Read(ctx)
+		msg, err := s.conn.Read(ctx)
 		if err != nil {
 			return fmt.Errorf("read: %w", err)
 		}
@@ -239,7 +239,7 @@ func (s *session) readLoop(ctx context.Context) error {
 		}
 		if err != nil {
 			if code, ok := nodeproto.CloseCodeOf(err); ok {
-				s.conn.Close(websocket.StatusCode(code), "bad frame")
+				s.conn.Close(wsconn.StatusCode(code), "bad frame")
 			}
 			return fmt.Errorf("decode: %w", err)
 		}

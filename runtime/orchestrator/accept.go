@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/llmplat/llmplat/runtime/wsconn"
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
@@ -24,19 +24,24 @@ const shutdownRetryAfter = 5
 
 // accept serves one node socket from upgrade to close.
 func (o *Orchestrator) accept(w http.ResponseWriter, r *http.Request) {
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	ws, err := wsconn.Accept(w, r)
 	if err != nil {
 		return // Accept answered the client
 	}
-	defer ws.CloseNow()
+	handedOff := false
+	defer func() {
+		if !handedOff {
+			_ = ws.CloseNow()
+		}
+	}()
 	ws.SetReadLimit(nodeproto.ServerReadLimit)
 	ctx := r.Context()
 	reg, err := readRegister(ctx, ws)
 	if err != nil {
 		o.cfg.Metrics.registrations.WithLabelValues("invalid").Inc()
-		code := websocket.StatusProtocolError
+		code := wsconn.StatusProtocolError
 		if cc, ok := nodeproto.CloseCodeOf(err); ok {
-			code = websocket.StatusCode(cc)
+			code = wsconn.StatusCode(cc)
 		}
 		_ = ws.Close(code, "first frame must be a valid register")
 		return
@@ -70,10 +75,14 @@ func (o *Orchestrator) accept(w http.ResponseWriter, r *http.Request) {
 		o.refuse(ctx, ws, "bad_token", &nodeproto.Error{Status: http.StatusUnauthorized, Message: msg})
 		return
 	}
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
+	// The socket outlives this handler: once registered it is served by
+	// goroutines of its own, so the HTTP server's connection state (its
+	// buffers, the request) is freed; the orchestrator ends it (shutdown,
+	// supersession, revocation), not the request's context.
+	cctx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	c, state, err := o.register(ctx, ws, reg, admitted, cancel)
 	if err != nil {
+		cancel(nil)
 		log.Error("registration failed", "err", err)
 		o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "registration failed"})
 		return
@@ -89,15 +98,22 @@ func (o *Orchestrator) accept(w http.ResponseWriter, r *http.Request) {
 		c.drain(0)
 		o.markDraining(ctx, c)
 	}
-	err = o.serveConn(cctx, c)
-	log.Info("node connection ended", "epoch", c.epoch, "cause", err)
+	handedOff = true
+	o.sockets.Add(1)
+	go func() {
+		defer o.sockets.Done()
+		defer ws.CloseNow()
+		defer cancel(nil)
+		err := o.serveConn(cctx, c)
+		log.Info("node connection ended", "epoch", c.epoch, "cause", err)
+	}()
 }
 
 // readRegister reads and validates the first frame.
-func readRegister(ctx context.Context, ws *websocket.Conn) (*nodeproto.Register, error) {
+func readRegister(ctx context.Context, ws *wsconn.Conn) (*nodeproto.Register, error) {
 	rctx, cancel := context.WithTimeout(ctx, nodeproto.RegisterTimeout)
 	defer cancel()
-	_, msg, err := ws.Read(rctx)
+	msg, err := ws.Read(rctx)
 	if err != nil {
 		return nil, fmt.Errorf("read register: %w", err)
 	}
@@ -114,15 +130,15 @@ func readRegister(ctx context.Context, ws *websocket.Conn) (*nodeproto.Register,
 
 // refuse answers a registration with f (retry_after or error) and closes
 // with the matching code.
-func (o *Orchestrator) refuse(ctx context.Context, ws *websocket.Conn, reason string, f nodeproto.Frame) {
+func (o *Orchestrator) refuse(ctx context.Context, ws *wsconn.Conn, reason string, f nodeproto.Frame) {
 	o.cfg.Metrics.registrations.WithLabelValues(reason).Inc()
-	code, text := websocket.StatusTryAgainLater, "try again later"
+	code, text := wsconn.StatusTryAgainLater, "try again later"
 	if _, isErr := f.(*nodeproto.Error); isErr {
-		code, text = websocket.StatusPolicyViolation, "registration refused"
+		code, text = wsconn.StatusPolicyViolation, "registration refused"
 	}
 	if b, err := nodeproto.Encode(f); err == nil {
 		wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
-		_ = ws.Write(wctx, websocket.MessageText, b)
+		_ = ws.Write(wctx, b)
 		cancel()
 	}
 	_ = ws.Close(code, text)
@@ -132,7 +148,7 @@ func (o *Orchestrator) refuse(ctx context.Context, ws *websocket.Conn, reason st
 // limit counted it at), claims the node's record under a new
 // epoch and makes the connection the node's current one on this replica.
 // It returns the node's durable state ("draining" survives a reconnect).
-func (o *Orchestrator) register(ctx context.Context, ws *websocket.Conn, reg *nodeproto.Register, admitted time.Time, cancel context.CancelCauseFunc) (*nodeConn, string, error) {
+func (o *Orchestrator) register(ctx context.Context, ws *wsconn.Conn, reg *nodeproto.Register, admitted time.Time, cancel context.CancelCauseFunc) (*nodeConn, string, error) {
 	rec := recordOf(reg, o.cfg.ID)
 	state := stateActive
 	if o.cfg.Events != nil {

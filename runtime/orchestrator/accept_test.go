@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/llmplat/llmplat/runtime/wsconn"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
@@ -14,24 +14,24 @@ import (
 
 // rawNode dials a replica as a hand-written agent and sends first; it
 // returns the server's answer frame (nil if none) and the close status.
-func rawNode(t *testing.T, r *replica, first []byte) (nodeproto.Frame, websocket.StatusCode) {
+func rawNode(t *testing.T, r *replica, first []byte) (nodeproto.Frame, wsconn.StatusCode) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
 	defer cancel()
-	conn, _, err := websocket.Dial(ctx, r.wsURL(), nil)
+	conn, err := wsconn.Dial(ctx, r.wsURL())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.CloseNow()
 	conn.SetReadLimit(nodeproto.AgentReadLimit)
-	if err := conn.Write(ctx, websocket.MessageText, first); err != nil {
+	if err := conn.Write(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	var answer nodeproto.Frame
 	for {
-		_, msg, err := conn.Read(ctx)
+		msg, err := conn.Read(ctx)
 		if err != nil {
-			return answer, websocket.CloseStatus(err)
+			return answer, wsconn.CloseStatus(err)
 		}
 		f, err := nodeproto.Decode(msg)
 		if err != nil {
@@ -73,7 +73,7 @@ func TestRegistrationRefusals(t *testing.T) {
 	t.Run("first frame not register", func(t *testing.T) {
 		hb, _ := nodeproto.Encode(&nodeproto.Heartbeat{})
 		_, code := rawNode(t, r, hb)
-		if code != websocket.StatusProtocolError {
+		if code != wsconn.StatusProtocolError {
 			t.Errorf("close %d, want 1002", code)
 		}
 	})
@@ -81,7 +81,7 @@ func TestRegistrationRefusals(t *testing.T) {
 		waitNextSecond()
 		f, code := rawNode(t, r, register(t, "node-x", token("node-y")))
 		e, ok := f.(*nodeproto.Error)
-		if !ok || e.Status != 401 || code != websocket.StatusPolicyViolation {
+		if !ok || e.Status != 401 || code != wsconn.StatusPolicyViolation {
 			t.Errorf("answer %#v, close %d; want error 401 and 1008", f, code)
 		}
 	})
@@ -104,7 +104,7 @@ func TestRegistrationRefusals(t *testing.T) {
 				continue
 			}
 			ra, ok := f.(*nodeproto.RetryAfter)
-			if !ok || ra.Seconds < 1 || code != websocket.StatusTryAgainLater {
+			if !ok || ra.Seconds < 1 || code != wsconn.StatusTryAgainLater {
 				t.Errorf("second registration in one second: answer %#v, close %d; want retry_after ≥ 1 s and 1013", f, code)
 			}
 			return

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/coder/websocket"
+	"github.com/llmplat/llmplat/runtime/wsconn"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/registry"
@@ -24,19 +24,23 @@ var (
 // nodeConn is one registered node socket on this replica.
 type nodeConn struct {
 	o      *Orchestrator
-	ws     *websocket.Conn
+	ws     *wsconn.Conn
 	rec    registry.NodeRecord
 	epoch  int64
-	token  nodeproto.Secret     // checked again every TokenRecheckInterval
-	out    chan nodeproto.Frame // to the writer; see writeQueue
+	token  nodeproto.Secret // checked again every TokenRecheckInterval
 	cancel context.CancelCauseFunc
+
+	// queue holds the frames for the writer, at most writeQueue; wake
+	// tells it there are some. An idle socket holds no queue at all.
+	qmu   sync.Mutex
+	queue []nodeproto.Frame
+	wake  chan struct{}
 
 	mu       sync.Mutex
 	sinks    map[string]sink // requests running on the node
 	draining bool            // drain sent: no new work
 	leaving  bool            // superseded, revoked or shutting down: no new work
 	closed   bool            // the connection ended
-	idle     chan struct{}   // closed once leaving with no requests
 	idleOnce sync.Once
 	why      error // why the connection is leaving: its close cause once idle
 
@@ -44,22 +48,30 @@ type nodeConn struct {
 	engineDown string
 }
 
-func newNodeConn(o *Orchestrator, ws *websocket.Conn, rec registry.NodeRecord, epoch int64, token nodeproto.Secret, cancel context.CancelCauseFunc) *nodeConn {
+func newNodeConn(o *Orchestrator, ws *wsconn.Conn, rec registry.NodeRecord, epoch int64, token nodeproto.Secret, cancel context.CancelCauseFunc) *nodeConn {
 	return &nodeConn{
 		o: o, ws: ws, rec: rec, epoch: epoch, token: token, cancel: cancel,
-		out:   make(chan nodeproto.Frame, writeQueue),
+		wake:  make(chan struct{}, 1),
 		sinks: make(map[string]sink),
-		idle:  make(chan struct{}),
 	}
 }
 
 // send queues f for the writer. A full queue means the socket is stuck,
 // and the connection is dropped rather than letting senders wait.
 func (c *nodeConn) send(f nodeproto.Frame) {
-	select {
-	case c.out <- f:
-	default:
+	c.qmu.Lock()
+	full := len(c.queue) >= writeQueue
+	if !full {
+		c.queue = append(c.queue, f)
+	}
+	c.qmu.Unlock()
+	if full {
 		c.cancel(errWriteQueueFull)
+		return
+	}
+	select {
+	case c.wake <- struct{}{}:
+	default:
 	}
 }
 
@@ -120,7 +132,9 @@ func (c *nodeConn) take(requestID string, end bool) sink {
 // caller holds mu.
 func (c *nodeConn) checkIdle() {
 	if c.leaving && len(c.sinks) == 0 {
-		c.idleOnce.Do(func() { close(c.idle) })
+		// The last request of a leaving connection ended: it closes now,
+		// with the reason it is leaving.
+		c.idleOnce.Do(func() { c.cancel(c.why) })
 	}
 }
 
@@ -146,34 +160,23 @@ func (c *nodeConn) drain(deadline time.Duration) {
 	}
 }
 
-// serve runs the connection until it breaks, ctx ends or it is cancelled,
-// then fails every request still on it.
+// serve runs the connection until it breaks, ctx ends or it is cancelled
+// (a leaving connection cancels itself once idle), then fails every
+// request still on it. Two goroutines a socket, the caller's reading and
+// one writing (pings included), keep a thousand idle nodes cheap.
 func (c *nodeConn) serve(ctx context.Context) error {
-	var wg sync.WaitGroup
-	wg.Add(3)
+	written := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(written)
 		c.cancel(c.writeLoop(ctx))
 	}()
-	go func() {
-		defer wg.Done()
-		c.cancel(c.readLoop(ctx))
-	}()
-	go func() {
-		defer wg.Done()
-		c.keepAlive(ctx)
-	}()
-	select {
-	case <-ctx.Done():
-	case <-c.idle:
-		c.mu.Lock()
-		why := c.why
-		c.mu.Unlock()
-		c.cancel(why)
-	}
+	// The close frame goes out as soon as the connection ends, whichever
+	// loop ended it; the read loop sees the peer's answer or its deadline.
+	stop := context.AfterFunc(ctx, func() { c.closeWith(context.Cause(ctx)) })
+	defer stop()
+	c.cancel(c.readLoop(ctx))
+	<-written
 	err := context.Cause(ctx)
-	c.closeWith(err)
-	wg.Wait()
 	c.mu.Lock()
 	c.closed = true
 	sinks := c.sinks
@@ -187,19 +190,19 @@ func (c *nodeConn) serve(ctx context.Context) error {
 
 // closeWith closes the socket with the close code its end calls for.
 func (c *nodeConn) closeWith(err error) {
-	code, reason := websocket.StatusInternalError, "server error"
+	code, reason := wsconn.StatusInternalError, "server error"
 	switch {
 	case errors.Is(err, errRevoked):
-		code, reason = websocket.StatusPolicyViolation, "node token revoked"
+		code, reason = wsconn.StatusPolicyViolation, "node token revoked"
 	case errors.Is(err, errShutdown):
-		code, reason = websocket.StatusGoingAway, "replica going away"
+		code, reason = wsconn.StatusGoingAway, "replica going away"
 	case errors.Is(err, errSuperseded):
-		code, reason = websocket.StatusCode(nodeproto.CloseSuperseded), "superseded"
+		code, reason = wsconn.StatusCode(nodeproto.CloseSuperseded), "superseded"
 	case errors.Is(err, errNodeClosed):
-		code, reason = websocket.StatusNormalClosure, "bye"
+		code, reason = wsconn.StatusNormalClosure, "bye"
 	default:
 		if cc, ok := nodeproto.CloseCodeOf(err); ok {
-			code, reason = websocket.StatusCode(cc), "protocol error"
+			code, reason = wsconn.StatusCode(cc), "protocol error"
 		}
 	}
 	// Close writes the close frame and waits briefly for the peer's; the
@@ -215,32 +218,11 @@ const closeWait = 2 * time.Second
 // errNodeClosed means the node closed the socket itself.
 var errNodeClosed = errors.New("node closed the connection")
 
-// writeLoop is the socket's only writer.
+// writeLoop is the socket's only writer of frames. It also pings the node
+// every PingInterval (the node's heartbeats, due every 5 s, are what the
+// read deadline waits for: a half-open link ends there) and checks the
+// node's token again every TokenRecheckInterval.
 func (c *nodeConn) writeLoop(ctx context.Context) error {
-	for {
-		var f nodeproto.Frame
-		select {
-		case <-ctx.Done():
-			return nil
-		case f = <-c.out:
-		}
-		b, err := nodeproto.Encode(f)
-		if err != nil {
-			c.o.cfg.Logger.Error("drop unencodable frame", "node_id", c.rec.ID, "type", f.Type(), "err", err)
-			continue
-		}
-		wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
-		err = c.ws.Write(wctx, websocket.MessageText, b)
-		cancel()
-		if err != nil {
-			return fmt.Errorf("write %s: %w", f.Type(), err)
-		}
-	}
-}
-
-// keepAlive pings the node and checks its token again now and then, until
-// ctx ends. A ping that goes unanswered for ReadTimeout ends the link.
-func (c *nodeConn) keepAlive(ctx context.Context) {
 	ping := time.NewTicker(nodeproto.PingInterval)
 	defer ping.Stop()
 	recheck := time.NewTicker(TokenRecheckInterval)
@@ -248,17 +230,42 @@ func (c *nodeConn) keepAlive(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case <-ping.C:
-			pctx, cancel := context.WithTimeout(ctx, nodeproto.ReadTimeout)
-			err := c.ws.Ping(pctx)
-			cancel()
-			if err != nil && ctx.Err() == nil {
-				c.cancel(fmt.Errorf("ping: %w", err))
-				return
+			if err := c.ws.SendPing(nodeproto.WriteTimeout); err != nil {
+				return fmt.Errorf("ping: %w", err)
 			}
+			continue
 		case <-recheck.C:
-			c.o.recheckToken(ctx, c)
+			rctx, cancel := context.WithTimeout(ctx, redisTimeout)
+			c.o.recheckToken(rctx, c)
+			cancel()
+			continue
+		case <-c.wake:
+		}
+		c.qmu.Lock()
+		frames := c.queue
+		c.queue = nil
+		c.qmu.Unlock()
+		for _, f := range frames {
+			if err := c.write(ctx, f); err != nil {
+				return err
+			}
 		}
 	}
+}
+
+// write sends one frame, within WriteTimeout.
+func (c *nodeConn) write(ctx context.Context, f nodeproto.Frame) error {
+	b, err := nodeproto.Encode(f)
+	if err != nil {
+		c.o.cfg.Logger.Error("drop unencodable frame", "node_id", c.rec.ID, "type", f.Type(), "err", err)
+		return nil
+	}
+	wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
+	defer cancel()
+	if err := c.ws.Write(wctx, b); err != nil {
+		return fmt.Errorf("write %s: %w", f.Type(), err)
+	}
+	return nil
 }

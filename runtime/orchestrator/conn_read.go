@@ -5,7 +5,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/coder/websocket"
+	"github.com/llmplat/llmplat/runtime/wsconn"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/registry"
@@ -16,13 +16,13 @@ import (
 func (c *nodeConn) readLoop(ctx context.Context) error {
 	for {
 		rctx, cancel := context.WithTimeout(ctx, nodeproto.ReadTimeout)
-		_, msg, err := c.ws.Read(rctx)
+		msg, err := c.ws.Read(rctx)
 		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			if websocket.CloseStatus(err) == websocket.StatusNormalClosure {
+			if wsconn.CloseStatus(err) == wsconn.StatusNormalClosure {
 				return errNodeClosed
 			}
 			return fmt.Errorf("read: %w", err)

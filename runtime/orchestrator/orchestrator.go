@@ -39,7 +39,10 @@ type Orchestrator struct {
 	orphans  map[string]time.Time
 	awaiting map[string]int // model → requests waiting for a first event
 
-	connWG  sync.WaitGroup // node sockets being served
+	connWG sync.WaitGroup // node sockets being served
+	// sockets counts the goroutines serving registered sockets, which
+	// outlive their HTTP handlers; Run waits for them.
+	sockets sync.WaitGroup
 	relayWG sync.WaitGroup // relays publishing forwarded requests' frames
 }
 
@@ -115,6 +118,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	_ = o.nodeSub.Close()
 	wg.Wait()
 	o.failRemote(errShutdown)
+	o.sockets.Wait()
 	return nil
 }
 
