@@ -2,10 +2,13 @@ package orchestrator
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/wsconn"
@@ -51,6 +54,30 @@ func (o *Orchestrator) accept(w http.ResponseWriter, r *http.Request) {
 		o.refuse(ctx, ws, "shutdown", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "replica going away"})
 		return
 	}
+	// The token is checked before the cluster-wide registration rate is
+	// counted, so junk registrations cannot spend it and keep real nodes
+	// out. A source that keeps sending bad tokens is refused before any
+	// lookup, and a token just refused is refused again from memory.
+	source := remoteHost(r)
+	if !o.badTokens.sourceAllowed(source, time.Now()) {
+		o.refuse(ctx, ws, "source_limited", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "too many bad registrations from this address"})
+		return
+	}
+	if err := o.verifyToken(ctx, reg); err != nil {
+		if !errors.Is(err, admin.ErrInvalidNodeToken) {
+			log.Warn("node token check failed", "err", err)
+			o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "token store unavailable"})
+			return
+		}
+		o.badTokens.failed(source, time.Now())
+		log.Warn("node token refused", "err", err, "source", source)
+		msg := "node token invalid"
+		if errors.Is(err, admin.ErrNodeTokenRevoked) {
+			msg = "node token revoked"
+		}
+		o.refuse(ctx, ws, "bad_token", &nodeproto.Error{Status: http.StatusUnauthorized, Message: msg})
+		return
+	}
 	ok, wait, admitted, err := o.cfg.Registry.AllowRegistrationAt(ctx, o.cfg.RegistrationsPerSecond)
 	if err != nil {
 		log.Warn("registration rate check failed", "err", err)
@@ -59,20 +86,6 @@ func (o *Orchestrator) accept(w http.ResponseWriter, r *http.Request) {
 	}
 	if !ok {
 		o.refuse(ctx, ws, "rate_limited", &nodeproto.RetryAfter{Seconds: int(math.Ceil(wait.Seconds())), Reason: "registration rate"})
-		return
-	}
-	if err := o.cfg.Tokens.Verify(ctx, reg.NodeID, string(reg.Token)); err != nil {
-		if !errors.Is(err, admin.ErrInvalidNodeToken) {
-			log.Warn("node token check failed", "err", err)
-			o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "token store unavailable"})
-			return
-		}
-		log.Warn("node token refused", "err", err)
-		msg := "node token invalid"
-		if errors.Is(err, admin.ErrNodeTokenRevoked) {
-			msg = "node token revoked"
-		}
-		o.refuse(ctx, ws, "bad_token", &nodeproto.Error{Status: http.StatusUnauthorized, Message: msg})
 		return
 	}
 	// The socket outlives this handler: once registered it is served by
@@ -180,4 +193,117 @@ func recordOf(reg *nodeproto.Register, owner string) registry.NodeRecord {
 			MaxNumSeqs: m.MaxNumSeqs, MaxModelLen: m.MaxModelLen, KVCapacityTokens: m.KVCapacityTokens})
 	}
 	return rec
+}
+
+// verifyToken checks a registration's token, answering from the negative
+// cache when the same token was refused moments ago.
+func (o *Orchestrator) verifyToken(ctx context.Context, reg *nodeproto.Register) error {
+	key := tokenKey(reg.NodeID, string(reg.Token))
+	now := time.Now()
+	if o.badTokens.refusedLately(key, now) {
+		return fmt.Errorf("%w: refused moments ago", admin.ErrInvalidNodeToken)
+	}
+	err := o.cfg.Tokens.Verify(ctx, reg.NodeID, string(reg.Token))
+	if errors.Is(err, admin.ErrInvalidNodeToken) {
+		o.badTokens.remember(key, now)
+	}
+	return err
+}
+
+// remoteHost is the address a registration came from, without its port.
+func remoteHost(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// tokenKey names a node id and token pair without keeping the token.
+func tokenKey(nodeID, token string) string {
+	sum := sha256.Sum256([]byte(nodeID + "\x00" + token))
+	return string(sum[:16])
+}
+
+// Bounds of the bad-registration guard.
+const (
+	// badTokenMemory is how long a refused token is refused from memory.
+	badTokenMemory = 10 * time.Second
+	// sourceBadPerWindow bad registrations from one address within
+	// sourceWindow refuse that address until the window ends. Real nodes
+	// behind one NAT share an address, but their tokens verify.
+	sourceBadPerWindow = 20
+	sourceWindow       = 10 * time.Second
+	// guardEntries bounds each map; past it, stale entries are dropped.
+	guardEntries = 4096
+)
+
+// badRegistrations remembers refused tokens and the addresses sending them.
+type badRegistrations struct {
+	mu      sync.Mutex
+	tokens  map[string]time.Time // token key → when refused
+	sources map[string]*window   // address → its bad registrations
+}
+
+type window struct {
+	start time.Time
+	n     int
+}
+
+func (b *badRegistrations) refusedLately(key string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	at, ok := b.tokens[key]
+	return ok && now.Sub(at) < badTokenMemory
+}
+
+func (b *badRegistrations) remember(key string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.tokens == nil {
+		b.tokens = map[string]time.Time{}
+	}
+	if len(b.tokens) >= guardEntries {
+		for k, at := range b.tokens {
+			if now.Sub(at) >= badTokenMemory {
+				delete(b.tokens, k)
+			}
+		}
+	}
+	if len(b.tokens) < guardEntries {
+		b.tokens[key] = now
+	}
+}
+
+// sourceAllowed reports whether the address may try a registration now.
+func (b *badRegistrations) sourceAllowed(source string, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	w := b.sources[source]
+	return w == nil || now.Sub(w.start) >= sourceWindow || w.n < sourceBadPerWindow
+}
+
+// failed counts a bad registration from the address.
+func (b *badRegistrations) failed(source string, now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.sources == nil {
+		b.sources = map[string]*window{}
+	}
+	w := b.sources[source]
+	if w == nil || now.Sub(w.start) >= sourceWindow {
+		if len(b.sources) >= guardEntries {
+			for k, old := range b.sources {
+				if now.Sub(old.start) >= sourceWindow {
+					delete(b.sources, k)
+				}
+			}
+		}
+		if len(b.sources) >= guardEntries {
+			return
+		}
+		w = &window{start: now}
+		b.sources[source] = w
+	}
+	w.n++
 }

@@ -3,13 +3,17 @@ package orchestrator_test
 import (
 	"context"
 	"fmt"
+	"net"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/wsconn"
+	"github.com/gorilla/websocket"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/wsconn"
 )
 
 // rawNode dials a replica as a hand-written agent and sends first; it
@@ -117,4 +121,67 @@ func TestRegistrationRefusals(t *testing.T) {
 func waitNextSecond() {
 	now := time.Now()
 	time.Sleep(now.Truncate(time.Second).Add(time.Second + 50*time.Millisecond).Sub(now))
+}
+
+// junkFlood sends registrations with bad tokens from 127.0.0.2 until ctx
+// ends, and counts the answers by kind.
+func junkFlood(ctx context.Context, url string, answers *sync.Map) {
+	d := websocket.Dialer{NetDialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}).DialContext}
+	for i := 0; ctx.Err() == nil; i++ {
+		ws, _, err := d.DialContext(ctx, url, nil)
+		if err != nil {
+			continue
+		}
+		b, _ := nodeproto.Encode(&nodeproto.Register{NodeID: fmt.Sprintf("junk-%d", i), Token: "llpnode_not-a-real-token-0123456789abcdef",
+			Version: "x", Location: nodeproto.LocationOnPrem,
+			Models: []nodeproto.Model{{Name: testModel, ServedName: "m", MaxNumSeqs: 1, MaxModelLen: 16, KVCapacityTokens: 16}}})
+		_ = ws.WriteMessage(websocket.TextMessage, b)
+		_ = ws.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, msg, err := ws.ReadMessage(); err == nil {
+			f, _ := nodeproto.Decode(msg)
+			kind := "other"
+			switch f := f.(type) {
+			case *nodeproto.Error:
+				kind = "bad_token"
+			case *nodeproto.RetryAfter:
+				kind = "retry_after:" + f.Reason
+			}
+			n, _ := answers.LoadOrStore(kind, new(atomic.Int64))
+			n.(*atomic.Int64).Add(1)
+		}
+		ws.Close()
+	}
+}
+
+// TestJunkRegistrationsDoNotLockOut: a flood of registrations with bad
+// tokens from one address spends neither the cluster-wide registration
+// rate (the token is checked first) nor, past a few, the token store (the
+// address is refused before any lookup): a real node registers while the
+// flood goes on.
+func TestJunkRegistrationsDoNotLockOut(t *testing.T) {
+	c := newCluster(t)
+	r := c.startReplica("orch-a", func(cfg *orchestrator.Config) { cfg.RegistrationsPerSecond = 2 })
+	ctx, stop := context.WithCancel(t.Context())
+	var answers sync.Map
+	flooded := make(chan struct{})
+	go func() { defer close(flooded); junkFlood(ctx, r.wsURL(), &answers) }()
+	count := func(kind string) int64 {
+		if n, ok := answers.Load(kind); ok {
+			return n.(*atomic.Int64).Load()
+		}
+		return 0
+	}
+	c.eventually("the flooding address refused before any lookup", func() bool {
+		return count("retry_after:too many bad registrations from this address") > 0
+	})
+	n := c.startNode("real-1", r, nodeOpts{})
+	c.waitNode(n.id, "orch-a")
+	stop()
+	<-flooded
+	if got := count("bad_token"); got < 1 || got > 20 {
+		t.Errorf("%d bad-token answers from one address before it was limited, want 1 to 20", got)
+	}
+	if got := count("retry_after:registration rate"); got != 0 {
+		t.Errorf("junk spent the registration rate %d times", got)
+	}
 }

@@ -6,14 +6,17 @@
 //
 // # Connections
 //
-// A node's first frame is register. The replica checks the cluster-wide
-// registration rate (registry.AllowRegistration; the excess gets
-// retry_after and close 1013), then the node's token against its stored
-// hash (a bad or revoked token gets error and close 1008), records the
-// registration in PostgreSQL (nodes, node_events), claims node:{id} in
-// Redis under a new epoch and answers welcome. From then on one goroutine
-// reads the socket, one writes it (every write has a deadline, and a full
-// write queue drops the link), and one pings it. Each heartbeat refreshes
+// A node's first frame is register. The replica checks the node's token
+// against its stored hash (a bad or revoked token gets error and close
+// 1008; a token refused moments ago is refused from memory, and an address
+// that sent 20 bad ones in 10 s gets retry_after before any lookup), then
+// the cluster-wide registration rate (registry.AllowRegistration; the
+// excess gets retry_after and close 1013), so junk cannot spend the rate.
+// It records the registration in PostgreSQL (nodes, node_events), claims
+// node:{id} in Redis under a new epoch and answers welcome. From then on,
+// after the HTTP handler has returned, one goroutine reads the socket and
+// one writes it (every write has a deadline, a full write queue drops the
+// link) and pings it. Each heartbeat refreshes
 // the record with a compare-and-set on the epoch; a superseded connection
 // (the node registered again, here or at another replica) takes no new
 // work, finishes its requests and closes with 4000.

@@ -40,6 +40,8 @@ type Orchestrator struct {
 	awaiting map[string]int // model → requests waiting for a first event
 
 	connWG sync.WaitGroup // node sockets being served
+	// badTokens guards registration against floods of bad tokens.
+	badTokens badRegistrations
 	// sockets counts the goroutines serving registered sockets, which
 	// outlive their HTTP handlers; Run waits for them.
 	sockets sync.WaitGroup
