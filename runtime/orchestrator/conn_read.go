@@ -92,6 +92,20 @@ func (c *nodeConn) beat(ctx context.Context, hb *nodeproto.Heartbeat) {
 		if ctx.Err() == nil {
 			c.o.cfg.Logger.Warn("heartbeat not recorded", "node_id", c.rec.ID, "err", err)
 		}
+	case !ok && c.recordLost(ctx):
+		// Nothing replaced this connection: the record expired, or Redis
+		// lost it (a restart without persistence). The node is told to
+		// register again on a new connection now, while this one carries
+		// its requests to their end; waiting for them first would keep the
+		// node out of routing for as long as its longest stream.
+		c.mu.Lock()
+		first := !c.leaving
+		c.mu.Unlock()
+		if first {
+			c.o.cfg.Logger.Warn("node record lost; asking the node to register again", "node_id", c.rec.ID, "epoch", c.epoch)
+			c.send(&nodeproto.Reconnect{AfterMS: 0, Reason: "node record lost"})
+		}
+		c.leave(errRecordLost)
 	case !ok:
 		c.o.cfg.Logger.Info("connection superseded", "node_id", c.rec.ID, "epoch", c.epoch)
 		c.leave(errSuperseded)
@@ -106,4 +120,17 @@ func (c *nodeConn) beat(ctx context.Context, hb *nodeproto.Heartbeat) {
 		c.engineDown = hb.EngineDown
 		c.o.refreshNow()
 	}
+}
+
+// errRecordLost ends a connection whose node record vanished; the node
+// registers again on a new one, which supersedes it.
+var errRecordLost = fmt.Errorf("%w: the node record was lost", errSuperseded)
+
+// recordLost reports whether the node has no record at all (as opposed to
+// a newer connection's record).
+func (c *nodeConn) recordLost(ctx context.Context) bool {
+	gctx, cancel := context.WithTimeout(ctx, redisTimeout)
+	defer cancel()
+	_, err := c.o.cfg.Registry.Get(gctx, c.rec.ID)
+	return errors.Is(err, registry.ErrNotFound)
 }

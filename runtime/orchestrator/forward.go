@@ -135,14 +135,17 @@ func (o *Orchestrator) onNodeMessage(ctx context.Context, msg *redis.Message) {
 	case *nodeproto.Assign:
 		o.relayAssign(ctx, c, h, f)
 	case *nodeproto.Window:
-		if c != nil {
-			if s, ok := c.take(f.RequestID, false).(*relaySink); ok && s.attempt == h.Attempt {
-				c.grant(f.RequestID, f.Chunks)
+		// The request runs on the socket it was assigned to, which may be
+		// an older one than the node's current socket here (superseded,
+		// finishing its requests).
+		if rc := o.relayConn(f.RequestID, c); rc != nil {
+			if s, ok := rc.take(f.RequestID, false).(*relaySink); ok && s.attempt == h.Attempt {
+				rc.grant(f.RequestID, f.Chunks)
 			}
 		}
 	case *nodeproto.Cancel:
-		if c != nil {
-			o.cancelRelayed(c, f.RequestID, h.Attempt, f.Reason)
+		if rc := o.relayConn(f.RequestID, c); rc != nil {
+			o.cancelRelayed(rc, f.RequestID, h.Attempt, f.Reason)
 		}
 	case *nodeproto.Drain:
 		if c != nil {
@@ -192,10 +195,19 @@ func (o *Orchestrator) relayAssign(ctx context.Context, c *nodeConn, h header, a
 		lost(err.Error())
 		return
 	}
+	id := a.RequestID
+	o.mu.Lock()
+	o.relayed[id] = c
+	o.mu.Unlock()
 	o.relayWG.Add(1)
 	go func() {
 		defer o.relayWG.Done()
 		r.run(ctx, o)
+		o.mu.Lock()
+		if o.relayed[id] == c {
+			delete(o.relayed, id)
+		}
+		o.mu.Unlock()
 	}()
 }
 
@@ -384,4 +396,15 @@ func (o *Orchestrator) firstOrphanReply(id string, attempt uint64) bool {
 	}
 	o.orphans[key] = now
 	return true
+}
+
+// relayConn returns the socket here that runs the forwarded request id,
+// or current when none is known.
+func (o *Orchestrator) relayConn(id string, current *nodeConn) *nodeConn {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if c := o.relayed[id]; c != nil {
+		return c
+	}
+	return current
 }

@@ -240,3 +240,60 @@ func staleAssignAnsweredOnce(t *testing.T, c *cluster, n1 *node) {
 		}
 	}
 }
+
+// restartRedis does to the cluster what a Redis restart without
+// persistence does: every key of the test's prefix is gone and every
+// connection, pub/sub included, is dropped.
+func (c *cluster) restartRedis() {
+	c.t.Helper()
+	ctx := context.Background()
+	iter := c.rdb.Scan(ctx, 0, c.prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		_ = c.rdb.Del(ctx, iter.Val()).Err()
+	}
+	if err := iter.Err(); err != nil {
+		c.t.Fatal(err)
+	}
+	_ = c.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err()
+	_ = c.rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "normal").Err()
+}
+
+// TestRedisRestartWithoutPersistence: Redis loses every record and drops
+// every connection while a forwarded stream runs. Every node is back at
+// once — the one running the stream too, on a new connection, while its
+// old one carries the stream (before, that node stayed out until its
+// requests ended, forever for an orphan) — and no request is left running
+// on an engine.
+func TestRedisRestartWithoutPersistence(t *testing.T) {
+	c := newCluster(t)
+	a := c.startReplica("orch-a", nil)
+	b := c.startReplica("orch-b", nil)
+	slow := enginesim.Config{TimeScale: 2, MeanAnswerTokens: 1 << 20}
+	n1 := c.startNode("node-1", a, nodeOpts{sim: slow})
+	n2 := c.startNode("node-2", a, nodeOpts{sim: slow})
+	c.waitNode(n1.id, "orch-a")
+	c.waitNode(n2.id, "orch-a")
+	st, err := b.o().Dispatch(t.Context(), job("restart", 1500))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan result, 1)
+	go func() { got <- drain(st) }()
+	running := func() int { return n1.sim.Stats().Running + n2.sim.Stats().Running }
+	c.eventually("the stream runs", func() bool { return running() == 1 })
+	c.restartRedis()
+	c.eventually("both nodes registered again", func() bool {
+		n1r, err1 := c.reg.Get(t.Context(), n1.id)
+		n2r, err2 := c.reg.Get(t.Context(), n2.id)
+		return err1 == nil && err2 == nil && n1r.Owner != "" && n2r.Owner != ""
+	})
+	if running() != 1 {
+		t.Error("the nodes came back only once the stream had ended: the node running it stayed out of routing for its length")
+	}
+	select {
+	case <-got: // broken or complete: either way it ended
+	case <-time.After(3 * time.Minute):
+		t.Fatal("the forwarded stream hangs after the Redis restart")
+	}
+	c.eventually("no request left on the engines", func() bool { return running() == 0 })
+}

@@ -36,7 +36,10 @@ type Orchestrator struct {
 	attempts atomic.Uint64
 	// orphans remembers the attempts whose stray replies were answered
 	// with a cancel (firstOrphanReply).
-	orphans  map[string]time.Time
+	orphans map[string]time.Time
+	// relayed maps a forwarded request running here to its socket, which
+	// may be an older one of its node than conns holds.
+	relayed  map[string]*nodeConn
 	awaiting map[string]int // model → requests waiting for a first event
 
 	connWG sync.WaitGroup // node sockets being served
@@ -64,6 +67,7 @@ func New(cfg Config) (*Orchestrator, error) {
 		cfg: c, keys: c.Registry.Keys(), tracker: routing.NewTracker(),
 		refresh: make(chan struct{}, 1), ready: make(chan struct{}),
 		conns: map[string]*nodeConn{}, remote: map[string]*reqStream{}, awaiting: map[string]int{}, orphans: map[string]time.Time{},
+		relayed: map[string]*nodeConn{},
 		// With no channel yet, Subscribe only creates the handle.
 		nodeSub: c.Redis.Subscribe(context.Background()),
 	}
