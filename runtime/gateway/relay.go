@@ -162,9 +162,10 @@ func (r *relay) streamed(wantUsage bool) Outcome {
 // whole builds a non-streamed answer from the engine's stream.
 func (r *relay) buffered() Outcome {
 	var (
-		content strings.Builder
-		resp    = openai.ChatCompletion{Object: openai.ObjectChatCompletion}
-		finish  = openai.FinishStop
+		content, reasoning strings.Builder
+		calls              toolCalls
+		resp               = openai.ChatCompletion{Object: openai.ObjectChatCompletion}
+		finish             = openai.FinishStop
 	)
 	for {
 		ev, err := r.next()
@@ -190,7 +191,19 @@ func (r *relay) buffered() Outcome {
 			resp.Usage = ev.Usage
 			continue
 		}
-		var chunk openai.ChatCompletionChunk
+		var chunk struct {
+			ID      string `json:"id"`
+			Created int64  `json:"created"`
+			Model   string `json:"model"`
+			Choices []struct {
+				Delta struct {
+					Content          *string         `json:"content"`
+					ReasoningContent *string         `json:"reasoning_content"`
+					ToolCalls        []toolCallDelta `json:"tool_calls"`
+				} `json:"delta"`
+				FinishReason *string `json:"finish_reason"`
+			} `json:"choices"`
+		}
 		if json.Unmarshal(ev.Data, &chunk) != nil {
 			continue
 		}
@@ -199,17 +212,78 @@ func (r *relay) buffered() Outcome {
 			if ch.Delta.Content != nil {
 				content.WriteString(*ch.Delta.Content)
 			}
+			if ch.Delta.ReasoningContent != nil {
+				reasoning.WriteString(*ch.Delta.ReasoningContent)
+			}
+			calls.add(ch.Delta.ToolCalls)
 			if ch.FinishReason != nil {
 				finish = *ch.FinishReason
 			}
 		}
 	}
-	text := content.String()
+	msg := openai.ResponseMessage{Role: "assistant"}
+	if text := content.String(); text != "" || len(calls) == 0 {
+		msg.Content = &text // null when the answer is only tool calls, as OpenAI sends it
+	}
+	if r := reasoning.String(); r != "" {
+		msg.ReasoningContent = &r
+	}
+	if len(calls) > 0 {
+		msg.ToolCalls, _ = json.Marshal(calls) // strings and a struct: always encodes
+	}
 	resp.Choices = []openai.Choice{{
-		Message:      openai.ResponseMessage{Role: "assistant", Content: &text},
+		Message:      msg,
 		Logprobs:     openai.Null(),
 		FinishReason: finish,
 	}}
 	r.c.JSON(http.StatusOK, resp)
 	return r.out
+}
+
+// toolCallDelta is one streamed piece of a tool call: the first names it,
+// the rest add to its arguments.
+type toolCallDelta struct {
+	Index    int    `json:"index"`
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// toolCall is a whole tool call of a non-streamed answer.
+type toolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// toolCalls assembles streamed tool-call pieces by their index.
+type toolCalls []toolCall
+
+// add merges pieces: an id, type or name sets it, arguments append.
+func (t *toolCalls) add(deltas []toolCallDelta) {
+	for _, d := range deltas {
+		if d.Index < 0 || d.Index > 127 {
+			continue // no engine makes that many calls in one answer
+		}
+		for len(*t) <= d.Index {
+			*t = append(*t, toolCall{Type: "function"})
+		}
+		c := &(*t)[d.Index]
+		if d.ID != "" {
+			c.ID = d.ID
+		}
+		if d.Type != "" {
+			c.Type = d.Type
+		}
+		if d.Function.Name != "" {
+			c.Function.Name = d.Function.Name
+		}
+		c.Function.Arguments += d.Function.Arguments
+	}
 }

@@ -79,9 +79,11 @@ type Choice struct {
 
 // ResponseMessage is the assistant message of a non-streamed completion.
 type ResponseMessage struct {
-	Role      string          `json:"role"`
-	Content   *string         `json:"content"`
-	ToolCalls json.RawMessage `json:"tool_calls,omitempty"`
+	Role    string  `json:"role"`
+	Content *string `json:"content"`
+	// ReasoningContent is vLLM's reasoning parser's output, when on.
+	ReasoningContent *string         `json:"reasoning_content,omitempty"`
+	ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
 }
 
 // Model is one entry of GET /v1/models.
