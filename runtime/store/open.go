@@ -14,6 +14,12 @@ import (
 	_ "modernc.org/sqlite"             // registers the "sqlite" driver
 )
 
+// PostgresMaxConns bounds one process's PostgreSQL connections, all kept
+// open once made: enough for a gateway's concurrent admissions and
+// settles, and a handful of replicas stay under PostgreSQL's default
+// max_connections of 100.
+const PostgresMaxConns = 24
+
 const (
 	// sqliteBusyTimeout is how long an SQLite writer waits for another's
 	// lock before failing: far longer than any transaction of the local
@@ -48,9 +54,17 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", t.dialect, err)
 	}
-	if t.singleConn {
+	switch {
+	case t.singleConn:
 		sqlDB.SetMaxOpenConns(1)
 		sqlDB.SetMaxIdleConns(1)
+	case t.dialect == Postgres:
+		// database/sql keeps 2 idle connections by default: under
+		// concurrent requests every other query opened and closed a
+		// PostgreSQL connection. Keep the pool's connections open.
+		sqlDB.SetMaxOpenConns(PostgresMaxConns)
+		sqlDB.SetMaxIdleConns(PostgresMaxConns)
+		sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	}
 	if err := sqlDB.PingContext(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("connect %s: %w", t.dialect, err), sqlDB.Close())

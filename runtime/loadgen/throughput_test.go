@@ -1,0 +1,104 @@
+package loadgen_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/loadgen"
+)
+
+// Closed-loop throughput: throughputWorkers clients each send a 1-token,
+// non-streamed completion, wait for the answer and send the next, for
+// throughputDuration, to each path in turn.
+const (
+	throughputWorkers  = 32
+	throughputDuration = 10 * time.Second
+)
+
+// BenchmarkThroughput measures completions per second through the whole
+// platform (one key with every limit set, so each admission step runs:
+// quotas on Redis, the ledger's reservation and settle on PostgreSQL),
+// through a bare httputil.ReverseProxy, and straight to the engine, in
+// one run, closed loop, with an engine fast enough not to matter. The
+// ratio platform/proxy is the figure the mission sets (at least 1/4).
+func BenchmarkThroughput(b *testing.B) {
+	sim, engine := serveSim(b, enginesim.Config{ServedModelName: overheadModel, Seed: 1, TimeScale: 1000})
+	proxyURL := serveProxy(b, engine)
+	platformURL, key := startPlatform(b, platformOpts{}, localNode(b, sim, engine, enginesim.DefaultMaxNumSeqs))
+	client := loadgen.NewClient()
+	defer client.CloseIdleConnections()
+	targets := []loadgen.Target{
+		{Name: "direct", URL: engine, Model: overheadModel},
+		{Name: "proxy", URL: proxyURL, Model: overheadModel},
+		{Name: "platform", URL: platformURL, Key: key, Model: overheadModel},
+	}
+	warm(b, client, targets)
+	b.ResetTimer()
+	rates := map[string]float64{}
+	for _, t := range targets {
+		n, errs, first := closedLoop(b.Context(), client, t, throughputWorkers, throughputDuration)
+		if errs > 0 {
+			b.Errorf("%s: %d requests failed; first: %s", t.Name, errs, first)
+		}
+		rates[t.Name] = float64(n) / throughputDuration.Seconds()
+		b.Logf("%-8s %6.0f completions/s (%d in %v, %d workers)", t.Name, rates[t.Name], n, throughputDuration, throughputWorkers)
+		b.ReportMetric(rates[t.Name], t.Name+"-req/s")
+	}
+	b.StopTimer()
+	if rates["proxy"] > 0 {
+		b.ReportMetric(rates["platform"]/rates["proxy"], "platform/proxy")
+	}
+	b.ReportMetric(0, "ns/op")
+}
+
+// closedLoop runs workers that each send the next request when the last
+// is answered, until d passes; it returns the answers, the failures and
+// the first failure.
+func closedLoop(ctx context.Context, client *http.Client, t loadgen.Target, workers int, d time.Duration) (int64, int64, string) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	body := []byte(fmt.Sprintf(`{"model":%q,"max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`, t.Model))
+	var ok, failed atomic.Int64
+	var first atomic.Value
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodPost, t.URL+"/v1/chat/completions", bytes.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				if t.Key != "" {
+					req.Header.Set("Authorization", "Bearer "+t.Key)
+				}
+				resp, err := client.Do(req)
+				if err != nil {
+					if ctx.Err() == nil {
+						failed.Add(1)
+						first.CompareAndSwap(nil, err.Error())
+					}
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					failed.Add(1)
+					first.CompareAndSwap(nil, resp.Status)
+					continue
+				}
+				ok.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	f, _ := first.Load().(string)
+	return ok.Load(), failed.Load(), f
+}
