@@ -243,13 +243,8 @@ func (r *relay) buffered() Outcome {
 // toolCallDelta is one streamed piece of a tool call: the first names it,
 // the rest add to its arguments.
 type toolCallDelta struct {
-	Index    int    `json:"index"`
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
+	Index int `json:"index"`
+	toolCall
 }
 
 // toolCall is a whole tool call of a non-streamed answer.

@@ -8,7 +8,6 @@ import (
 	"encoding/pem"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -99,23 +98,11 @@ func TestTLSAtTheEdge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- gw.Serve(ctx, ln) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	}()
+	addr := serveOn(t, gw)
 	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
-	resp, err := client.Get("https://" + ln.Addr().String() + "/healthz")
+	resp, err := client.Get("https://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +111,7 @@ func TestTLSAtTheEdge(t *testing.T) {
 		t.Errorf("status %d, TLS %v; want 200 over TLS", resp.StatusCode, resp.TLS != nil)
 	}
 	// No plaintext API: Go's TLS server answers plain HTTP with a 400.
-	if plain, err := http.Get("http://" + ln.Addr().String() + "/healthz"); err == nil {
+	if plain, err := http.Get("http://" + addr + "/healthz"); err == nil {
 		plain.Body.Close()
 		if plain.StatusCode == 200 {
 			t.Error("plain HTTP served the API")

@@ -86,8 +86,8 @@ func TestNonStreamedToolCalls(t *testing.T) {
 				Content          *string `json:"content"`
 				ReasoningContent string  `json:"reasoning_content"`
 				ToolCalls        []struct {
-					ID       string `json:"id"`
-					Type     string `json:"type"`
+					ID       string                           `json:"id"`
+					Type     string                           `json:"type"`
 					Function struct{ Name, Arguments string } `json:"function"`
 				} `json:"tool_calls"`
 			} `json:"message"`

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"os/signal"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -57,9 +56,9 @@ func BenchmarkStreamMemory(b *testing.B) {
 		if h.Opened != heldStreams {
 			b.Fatalf("%s: %d of %d streams opened, %d failed; first: %s", t.Name, h.Opened, heldStreams, h.Errors, h.FirstError)
 		}
-		return liveBytes()
+		return testenv.LiveBytes()
 	}
-	base, baseG := liveBytes()
+	base, baseG := testenv.LiveBytes()
 	b.ResetTimer()
 	direct, directG := hold(loadgen.Target{Name: "direct", URL: engineURL, Model: overheadModel})
 	platform, platformG := hold(loadgen.Target{Name: "platform", URL: platformURL, Key: key, Model: overheadModel})
@@ -71,16 +70,6 @@ func BenchmarkStreamMemory(b *testing.B) {
 	b.ReportMetric(float64(platformG-directG)/heldStreams, "gateway+orchestrator-goroutines/stream")
 	b.ReportMetric(perStream(direct, base)/1024, "client-KiB/stream")
 	b.ReportMetric(0, "ns/op")
-}
-
-// liveBytes returns the live heap and goroutine stacks after a full
-// collection, and the goroutine count.
-func liveBytes() (uint64, int) {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc + m.StackInuse, runtime.NumGoroutine()
 }
 
 // nodeProcessEnv, when set to a JSON nodeProcessConfig, makes the test

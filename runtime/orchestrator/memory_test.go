@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"runtime"
 	"runtime/pprof"
 	"sync"
 	"testing"
@@ -53,14 +52,14 @@ func BenchmarkIdleNodeMemory(b *testing.B) {
 			}
 			cfg.Nodes[id] = issued.Token
 		}
-		before, gBefore := heapAndStacks()
+		before, gBefore := testenv.LiveBytes()
 		testenv.StartChild(b, idleAgentsEnv, cfg)
 		c.eventually(fmt.Sprintf("%d idle nodes registered", idleNodes), func() bool {
 			nodes, err := c.reg.List(b.Context())
 			return err == nil && len(nodes) == idleNodes
 		})
 		time.Sleep(2 * nodeproto.HeartbeatInterval) // beats and pings: the steady state
-		after, gAfter := heapAndStacks()
+		after, gAfter := testenv.LiveBytes()
 		if path := os.Getenv("LLMPLAT_HEAP_PROFILE"); path != "" {
 			if f, err := os.Create(path); err == nil {
 				_ = pprof.WriteHeapProfile(f)
@@ -71,16 +70,6 @@ func BenchmarkIdleNodeMemory(b *testing.B) {
 		b.ReportMetric(float64(gAfter-gBefore)/idleNodes, "goroutines/idle-node")
 	}
 	b.ReportMetric(0, "ns/op")
-}
-
-// heapAndStacks returns the heap and goroutine stacks in use, and the
-// goroutines, after a full collection.
-func heapAndStacks() (uint64, int) {
-	runtime.GC()
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapInuse + m.StackInuse, runtime.NumGoroutine()
 }
 
 // idleAgentsMain is the child process of BenchmarkIdleNodeMemory: an
