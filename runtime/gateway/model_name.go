@@ -55,16 +55,8 @@ func (s *clientView) Recv() (dispatch.Event, error) {
 // numbers and nested objects), or chunk itself when it has none or its
 // shape is not understood.
 func stripUsage(chunk []byte) []byte {
-	const key = `"usage":`
-	i := bytes.Index(chunk, []byte(key))
-	if i < 0 {
-		return chunk
-	}
-	start := i + len(key)
-	for start < len(chunk) && (chunk[start] == ' ' || chunk[start] == '\t') {
-		start++
-	}
-	if start >= len(chunk) || chunk[start] != '{' {
+	i, start, ok := memberValue(chunk, `"usage":`, '{')
+	if !ok {
 		return chunk
 	}
 	end, depth := start, 0
@@ -127,16 +119,8 @@ func firstNonSpace(b []byte) int {
 // and the raw bytes `"model":` cannot occur inside a JSON string (its
 // quotes would be escaped), so the first occurrence is the member.
 func renameModel(chunk, quoted []byte) []byte {
-	const key = `"model":`
-	i := bytes.Index(chunk, []byte(key))
-	if i < 0 {
-		return chunk
-	}
-	start := i + len(key)
-	for start < len(chunk) && (chunk[start] == ' ' || chunk[start] == '\t') {
-		start++
-	}
-	if start >= len(chunk) || chunk[start] != '"' {
+	_, start, ok := memberValue(chunk, `"model":`, '"')
+	if !ok {
 		return chunk
 	}
 	end := start + 1
@@ -157,4 +141,22 @@ func renameModel(chunk, quoted []byte) []byte {
 	out = append(out, chunk[:start]...)
 	out = append(out, quoted...)
 	return append(out, chunk[end:]...)
+}
+
+// memberValue finds the first member key (with its quotes and colon) in
+// chunk and returns where the key and its value start, when the value
+// starts with open ('{' for an object, '"' for a string).
+func memberValue(chunk []byte, key string, open byte) (keyAt, start int, ok bool) {
+	keyAt = bytes.Index(chunk, []byte(key))
+	if keyAt < 0 {
+		return 0, 0, false
+	}
+	start = keyAt + len(key)
+	for start < len(chunk) && (chunk[start] == ' ' || chunk[start] == '\t') {
+		start++
+	}
+	if start >= len(chunk) || chunk[start] != open {
+		return 0, 0, false
+	}
+	return keyAt, start, true
 }
