@@ -116,7 +116,7 @@ var past = time.Unix(1, 0)
 // or its cancellation); after any error the connection is done, as with
 // every WebSocket library.
 func (c *Conn) Read(ctx context.Context) ([]byte, error) {
-	dl, _ := ctx.Deadline() // the zero time: no deadline
+	dl, hasDeadline := ctx.Deadline() // the zero time: no deadline
 	if err := c.ws.NetConn().SetReadDeadline(dl); err != nil {
 		return nil, fmt.Errorf("websocket read: %w", err)
 	}
@@ -124,8 +124,14 @@ func (c *Conn) Read(ctx context.Context) ([]byte, error) {
 	defer stop()
 	_, msg, err := c.ws.ReadMessage()
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("websocket read: %w (%w)", context.Cause(ctx), err)
+		// The socket's deadline is the context's, so it may fire a moment
+		// before the context reports it: either way the context ended it.
+		if ctx.Err() != nil || (hasDeadline && !time.Now().Before(dl)) {
+			cause := context.Cause(ctx)
+			if cause == nil {
+				cause = context.DeadlineExceeded
+			}
+			return nil, fmt.Errorf("websocket read: %w (%w)", cause, err)
 		}
 		return nil, err
 	}
