@@ -31,6 +31,39 @@ type Agent struct {
 	// live is the newest welcomed connection, which takes the done records
 	// of older ones that ended.
 	live atomic.Pointer[session]
+	// selfDrain is set once Drain was called: every connection from then
+	// on drains at once, with what is left of selfDrainBy.
+	selfDrain   atomic.Bool
+	selfDrainBy atomic.Int64 // unix nanoseconds; 0: no deadline
+}
+
+// Drain makes the node leave on its own, as a pod that is being stopped
+// does: the agent takes no new work, tells the server at once (its next
+// heartbeat says draining, and is sent now), lets in-flight requests
+// finish — cancelling those still running after deadline, when positive —
+// and Run returns once the connection has drained. It is safe to call at
+// any time, and more than once (the earliest deadline holds).
+func (a *Agent) Drain(deadline time.Duration) {
+	if deadline > 0 {
+		by := time.Now().Add(deadline).UnixNano()
+		if cur := a.selfDrainBy.Load(); cur == 0 || by < cur {
+			a.selfDrainBy.Store(by)
+		}
+	}
+	a.selfDrain.Store(true)
+	if s := a.live.Load(); s != nil {
+		s.selfDrain()
+	}
+}
+
+// drainLeft is what is left of the self-drain's deadline: 0 for none, and
+// at least a millisecond once it is set (a passed deadline cancels at once).
+func (a *Agent) drainLeft() time.Duration {
+	by := a.selfDrainBy.Load()
+	if by == 0 {
+		return 0
+	}
+	return max(time.Until(time.Unix(0, by)), time.Millisecond)
 }
 
 // New returns an agent for cfg after validating it.

@@ -84,6 +84,16 @@ func (s *session) drain(deadline time.Duration) {
 	s.checkDrained()
 }
 
+// selfDrain drains the connection for Agent.Drain and beats at once, so
+// the server stops routing to the node now, not at the next heartbeat.
+func (s *session) selfDrain() {
+	s.drain(s.a.drainLeft())
+	select {
+	case s.beatNow <- struct{}{}:
+	default:
+	}
+}
+
 // cancelAll cancels every in-flight request at a drain's deadline.
 func (s *session) cancelAll() {
 	s.mu.Lock()

@@ -187,3 +187,46 @@ func TestHalfOpenLinkRedials(t *testing.T) {
 		t.Errorf("second register node_id = %q, want %q", got, want)
 	}
 }
+
+// TestSelfDrain: Agent.Drain (the process got SIGTERM: its pod is going
+// away) tells the server at once in a heartbeat that says draining,
+// refuses new work, lets the in-flight request finish, and Run returns.
+func TestSelfDrain(t *testing.T) {
+	sim, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	ag := startAgent(t, fs, eng)
+	sc := fs.accept(t)
+	sc.send(t, assignFrame("req-s1", testModel, sim.ServedModelName(), 400))
+	if _, ok := sc.next(t).(*nodeproto.Chunk); !ok {
+		t.Fatal("first answer is not a chunk")
+	}
+	ag.a.Drain(0)
+	var beat, refused, done bool
+	for !beat || !refused || !done {
+		switch f := sc.nextAny(t).(type) {
+		case *nodeproto.Heartbeat:
+			if f.Draining && !beat {
+				beat = true
+				// Told: new work is refused from now on.
+				sc.send(t, assignFrame("req-s2", testModel, sim.ServedModelName(), 8))
+			}
+		case *nodeproto.Chunk:
+		case *nodeproto.Error:
+			refused = f.RequestID == "req-s2" && f.Status == http.StatusServiceUnavailable
+			if !refused {
+				t.Fatalf("error %+v, want req-s2 refused with 503", f)
+			}
+		case *nodeproto.Done:
+			if f.RequestID != "req-s1" || f.FinishReason != openai.FinishLength || f.CompletionTokens != 400 {
+				t.Fatalf("done %+v, want req-s1 finished whole", f)
+			}
+			done = true
+		default:
+			t.Fatalf("unexpected %s frame", f.Type())
+		}
+	}
+	if err := waitRun(ag.res); err != nil {
+		t.Fatalf("Run after the self-drain: %v", err)
+	}
+	ag.stop()
+}

@@ -82,6 +82,9 @@ func (s *session) serve(ctx context.Context) (outcome, error) {
 	replay := s.a.dones.snapshot() // before any request of this connection can finish
 	s.a.live.Store(s)
 	defer s.a.live.CompareAndSwap(s, nil)
+	if s.a.selfDrain.Load() {
+		s.selfDrain() // a connection made while the node leaves leaves too
+	}
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	writerDone := make(chan struct{})

@@ -87,6 +87,12 @@ func (c *nodeConn) beat(ctx context.Context, hb *nodeproto.Heartbeat) {
 	rctx, cancel := context.WithTimeout(ctx, redisTimeout)
 	defer cancel()
 	ok, err := c.o.cfg.Registry.Heartbeat(rctx, c.rec.ID, c.epoch, rhb)
+	if ok && hb.Draining && c.nodeDraining() {
+		// The node drains on its own (its pod is going away): no new work
+		// here, and none from any replica once the registry says so.
+		c.o.cfg.Logger.Info("node is draining itself", "node_id", c.rec.ID, "epoch", c.epoch)
+		c.o.markDraining(ctx, c)
+	}
 	switch {
 	case err != nil:
 		if ctx.Err() == nil {
@@ -133,4 +139,14 @@ func (c *nodeConn) recordLost(ctx context.Context) bool {
 	defer cancel()
 	_, err := c.o.cfg.Registry.Get(gctx, c.rec.ID)
 	return errors.Is(err, registry.ErrNotFound)
+}
+
+// nodeDraining marks the connection draining because the node said so,
+// and reports whether it was not already.
+func (c *nodeConn) nodeDraining() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	was := c.draining
+	c.draining = true
+	return !was
 }

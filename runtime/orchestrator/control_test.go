@@ -142,3 +142,39 @@ func TestPendingGauge(t *testing.T) {
 	cancel()
 	<-waiting
 }
+
+// TestNodeDrainsItself: a node whose pod is going away drains on its own
+// (the agent got SIGTERM): every replica stops routing to it at once, its
+// in-flight stream finishes whole, and the node leaves the registry.
+func TestNodeDrainsItself(t *testing.T) {
+	c := newCluster(t)
+	a := c.startReplica("orch-a", nil)
+	b := c.startReplica("orch-b", nil)
+	n1 := c.startNode("node-1", a, nodeOpts{sim: enginesim.Config{TimeScale: 5}})
+	c.waitNode(n1.id, "orch-a")
+	st, err := b.o().Dispatch(t.Context(), job("leaving", 300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan result, 1)
+	go func() { got <- drain(st) }()
+	n1.agent.Drain(0)
+	c.waitSnapshots("node-1 draining", n1.id, func(n registry.Node, ok bool) bool {
+		return !ok || n.State == registry.StateDraining
+	})
+	if _, err := b.o().Dispatch(t.Context(), job("after", 5)); !errors.Is(err, dispatch.ErrNoCapacity) {
+		t.Errorf("dispatch to a draining node's model: %v, want ErrNoCapacity", err)
+	}
+	select {
+	case r := <-got:
+		if !r.complete() {
+			t.Errorf("the in-flight stream: %+v, want it complete", r)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the in-flight stream hangs")
+	}
+	c.eventually("node-1 gone from the registry", func() bool {
+		_, err := c.reg.Get(t.Context(), n1.id)
+		return errors.Is(err, registry.ErrNotFound)
+	})
+}

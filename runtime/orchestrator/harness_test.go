@@ -169,6 +169,7 @@ type node struct {
 	stopSim  context.CancelFunc
 	stopAgt  context.CancelFunc
 	agentRun chan error
+	agent    *nodeagent.Agent
 }
 
 // nodeOpts configures a test node.
@@ -205,7 +206,7 @@ func (c *cluster) startNode(id string, server *replica, opts nodeOpts) *node {
 		c.t.Fatal(err)
 	}
 	actx, stopAgt := context.WithCancel(context.Background())
-	n.stopAgt = stopAgt
+	n.stopAgt, n.agent = stopAgt, a
 	n.agentRun = make(chan error, 1)
 	go func() { n.agentRun <- a.Run(actx) }()
 	c.t.Cleanup(func() {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
@@ -54,6 +55,8 @@ func runNodeAgent(ctx context.Context, args []string, _ io.Writer) error {
 	fs.StringVar(&cfg.EngineURL, "engine", nodeagent.DefaultEngineURL, "engine base URL, without /v1")
 	fs.Var(&models, "model", modelHelp)
 	fs.StringVar(&cfg.CompletionLog, "completion-log", "", "file to append one JSON line per finished request to (counts only, never prompts); empty for none")
+	drainTimeout := fs.Duration("drain-timeout", defaultDrainTimeout,
+		"on SIGTERM or SIGINT, how long in-flight requests may run while the node drains (no new work) before they are cancelled; match the pod's terminationGracePeriodSeconds")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -70,5 +73,39 @@ func runNodeAgent(ctx context.Context, args []string, _ io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return a.Run(ctx)
+	return runDraining(ctx, a, *drainTimeout)
+}
+
+// defaultDrainTimeout is Kubernetes' usual grace for a GPU pod less a
+// margin: answers of a few thousand tokens finish well within it.
+const defaultDrainTimeout = 5 * time.Minute
+
+// drainMargin is the time after the drain timeout for the last done
+// records and the close.
+const drainMargin = 10 * time.Second
+
+// runDraining runs the agent until ctx ends (the process got SIGTERM or
+// SIGINT), then drains the node instead of dropping its streams: the
+// server stops routing to it at once, in-flight requests finish or are
+// cancelled at the timeout, and the agent returns once drained.
+func runDraining(ctx context.Context, a *nodeagent.Agent, timeout time.Duration) error {
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(runCtx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	a.Drain(timeout)
+	t := time.NewTimer(timeout + drainMargin)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		cancel()
+		return <-done
+	}
 }
