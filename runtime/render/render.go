@@ -1,0 +1,322 @@
+// Package render fills the platform's Kubernetes templates (templates/)
+// from a platform description: the models and their engine flags from the
+// capacity planner, the node pools, images, namespace and model cache.
+// `llmplat render` writes what it returns; GitOps users apply that.
+package render
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"regexp"
+	"slices"
+	"text/template"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/llmplat/llmplat/runtime/capacity"
+	"github.com/llmplat/llmplat/templates"
+)
+
+// Platform is a platform description as a person writes it (YAML).
+type Platform struct {
+	// Cluster is the EKS cluster's name: Karpenter finds its subnets and
+	// security groups by the karpenter.sh/discovery tag with it.
+	Cluster string `yaml:"cluster"`
+	// NodeRole is the IAM role of the GPU nodes Karpenter launches.
+	NodeRole  string `yaml:"node_role"`
+	Namespace string `yaml:"namespace"`
+	Images    struct {
+		Engine   string `yaml:"engine"`   // vllm/vllm-openai:<version>
+		Platform string `yaml:"platform"` // the llmplat binary's image
+	} `yaml:"images"`
+	ModelCache struct {
+		Bucket string `yaml:"bucket"`
+		Region string `yaml:"region"`
+	} `yaml:"model_cache"`
+	// PrometheusURL is where KEDA reads the scaling metrics.
+	PrometheusURL string `yaml:"prometheus_url"`
+	// OrchestratorHost is the host (and port) node agents dial, wss://.
+	OrchestratorHost string `yaml:"orchestrator_host"`
+	Gateway          struct {
+		Replicas int `yaml:"replicas"`
+	} `yaml:"gateway"`
+	Orchestrator struct {
+		Replicas int `yaml:"replicas"`
+	} `yaml:"orchestrator"`
+	// GPUPool is the Karpenter pools' instance family and GPU limit; the
+	// pool is "gpu-<gpu>" on demand and "gpu-<gpu>-spot".
+	GPUPool struct {
+		GPU      string `yaml:"gpu"`       // l40s
+		Family   string `yaml:"family"`    // g6e
+		GPULimit int    `yaml:"gpu_limit"` // nvidia.com/gpu a pool may hold
+	} `yaml:"gpu_pool"`
+	// DrainSeconds is how long a model pod's streams may run on after it
+	// is told to stop (default 300).
+	DrainSeconds int `yaml:"drain_seconds"`
+	// Plan is the capacity planner's input: the models' workloads (GPU,
+	// tensor parallelism, streams, contexts, replica bounds).
+	Plan capacity.File `yaml:"plan"`
+	// Models are the models to deploy, each with a workload in Plan.
+	Models []Model `yaml:"models"`
+}
+
+// Model is one model's deployment choices.
+type Model struct {
+	Name     string `yaml:"name"`
+	Revision string `yaml:"revision"`
+	// Spot allows the spot pool (the seed: the 8B only).
+	Spot bool `yaml:"spot"`
+	// Warm keeps one replica in a window (cron), for a model that scales
+	// to zero.
+	Warm *Warm `yaml:"warm"`
+}
+
+// Warm is a cron window: KEDA's cron trigger.
+type Warm struct {
+	Timezone string `yaml:"timezone"`
+	Start    string `yaml:"start"` // cron, "0 8 * * 1-5"
+	End      string `yaml:"end"`
+}
+
+// ErrInvalid marks a description that cannot be rendered; the message
+// names the field.
+var ErrInvalid = errors.New("invalid platform description")
+
+// Parse reads a platform description strictly: an unknown or misspelt key
+// is an error, not a silent default.
+func Parse(data []byte) (Platform, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var p Platform
+	if err := dec.Decode(&p); err != nil {
+		if errors.Is(err, io.EOF) {
+			return p, fmt.Errorf("%w: empty file", ErrInvalid)
+		}
+		return p, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return p, nil
+}
+
+// File is one rendered manifest file.
+type File struct {
+	Name string
+	Data []byte
+}
+
+// dnsLabel is a Kubernetes name.
+var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// Render validates p, plans its models and fills every template:
+// platform.yaml, karpenter.yaml and one model-<name>.yaml per model.
+func Render(p Platform) ([]File, error) {
+	p = withDefaults(p)
+	if err := validate(p); err != nil {
+		return nil, err
+	}
+	in, err := p.Plan.Input()
+	if err != nil {
+		return nil, fmt.Errorf("%w: plan: %w", ErrInvalid, err)
+	}
+	plan, err := capacity.Plan(in)
+	if err != nil {
+		return nil, fmt.Errorf("%w: plan: %w", ErrInvalid, err)
+	}
+	tmpl, err := template.New("").Option("missingkey=error").ParseFS(templates.FS, "*.yaml.tmpl")
+	if err != nil {
+		return nil, fmt.Errorf("parse templates: %w", err)
+	}
+	pv := platformValues{Platform: p, Pools: pools(p)}
+	var files []File
+	for _, t := range []string{"platform", "karpenter"} {
+		b, err := execute(tmpl, t, pv)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, File{Name: t + ".yaml", Data: b})
+	}
+	for i, m := range p.Models {
+		mv, err := valuesOf(p, i, m, plan)
+		if err != nil {
+			return nil, err
+		}
+		b, err := execute(tmpl, "model", mv)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, File{Name: "model-" + m.Name + ".yaml", Data: b})
+	}
+	return files, nil
+}
+
+func execute(tmpl *template.Template, name string, v any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := tmpl.ExecuteTemplate(&buf, name+".yaml.tmpl", v); err != nil {
+		return nil, fmt.Errorf("render %s: %w", name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+func withDefaults(p Platform) Platform {
+	if p.DrainSeconds == 0 {
+		p.DrainSeconds = 300
+	}
+	if p.Gateway.Replicas == 0 {
+		p.Gateway.Replicas = 2
+	}
+	if p.Orchestrator.Replicas == 0 {
+		p.Orchestrator.Replicas = 2
+	}
+	return p
+}
+
+// validate checks what the templates need, naming the field at fault.
+func validate(p Platform) error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+	}
+	required := []struct{ field, value string }{
+		{"cluster", p.Cluster}, {"node_role", p.NodeRole}, {"namespace", p.Namespace},
+		{"images.engine", p.Images.Engine}, {"images.platform", p.Images.Platform},
+		{"model_cache.bucket", p.ModelCache.Bucket}, {"model_cache.region", p.ModelCache.Region},
+		{"prometheus_url", p.PrometheusURL}, {"orchestrator_host", p.OrchestratorHost},
+		{"gpu_pool.gpu", p.GPUPool.GPU}, {"gpu_pool.family", p.GPUPool.Family},
+	}
+	for _, r := range required {
+		if r.value == "" {
+			return bad(r.field, "required")
+		}
+	}
+	switch {
+	case !dnsLabel.MatchString(p.Namespace):
+		return bad("namespace", "%q is not a Kubernetes name", p.Namespace)
+	case !dnsLabel.MatchString(p.GPUPool.GPU):
+		return bad("gpu_pool.gpu", "%q is not a Kubernetes name", p.GPUPool.GPU)
+	case p.GPUPool.GPULimit <= 0:
+		return bad("gpu_pool.gpu_limit", "must be positive, got %d", p.GPUPool.GPULimit)
+	case p.Gateway.Replicas < 0:
+		return bad("gateway.replicas", "must not be negative")
+	case p.Orchestrator.Replicas < 0:
+		return bad("orchestrator.replicas", "must not be negative")
+	case p.DrainSeconds < 0:
+		return bad("drain_seconds", "must not be negative")
+	case len(p.Models) == 0:
+		return bad("models", "at least one model is required")
+	}
+	var seen []string
+	for i, m := range p.Models {
+		at := fmt.Sprintf("models[%d]", i)
+		switch {
+		case !dnsLabel.MatchString(m.Name):
+			return bad(at+".name", "%q is not a Kubernetes name", m.Name)
+		case slices.Contains(seen, m.Name):
+			return bad(at+".name", "%q is listed twice", m.Name)
+		case m.Revision == "":
+			return bad(at+".revision", "required")
+		case m.Warm != nil && (m.Warm.Timezone == "" || m.Warm.Start == "" || m.Warm.End == ""):
+			return bad(at+".warm", "timezone, start and end are required")
+		}
+		seen = append(seen, m.Name)
+		w := workloadOf(p, m.Name)
+		if w < 0 {
+			return bad(at+".name", "no workload for %q under plan.workloads", m.Name)
+		}
+		ws := p.Plan.Workloads[w]
+		wat := fmt.Sprintf("plan.workloads[%d]", w)
+		switch {
+		case ws.MinReplicas < 0:
+			return bad(wat+".min_replicas", "must not be negative, got %d", ws.MinReplicas)
+		case ws.MaxReplicas <= 0:
+			return bad(wat+".max_replicas", "must be positive, got %d", ws.MaxReplicas)
+		case ws.MinReplicas > ws.MaxReplicas:
+			return bad(wat+".min_replicas", "%d is above max_replicas %d", ws.MinReplicas, ws.MaxReplicas)
+		}
+		if _, ok := capacity.LookupGPU(ws.GPU); !ok && !slices.ContainsFunc(p.Plan.GPUs, func(g capacity.GPUSpec) bool { return g.Name == ws.GPU }) {
+			return bad(wat+".gpu", "unknown GPU profile %q", ws.GPU)
+		}
+	}
+	return nil
+}
+
+// workloadOf returns the index of the model's workload in the plan, or -1.
+func workloadOf(p Platform, model string) int {
+	return slices.IndexFunc(p.Plan.Workloads, func(w capacity.WorkloadSpec) bool { return w.Model == model })
+}
+
+// pool is one Karpenter NodePool.
+type pool struct {
+	Name, Family, CapacityType string
+	GPULimit                   int
+}
+
+func pools(p Platform) []pool {
+	base := "gpu-" + p.GPUPool.GPU
+	return []pool{
+		{Name: base, Family: p.GPUPool.Family, CapacityType: "on-demand", GPULimit: p.GPUPool.GPULimit},
+		{Name: base + "-spot", Family: p.GPUPool.Family, CapacityType: "spot", GPULimit: p.GPUPool.GPULimit},
+	}
+}
+
+// platformValues fill platform.yaml.tmpl and karpenter.yaml.tmpl.
+type platformValues struct {
+	Platform
+	Pools []pool
+}
+
+func (v platformValues) GatewayReplicas() int      { return v.Gateway.Replicas }
+func (v platformValues) OrchestratorReplicas() int { return v.Orchestrator.Replicas }
+func (v platformValues) PlatformImage() string     { return v.Images.Platform }
+
+// modelValues fill model.yaml.tmpl.
+type modelValues struct {
+	Name, ServedName, Revision, Namespace string
+	EngineImage, PlatformImage            string
+	Bucket, Region                        string
+	PrometheusURL, OrchestratorHost       string
+	Flags                                 capacity.VLLMFlags
+	KVCapacityTokens                      int64
+	MinReplicas, MaxReplicas              int
+	WaitingPerReplica                     int
+	NodePools                             []string
+	Spot                                  bool
+	Warm                                  *Warm
+	DrainSeconds, GraceSeconds            int
+	StartupChecks                         int
+	ShmSize                               string
+}
+
+// valuesOf is model m's values, its engine flags from the plan.
+func valuesOf(p Platform, i int, m Model, plan capacity.Result) (modelValues, error) {
+	k := slices.IndexFunc(plan.Models, func(mp capacity.ModelPlan) bool { return mp.Model == m.Name })
+	if k < 0 {
+		return modelValues{}, fmt.Errorf("%w: models[%d].name: the plan has no %q", ErrInvalid, i, m.Name)
+	}
+	mp := plan.Models[k]
+	if mp.Memory.KVCapacityTokensPerReplica <= 0 || mp.Flags.MaxNumSeqs <= 0 {
+		return modelValues{}, fmt.Errorf("%w: models[%d]: %s does not fit its %d %s GPU(s): no room for a KV cache",
+			ErrInvalid, i, m.Name, mp.Flags.TensorParallelSize, mp.GPU)
+	}
+	ws := p.Plan.Workloads[workloadOf(p, m.Name)]
+	poolsFor := []string{"gpu-" + p.GPUPool.GPU}
+	if m.Spot {
+		poolsFor = append(poolsFor, "gpu-"+p.GPUPool.GPU+"-spot")
+	}
+	// Loading the weights from the local cache at about 200 MB/s is the
+	// slowest part of a start; the startup probe allows that twice over.
+	loadSeconds := mp.Memory.WeightBytes / 200e6
+	return modelValues{
+		Name: m.Name, ServedName: mp.ServedName, Revision: m.Revision, Namespace: p.Namespace,
+		EngineImage: p.Images.Engine, PlatformImage: p.Images.Platform,
+		Bucket: p.ModelCache.Bucket, Region: p.ModelCache.Region,
+		PrometheusURL: p.PrometheusURL, OrchestratorHost: p.OrchestratorHost,
+		Flags: mp.Flags, KVCapacityTokens: mp.Memory.KVCapacityTokensPerReplica,
+		MinReplicas: ws.MinReplicas, MaxReplicas: ws.MaxReplicas,
+		WaitingPerReplica: max(1, mp.Replicas.PlannedStreamsPerReplica/4),
+		NodePools:         poolsFor, Spot: m.Spot, Warm: m.Warm,
+		DrainSeconds: p.DrainSeconds, GraceSeconds: p.DrainSeconds + 30,
+		StartupChecks: 30 + int(math.Ceil(2*loadSeconds/10)),
+		ShmSize:       fmt.Sprintf("%dGi", 4*mp.Flags.TensorParallelSize),
+	}, nil
+}

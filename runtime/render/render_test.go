@@ -1,0 +1,225 @@
+package render
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/llmplat/llmplat/runtime/capacity"
+	"github.com/llmplat/llmplat/runtime/golden"
+)
+
+func example(t *testing.T) Platform {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "platform.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// docs splits a rendered file into its YAML documents, each decoded.
+func docs(t *testing.T, f File) []map[string]any {
+	t.Helper()
+	dec := yaml.NewDecoder(bytes.NewReader(f.Data))
+	var out []map[string]any
+	for {
+		var d map[string]any
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatalf("%s: not YAML: %v", f.Name, err)
+		}
+		out = append(out, d)
+	}
+}
+
+// TestRenderExample: examples/platform.yaml renders the seed's deployment;
+// the files match their golden copies, and every document is YAML with an
+// apiVersion, a kind and a name.
+func TestRenderExample(t *testing.T) {
+	files, err := Render(example(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	kinds := map[string]int{}
+	for _, f := range files {
+		names = append(names, f.Name)
+		golden.Check(t, filepath.Join("example", f.Name), f.Data)
+		for _, d := range docs(t, f) {
+			md, _ := d["metadata"].(map[string]any)
+			if d["apiVersion"] == nil || d["kind"] == nil || md == nil || md["name"] == nil {
+				t.Errorf("%s: a document without apiVersion, kind or name: %v", f.Name, d)
+			}
+			kinds[d["kind"].(string)]++
+		}
+	}
+	if got := strings.Join(names, " "); got != "platform.yaml karpenter.yaml model-llama-8b.yaml model-qwen-32b.yaml model-llama-70b.yaml" {
+		t.Errorf("files %s", got)
+	}
+	want := map[string]int{"Namespace": 1, "Deployment": 5, "Service": 5, "PodDisruptionBudget": 5, "ScaledObject": 3,
+		"NodePool": 2, "EC2NodeClass": 1}
+	for k, n := range want {
+		if kinds[k] != n {
+			t.Errorf("%d %s, want %d", kinds[k], k, n)
+		}
+	}
+}
+
+// modelDoc returns the document of kind in model-<name>.yaml.
+func modelDoc(t *testing.T, files []File, name, kind string) map[string]any {
+	t.Helper()
+	for _, f := range files {
+		if f.Name != "model-"+name+".yaml" {
+			continue
+		}
+		for _, d := range docs(t, f) {
+			if d["kind"] == kind {
+				return d
+			}
+		}
+	}
+	t.Fatalf("no %s for %s", kind, name)
+	return nil
+}
+
+// dig walks a decoded document.
+func dig(t *testing.T, v any, path ...any) any {
+	t.Helper()
+	for _, p := range path {
+		switch k := p.(type) {
+		case string:
+			m, ok := v.(map[string]any)
+			if !ok {
+				t.Fatalf("%v is not an object at %q", v, k)
+			}
+			v = m[k]
+		case int:
+			s, ok := v.([]any)
+			if !ok || k >= len(s) {
+				t.Fatalf("%v has no item %d", v, k)
+			}
+			v = s[k]
+		}
+	}
+	return v
+}
+
+// TestEngineFlagsAreThePlanners: the 8B Deployment's --max-num-seqs and
+// --max-model-len are what the capacity planner computes for its profile.
+func TestEngineFlagsAreThePlanners(t *testing.T) {
+	p := example(t)
+	files, err := Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := p.Plan.Input()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := capacity.Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mp := range plan.Models {
+		d := modelDoc(t, files, mp.Model, "Deployment")
+		args := dig(t, d, "spec", "template", "spec", "containers", 0, "args").([]any)
+		joined := ""
+		for _, a := range args {
+			joined += a.(string) + " "
+		}
+		for _, want := range []string{
+			"--max-num-seqs=" + itoa(mp.Flags.MaxNumSeqs), "--max-model-len=" + itoa(mp.Flags.MaxModelLen),
+			"--tensor-parallel-size=" + itoa(int64(mp.Flags.TensorParallelSize)), "--served-model-name=" + mp.ServedName,
+		} {
+			if !strings.Contains(joined, want+" ") {
+				t.Errorf("%s: engine args %q lack %s", mp.Model, joined, want)
+			}
+		}
+	}
+}
+
+// TestScaling: the 70B scales to zero and wakes on the orchestrators'
+// pending-requests gauge (which exists at zero replicas), with a warm
+// replica in office hours; the 8B keeps its floor of 2.
+func TestScaling(t *testing.T) {
+	files, err := Render(example(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := modelDoc(t, files, "llama-70b", "ScaledObject")
+	if dig(t, big, "spec", "minReplicaCount") != 0 || dig(t, big, "spec", "maxReplicaCount") != 3 {
+		t.Errorf("70B bounds %v..%v, want 0..3", dig(t, big, "spec", "minReplicaCount"), dig(t, big, "spec", "maxReplicaCount"))
+	}
+	var wakes, warm bool
+	for _, tr := range dig(t, big, "spec", "triggers").([]any) {
+		md, _ := dig(t, tr, "metadata").(map[string]any)
+		if q, _ := md["query"].(string); strings.Contains(q, `llmplat_model_pending_requests{model="llama-70b"}`) && md["activationThreshold"] != nil {
+			wakes = true
+		}
+		if dig(t, tr, "type") == "cron" && md["desiredReplicas"] == "1" {
+			warm = true
+		}
+	}
+	if !wakes || !warm {
+		t.Errorf("70B triggers: wakes on pending %v, warm in office hours %v; want both", wakes, warm)
+	}
+	small := modelDoc(t, files, "llama-8b", "ScaledObject")
+	if dig(t, small, "spec", "minReplicaCount") != 2 || dig(t, small, "spec", "maxReplicaCount") != 8 {
+		t.Errorf("8B bounds %v..%v, want 2..8", dig(t, small, "spec", "minReplicaCount"), dig(t, small, "spec", "maxReplicaCount"))
+	}
+	spot := dig(t, modelDoc(t, files, "llama-8b", "Deployment"), "spec", "template", "spec", "affinity", "nodeAffinity",
+		"requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms", 0, "matchExpressions", 0, "values").([]any)
+	onDemand := dig(t, modelDoc(t, files, "qwen-32b", "Deployment"), "spec", "template", "spec", "affinity", "nodeAffinity",
+		"requiredDuringSchedulingIgnoredDuringExecution", "nodeSelectorTerms", 0, "matchExpressions", 0, "values").([]any)
+	if len(spot) != 2 || len(onDemand) != 1 || onDemand[0] != "gpu-l40s" {
+		t.Errorf("pools: 8B %v, 32B %v; want the 8B on both pools, the 32B on demand only", spot, onDemand)
+	}
+}
+
+// TestInvalidDescriptions: what cannot be rendered is refused with the
+// field named.
+func TestInvalidDescriptions(t *testing.T) {
+	tests := []struct {
+		name  string
+		edit  func(*Platform)
+		field string
+	}{
+		{"unknown gpu", func(p *Platform) { p.Plan.Workloads[0].GPU = "Z80" }, "plan.workloads[0].gpu"},
+		{"negative floor", func(p *Platform) { p.Plan.Workloads[1].MinReplicas = -1 }, "plan.workloads[1].min_replicas"},
+		{"floor above cap", func(p *Platform) { p.Plan.Workloads[2].MinReplicas = 9 }, "plan.workloads[2].min_replicas"},
+		{"model without workload", func(p *Platform) { p.Models[0].Name = "mistral-7b" }, "models[0].name"},
+		{"bad namespace", func(p *Platform) { p.Namespace = "LLM Plat" }, "namespace"},
+		{"no revision", func(p *Platform) { p.Models[1].Revision = "" }, "models[1].revision"},
+		{"does not fit", func(p *Platform) { p.Plan.Workloads[2].TensorParallelSize = 1 }, "llama-70b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := example(t)
+			tt.edit(&p)
+			_, err := Render(p)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.field) {
+				t.Errorf("Render = %v, want ErrInvalid naming %s", err, tt.field)
+			}
+		})
+	}
+	if _, err := Parse([]byte("namespace: a\nnamspace: b\n")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "namspace") {
+		t.Errorf("Parse with a misspelt key = %v, want ErrInvalid naming it", err)
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
