@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/capacity"
 	"github.com/llmplat/llmplat/runtime/golden"
+	"github.com/llmplat/llmplat/runtime/k8sschema"
 )
 
 func example(t *testing.T) Platform {
@@ -223,3 +224,29 @@ func TestInvalidDescriptions(t *testing.T) {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// TestManifestsMatchTheirSchemas: every rendered document passes strict
+// validation against its real schema: Kubernetes' OpenAPI v3 for built-in
+// kinds, KEDA's and Karpenter's CRDs for theirs (k8sschema).
+func TestManifestsMatchTheirSchemas(t *testing.T) {
+	v, err := k8sschema.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := Render(example(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, f := range files {
+		for _, d := range docs(t, f) {
+			n++
+			if errs := v.Validate(d); len(errs) > 0 {
+				t.Errorf("%s: %s %v:\n  %s", f.Name, d["kind"], dig(t, d, "metadata", "name"), strings.Join(errs, "\n  "))
+			}
+		}
+	}
+	if n != 22 {
+		t.Errorf("validated %d documents, want 22", n)
+	}
+}
