@@ -35,6 +35,9 @@ type Agent struct {
 	// on drains at once, with what is left of selfDrainBy.
 	selfDrain   atomic.Bool
 	selfDrainBy atomic.Int64 // unix nanoseconds; 0: no deadline
+	// draining is closed by the first Drain: Run stops waiting to redial.
+	draining  chan struct{}
+	drainOnce sync.Once
 }
 
 // Drain makes the node leave on its own, as a pod that is being stopped
@@ -51,6 +54,7 @@ func (a *Agent) Drain(deadline time.Duration) {
 		}
 	}
 	a.selfDrain.Store(true)
+	a.drainOnce.Do(func() { close(a.draining) })
 	if s := a.live.Load(); s != nil {
 		s.selfDrain()
 	}
@@ -72,7 +76,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: c, dones: newDoneStore(maxPendingDones)}, nil
+	return &Agent{cfg: c, dones: newDoneStore(maxPendingDones), draining: make(chan struct{})}, nil
 }
 
 // Stats are an agent's done-record counts.
@@ -132,7 +136,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer old.Wait()
 	for {
 		out, err := a.connectOrRedial(ctx, &old)
-		if ctx.Err() != nil || out.drained {
+		if ctx.Err() != nil || out.drained || a.selfDrain.Load() {
+			// Draining itself, the node does not come back: a link that
+			// ended took its requests with it, so nothing is left to wait for.
 			return nil
 		}
 		var wait time.Duration
@@ -148,6 +154,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-a.draining: // told to leave while not connected
 			t.Stop()
 			return nil
 		case <-t.C:

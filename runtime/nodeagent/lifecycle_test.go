@@ -230,3 +230,18 @@ func TestSelfDrain(t *testing.T) {
 	}
 	ag.stop()
 }
+
+// TestSelfDrainWhileDisconnected: told to drain while it cannot reach the
+// server (its orchestrator is gone too, as at the end of a shutdown), the
+// agent does not keep redialing until the drain timeout: nothing runs on
+// a node without a link, so Run returns.
+func TestSelfDrainWhileDisconnected(t *testing.T) {
+	_, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	ag := startAgent(t, fs, eng, func(c *Config) { c.ServerURL = "ws://127.0.0.1:1/v1/nodes/connect" })
+	ag.a.Drain(time.Hour)
+	if err := waitRun(ag.res); err != nil {
+		t.Fatalf("Run after a drain while disconnected: %v", err)
+	}
+	ag.stop()
+}
