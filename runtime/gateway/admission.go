@@ -256,7 +256,7 @@ func (s *Server) finish(a *admission, out Outcome) {
 		return
 	}
 	if o.Applied {
-		s.cfg.Metrics.settled(a.model, a.p.TeamName, o.CostMicrocredits, o.Usage.CompletionTokens)
+		s.cfg.Metrics.settled(a.model, a.p.TeamName, o.CostMicrocredits, o.Usage)
 		if o.Capped {
 			s.cfg.Metrics.settleCapped(a.model)
 		}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
 // Metrics are the gateway's Prometheus metrics. Labels are bounded: model
@@ -20,6 +22,7 @@ type Metrics struct {
 	inFlight     *prometheus.GaugeVec
 	reservedMC   *prometheus.CounterVec
 	settledMC    *prometheus.CounterVec
+	settledTok   *prometheus.CounterVec
 	overReserved *prometheus.CounterVec
 	capped       *prometheus.CounterVec
 }
@@ -51,13 +54,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Micro-credits reserved at admission."}, []string{"model", "team"}),
 		settledMC: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_settled_microcredits_total",
 			Help: "Micro-credits debited at settle."}, []string{"model", "team"}),
+		settledTok: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_settled_tokens_total",
+			Help: "Tokens billed at settle, by model and kind (prompt or completion): against the engines' own counters, the ledger's drift."},
+			[]string{"model", "kind"}),
 		overReserved: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_over_reservation_total",
 			Help: "Streams cut because the engine went past what the request reserved."}, []string{"model"}),
 		capped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_settles_capped_total",
 			Help: "Settles whose cost the ledger capped at the reservation: tokens produced beyond it went unbilled."}, []string{"model"}),
 	}
 	reg.MustRegister(m.requests, m.rejections, m.ttft, m.tokensPerSec, m.queueWaitH, m.inFlight, m.reservedMC, m.settledMC,
-		m.overReserved, m.capped)
+		m.settledTok, m.overReserved, m.capped)
 	_ = reg.Register(collectors.NewGoCollector()) // already registered on a shared registry is fine
 	return m
 }
@@ -70,8 +76,10 @@ func (m *Metrics) reserved(model, team string, micro int64) {
 	m.reservedMC.WithLabelValues(model, team).Add(float64(micro))
 }
 
-func (m *Metrics) settled(model, team string, micro, _ int64) {
+func (m *Metrics) settled(model, team string, micro int64, u ledger.Usage) {
 	m.settledMC.WithLabelValues(model, team).Add(float64(micro))
+	m.settledTok.WithLabelValues(model, "prompt").Add(float64(u.PromptTokens))
+	m.settledTok.WithLabelValues(model, "completion").Add(float64(u.CompletionTokens))
 }
 
 func (m *Metrics) streamStarted(model string) { m.inFlight.WithLabelValues(model).Inc() }

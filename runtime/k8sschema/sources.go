@@ -16,10 +16,11 @@ const (
 	KubernetesModule = "k8s.io/kubernetes@v1.34.2"
 	KEDAModule       = "github.com/kedacore/keda/v2@v2.17.2"
 	KarpenterModule  = "github.com/aws/karpenter-provider-aws@v1.10.0"
+	PromOpModule     = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
 )
 
 // Modules lists the modules Load reads.
-var Modules = []string{KubernetesModule, KEDAModule, KarpenterModule}
+var Modules = []string{KubernetesModule, KEDAModule, KarpenterModule, PromOpModule}
 
 // ErrMissing means a schema module is not in the module cache.
 var ErrMissing = errors.New("schema module not downloaded; run `make schemas`")
@@ -52,8 +53,9 @@ func modCache() (string, error) {
 }
 
 // Load returns a validator of every kind the platform's manifests use:
-// the built-in kinds of Kubernetes, KEDA's ScaledObject and Karpenter's
-// NodePool and EC2NodeClass.
+// the built-in kinds of Kubernetes, KEDA's ScaledObject, Karpenter's
+// NodePool and EC2NodeClass, and the Prometheus Operator's ServiceMonitor,
+// PodMonitor and PrometheusRule.
 func Load() (*Validator, error) {
 	cache, err := modCache()
 	if err != nil {
@@ -71,6 +73,12 @@ func Load() (*Validator, error) {
 		{filepath.Join(moduleDir(cache, KEDAModule), "config", "crd", "bases", "keda.sh_scaledobjects.yaml"), true},
 		{filepath.Join(moduleDir(cache, KarpenterModule), "pkg", "apis", "crds", "karpenter.sh_nodepools.yaml"), true},
 		{filepath.Join(moduleDir(cache, KarpenterModule), "pkg", "apis", "crds", "karpenter.k8s.aws_ec2nodeclasses.yaml"), true},
+	}
+	for _, crd := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
+		files = append(files, struct {
+			path string
+			crd  bool
+		}{filepath.Join(moduleDir(cache, PromOpModule), "example", "prometheus-operator-crd", "monitoring.coreos.com_"+crd+".yaml"), true})
 	}
 	for _, f := range files {
 		if _, err := os.Stat(f.path); err != nil {

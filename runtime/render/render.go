@@ -29,8 +29,9 @@ type Platform struct {
 	NodeRole  string `yaml:"node_role"`
 	Namespace string `yaml:"namespace"`
 	Images    struct {
-		Engine   string `yaml:"engine"`   // vllm/vllm-openai:<version>
-		Platform string `yaml:"platform"` // the llmplat binary's image
+		Engine       string `yaml:"engine"`        // vllm/vllm-openai:<version>
+		Platform     string `yaml:"platform"`      // the llmplat binary's image
+		DevicePlugin string `yaml:"device_plugin"` // NVIDIA's k8s-device-plugin
 	} `yaml:"images"`
 	ModelCache struct {
 		Bucket string `yaml:"bucket"`
@@ -128,9 +129,9 @@ func Render(p Platform) ([]File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("parse templates: %w", err)
 	}
-	pv := platformValues{Platform: p, Pools: pools(p)}
+	pv := platformValues{Platform: p, Pools: pools(p), LargestModel: largest(plan), Dashboard: dashboard(p)}
 	var files []File
-	for _, t := range []string{"platform", "karpenter"} {
+	for _, t := range []string{"platform", "karpenter", "gpu", "observability"} {
 		b, err := execute(tmpl, t, pv)
 		if err != nil {
 			return nil, err
@@ -179,7 +180,7 @@ func validate(p Platform) error {
 	}
 	required := []struct{ field, value string }{
 		{"cluster", p.Cluster}, {"node_role", p.NodeRole}, {"namespace", p.Namespace},
-		{"images.engine", p.Images.Engine}, {"images.platform", p.Images.Platform},
+		{"images.engine", p.Images.Engine}, {"images.platform", p.Images.Platform}, {"images.device_plugin", p.Images.DevicePlugin},
 		{"model_cache.bucket", p.ModelCache.Bucket}, {"model_cache.region", p.ModelCache.Region},
 		{"prometheus_url", p.PrometheusURL}, {"orchestrator_host", p.OrchestratorHost},
 		{"gpu_pool.gpu", p.GPUPool.GPU}, {"gpu_pool.family", p.GPUPool.Family},
@@ -259,10 +260,27 @@ func pools(p Platform) []pool {
 	}
 }
 
-// platformValues fill platform.yaml.tmpl and karpenter.yaml.tmpl.
+// platformValues fill platform.yaml.tmpl, karpenter.yaml.tmpl,
+// gpu.yaml.tmpl and observability.yaml.tmpl.
 type platformValues struct {
 	Platform
 	Pools []pool
+	// LargestModel is the model with the most GPUs a replica: the pool an
+	// idle alert watches.
+	LargestModel string
+	// Dashboard is the Grafana dashboard, as one line of JSON.
+	Dashboard string
+}
+
+// largest returns the planned model with the most GPUs per replica.
+func largest(plan capacity.Result) string {
+	name, gpus := "", 0
+	for _, mp := range plan.Models {
+		if mp.Flags.TensorParallelSize > gpus {
+			name, gpus = mp.Model, mp.Flags.TensorParallelSize
+		}
+	}
+	return name
 }
 
 func (v platformValues) GatewayReplicas() int      { return v.Gateway.Replicas }

@@ -69,11 +69,11 @@ func TestRenderExample(t *testing.T) {
 			kinds[d["kind"].(string)]++
 		}
 	}
-	if got := strings.Join(names, " "); got != "platform.yaml karpenter.yaml model-llama-8b.yaml model-qwen-32b.yaml model-llama-70b.yaml" {
+	if got := strings.Join(names, " "); got != "platform.yaml karpenter.yaml gpu.yaml observability.yaml model-llama-8b.yaml model-qwen-32b.yaml model-llama-70b.yaml" {
 		t.Errorf("files %s", got)
 	}
 	want := map[string]int{"Namespace": 1, "Deployment": 5, "Service": 5, "PodDisruptionBudget": 5, "ScaledObject": 3,
-		"NodePool": 2, "EC2NodeClass": 1}
+		"NodePool": 2, "EC2NodeClass": 1, "DaemonSet": 1, "ServiceMonitor": 1, "PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1}
 	for k, n := range want {
 		if kinds[k] != n {
 			t.Errorf("%d %s, want %d", kinds[k], k, n)
@@ -246,7 +246,7 @@ func TestManifestsMatchTheirSchemas(t *testing.T) {
 			}
 		}
 	}
-	if n != 22 {
-		t.Errorf("validated %d documents, want 22", n)
+	if n != 27 {
+		t.Errorf("validated %d documents, want 27", n)
 	}
 }

@@ -19,8 +19,8 @@ func TestRenderCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	entries, err := os.ReadDir(dir)
-	if err != nil || len(entries) != 5 {
-		t.Fatalf("%d files (%v), want 5", len(entries), err)
+	if err != nil || len(entries) != 7 {
+		t.Fatalf("%d files (%v), want 7", len(entries), err)
 	}
 	out.Reset()
 	if err := runRender(t.Context(), []string{"-f", example}, &out); err != nil {
