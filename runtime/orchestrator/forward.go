@@ -94,7 +94,9 @@ func publish(ctx context.Context, rdb redis.UniversalClient, channel string, h h
 }
 
 // receive hands every message of ps to handle until ps is closed.
-func (o *Orchestrator) receive(ctx context.Context, ps *redis.PubSub, handle func(context.Context, *redis.Message)) {
+// A failed read (the connection dropped) is followed by onGap, when set:
+// messages published until the subscription is back are lost.
+func (o *Orchestrator) receive(ctx context.Context, ps *redis.PubSub, handle func(context.Context, *redis.Message), onGap func(error)) {
 	ctx = context.WithoutCancel(ctx) // runs until Run closes ps, after the sockets
 	for {
 		msg, err := ps.ReceiveMessage(ctx)
@@ -103,11 +105,23 @@ func (o *Orchestrator) receive(ctx context.Context, ps *redis.PubSub, handle fun
 		}
 		if err != nil {
 			o.cfg.Logger.Warn("pub/sub receive failed", "err", err)
+			if onGap != nil {
+				onGap(err)
+			}
 			time.Sleep(receiveBackoff)
 			continue
 		}
 		handle(ctx, msg)
 	}
+}
+
+// repliesLost fails every forwarded request: the reply subscription
+// dropped, so frames of each may be lost, and an owner whose publish
+// reached nobody has cancelled its run without anyone to tell. Each
+// stream breaks now (and cancels, in case its run goes on) instead of
+// waiting for frames that will not come.
+func (o *Orchestrator) repliesLost(err error) {
+	o.failRemote(fmt.Errorf("reply subscription dropped: %w", err))
 }
 
 // onNodeMessage acts on a message for a node whose socket is here.
