@@ -301,9 +301,21 @@ type modelValues struct {
 	Spot                                  bool
 	Warm                                  *Warm
 	DrainSeconds, GraceSeconds            int
+	DrainSettleSeconds                    int
+	CacheHostPath                         string
 	StartupChecks                         int
 	ShmSize                               string
 }
+
+// cacheHostPath is the model cache on a GPU node: under the mount of the
+// instance store's RAID0 array, which the AL2023 AMI sets up at
+// /mnt/k8s-disks/0 for instanceStorePolicy: RAID0 (the root volume is EBS).
+const cacheHostPath = "/mnt/k8s-disks/0/llmplat-models"
+
+// drainSettleSeconds is how long an engine's preStop waits before reading
+// its own gauges: 5 s lets the node agent's drain reach the orchestrators
+// and an assignment already on its way reach the engine.
+const drainSettleSeconds = 5
 
 // valuesOf is model m's values, its engine flags from the plan.
 func valuesOf(p Platform, i int, m Model, plan capacity.Result) (modelValues, error) {
@@ -334,6 +346,7 @@ func valuesOf(p Platform, i int, m Model, plan capacity.Result) (modelValues, er
 		WaitingPerReplica: max(1, mp.Replicas.PlannedStreamsPerReplica/4),
 		NodePools:         poolsFor, Spot: m.Spot, Warm: m.Warm,
 		DrainSeconds: p.DrainSeconds, GraceSeconds: p.DrainSeconds + 30,
+		DrainSettleSeconds: drainSettleSeconds, CacheHostPath: cacheHostPath,
 		StartupChecks: 30 + int(math.Ceil(2*loadSeconds/10)),
 		ShmSize:       fmt.Sprintf("%dGi", 4*mp.Flags.TensorParallelSize),
 	}, nil

@@ -72,7 +72,7 @@ func TestRenderExample(t *testing.T) {
 	if got := strings.Join(names, " "); got != "platform.yaml karpenter.yaml gpu.yaml observability.yaml model-llama-8b.yaml model-qwen-32b.yaml model-llama-70b.yaml" {
 		t.Errorf("files %s", got)
 	}
-	want := map[string]int{"Namespace": 1, "Deployment": 5, "Service": 5, "PodDisruptionBudget": 5, "ScaledObject": 3,
+	want := map[string]int{"Namespace": 1, "ServiceAccount": 1, "Deployment": 5, "Service": 5, "PodDisruptionBudget": 5, "ScaledObject": 3,
 		"NodePool": 2, "EC2NodeClass": 1, "DaemonSet": 1, "ServiceMonitor": 1, "PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1}
 	for k, n := range want {
 		if kinds[k] != n {
@@ -169,6 +169,9 @@ func TestScaling(t *testing.T) {
 	var wakes, warm bool
 	for _, tr := range dig(t, big, "spec", "triggers").([]any) {
 		md, _ := dig(t, tr, "metadata").(map[string]any)
+		if q, _ := md["query"].(string); strings.HasPrefix(q, "avg(vllm:kv_cache_usage_perc") && dig(t, tr, "metricType") != "Value" {
+			t.Errorf("KV trigger %v: a fraction averaged over replicas needs metricType Value", tr)
+		}
 		if q, _ := md["query"].(string); strings.Contains(q, `llmplat_model_pending_requests{model="llama-70b"}`) && md["activationThreshold"] != nil {
 			wakes = true
 		}
@@ -246,7 +249,7 @@ func TestManifestsMatchTheirSchemas(t *testing.T) {
 			}
 		}
 	}
-	if n != 27 {
-		t.Errorf("validated %d documents, want 27", n)
+	if n != 28 {
+		t.Errorf("validated %d documents, want 28", n)
 	}
 }
