@@ -8,13 +8,10 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"regexp"
 	"slices"
 	"text/template"
-
-	"gopkg.in/yaml.v3"
 
 	"github.com/llmplat/llmplat/runtime/capacity"
 	"github.com/llmplat/llmplat/templates"
@@ -85,21 +82,6 @@ type Warm struct {
 // ErrInvalid marks a description that cannot be rendered; the message
 // names the field.
 var ErrInvalid = errors.New("invalid platform description")
-
-// Parse reads a platform description strictly: an unknown or misspelt key
-// is an error, not a silent default.
-func Parse(data []byte) (Platform, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var p Platform
-	if err := dec.Decode(&p); err != nil {
-		if errors.Is(err, io.EOF) {
-			return p, fmt.Errorf("%w: empty file", ErrInvalid)
-		}
-		return p, fmt.Errorf("%w: %w", ErrInvalid, err)
-	}
-	return p, nil
-}
 
 // File is one rendered manifest file.
 type File struct {

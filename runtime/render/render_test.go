@@ -221,8 +221,28 @@ func TestInvalidDescriptions(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Parse([]byte("namespace: a\nnamspace: b\n")); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "namspace") {
-		t.Errorf("Parse with a misspelt key = %v, want ErrInvalid naming it", err)
+}
+
+// TestParseIsStrict: a misspelt key, a key given twice (at any depth), a
+// value of the wrong type and a second document are refused, naming what
+// is wrong.
+func TestParseIsStrict(t *testing.T) {
+	tests := []struct{ name, doc, want string }{
+		{"misspelt key", "namespace: a\nnamspace: b\n", "namspace"},
+		{"duplicate key", "namespace: a\nnamespace: b\n", `namespace (line 2): mapping key "namespace" already defined`},
+		{"nested duplicate", "gpu_pool:\n  gpu: l40s\n  gpu: a10g\n", `gpu_pool.gpu (line 3): mapping key "gpu" already defined`},
+		{"unknown nested key", "plan:\n  workloads:\n    - {model: a, gpus: L40S}\n", "plan.workloads[0] (line 3): field gpus not found"},
+		{"wrong type", "cluster: c\ngateway:\n  replicas: three\n", "gateway.replicas (line 3): cannot unmarshal"},
+		{"second document", "namespace: a\n---\nnamespace: b\n", "one YAML document"},
+		{"empty", "", "empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.doc))
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Parse = %v, want ErrInvalid with %q", err, tt.want)
+			}
+		})
 	}
 }
 
