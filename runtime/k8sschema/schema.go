@@ -3,7 +3,9 @@
 // in the k8s.io/kubernetes module, custom resources against their CRDs'
 // openAPIV3Schema. Strict means what kubectl's server-side field
 // validation means: an unknown field is an error, as are a value of the
-// wrong type, a missing required field and a value outside an enum.
+// wrong type, a missing required field, a value outside an enum, a string
+// off its pattern or length and a number, list or map beyond its bounds.
+// CEL rules (x-kubernetes-validations) are not evaluated.
 package k8sschema
 
 import (
@@ -194,6 +196,7 @@ func (c checker) check(v any, s Schema, path string) {
 			}
 		}
 	}
+	c.bounds(v, s, path)
 	if s["x-kubernetes-int-or-string"] == true || s["format"] == "int-or-string" {
 		switch v.(type) {
 		case int, int64, string:
