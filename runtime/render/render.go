@@ -103,9 +103,16 @@ func Render(p Platform) ([]File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: plan: %w", ErrInvalid, err)
 	}
+	// Each workload is checked alone first, so a refusal names its field
+	// (a model that does not fit its GPUs: plan.workloads[2]).
+	for i, w := range in.Workloads {
+		if err := w.WithDefaults().Validate(); err != nil {
+			return nil, fmt.Errorf("%w: plan.workloads[%d]: %w", ErrInvalid, i, err)
+		}
+	}
 	plan, err := capacity.Plan(in)
 	if err != nil {
-		return nil, fmt.Errorf("%w: plan: %w", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	tmpl, err := template.New("").Option("missingkey=error").ParseFS(templates.FS, "*.yaml.tmpl")
 	if err != nil {

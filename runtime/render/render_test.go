@@ -209,7 +209,7 @@ func TestInvalidDescriptions(t *testing.T) {
 		{"model without workload", func(p *Platform) { p.Models[0].Name = "mistral-7b" }, "models[0].name"},
 		{"bad namespace", func(p *Platform) { p.Namespace = "LLM Plat" }, "namespace"},
 		{"no revision", func(p *Platform) { p.Models[1].Revision = "" }, "models[1].revision"},
-		{"does not fit", func(p *Platform) { p.Plan.Workloads[2].TensorParallelSize = 1 }, "llama-70b"},
+		{"does not fit", func(p *Platform) { p.Plan.Workloads[2].TensorParallelSize = 1 }, "plan.workloads[2]: llama-70b on 1 × L40S: model does not fit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
