@@ -70,6 +70,7 @@ func Load() (*Validator, error) {
 		{filepath.Join(k8s, "api__v1_openapi.json"), false},
 		{filepath.Join(k8s, "apis__apps__v1_openapi.json"), false},
 		{filepath.Join(k8s, "apis__policy__v1_openapi.json"), false},
+		{filepath.Join(k8s, "apis__rbac.authorization.k8s.io__v1_openapi.json"), false},
 		{filepath.Join(moduleDir(cache, KEDAModule), "config", "crd", "bases", "keda.sh_scaledobjects.yaml"), true},
 		{filepath.Join(moduleDir(cache, KarpenterModule), "pkg", "apis", "crds", "karpenter.sh_nodepools.yaml"), true},
 		{filepath.Join(moduleDir(cache, KarpenterModule), "pkg", "apis", "crds", "karpenter.k8s.aws_ec2nodeclasses.yaml"), true},

@@ -77,8 +77,11 @@ type Config struct {
 	// nodeproto.DefaultWindow.
 	Window int
 	// CloudNodes are engines in the cluster reached over HTTP, without an
-	// agent (from configuration now; from Kubernetes endpoints later).
+	// agent, from configuration: a cluster without the Kubernetes API.
 	CloudNodes []CloudNode
+	// Cloud, when set, tells which cloud nodes exist as they come and go
+	// (the Kubernetes controller's EndpointSlices); it replaces CloudNodes.
+	Cloud CloudSource
 	// CloudClient sends requests to cloud nodes' service URLs; nil means
 	// dispatch.NewEngineClient(): no timeout, and an idle pool that keeps a
 	// connection per concurrent stream.
@@ -121,6 +124,12 @@ func (c Config) withDefaults() (Config, error) {
 		if err := n.validate(); err != nil {
 			return c, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
+	}
+	if c.Cloud != nil && len(c.CloudNodes) > 0 {
+		return c, fmt.Errorf("%w: give cloud nodes as a list or as a source, not both", ErrConfig)
+	}
+	if c.Cloud == nil && len(c.CloudNodes) > 0 {
+		c.Cloud = StaticCloud(c.CloudNodes)
 	}
 	if c.Policy == nil {
 		p, err := routing.New(routing.Default)

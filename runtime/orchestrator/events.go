@@ -102,6 +102,20 @@ func (e *Events) Draining(ctx context.Context, nodeID string) error {
 	return nil
 }
 
+// CloudDraining records, by replica, that a cloud node was drained for
+// reason (its Kubernetes Node is being disrupted). A cloud node has no row
+// in nodes: only the event is kept.
+func (e *Events) CloudDraining(ctx context.Context, nodeID, replica, reason string) error {
+	now := e.now().UTC()
+	err := e.db.InTx(ctx, func(tx *sql.Tx) error {
+		return insertEvent(ctx, tx, nodeID, "drain", replica, reason, now)
+	})
+	if err != nil {
+		return fmt.Errorf("record drain of cloud node %s: %w", nodeID, err)
+	}
+	return nil
+}
+
 // Departed records a socket's end; drained says the node finished a drain.
 func (e *Events) Departed(ctx context.Context, nodeID, replica string, drained bool) error {
 	now := e.now().UTC()

@@ -23,6 +23,7 @@ type Metrics struct {
 	routing       *prometheus.CounterVec
 	retries       *prometheus.CounterVec
 	unknownFrames prometheus.Counter
+	cloudDrains   prometheus.Counter
 }
 
 // NewMetrics registers the orchestrator's metrics on reg; nil means a
@@ -47,12 +48,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests retried on another node after their node was lost before the first event."}, []string{"model"}),
 		unknownFrames: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmplat_nodeproto_unknown_frames_total",
 			Help: "Frames of an unknown type from nodes, ignored."}),
+		cloudDrains: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmplat_orchestrator_cloud_drains_total",
+			Help: "Cloud nodes this replica drained because their Kubernetes Node is being disrupted (the controller's leader only)."}),
 	}
-	reg.MustRegister(m.nodes, m.registrations, m.reconnects, m.deaths, m.routing, m.retries, m.unknownFrames)
+	reg.MustRegister(m.nodes, m.registrations, m.reconnects, m.deaths, m.routing, m.retries, m.unknownFrames, m.cloudDrains)
 	for _, s := range []string{"active", "draining", "unhealthy"} {
 		m.nodes.WithLabelValues(s)
 	}
 	return m
+}
+
+// cloudDrained counts n cloud nodes drained.
+func (m *Metrics) cloudDrained(n int) {
+	if m != nil {
+		m.cloudDrains.Add(float64(n))
+	}
 }
 
 // attach registers the per-model pending gauge, which reads the replica.

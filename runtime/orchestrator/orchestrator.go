@@ -25,8 +25,10 @@ type Orchestrator struct {
 	snap    atomic.Pointer[snapshot]
 	cloud   atomic.Pointer[[]registry.Node] // the cloud nodes as last read
 	refresh chan struct{}                   // asks refreshLoop for a new snapshot now; size 1
-	ready   chan struct{}                   // closed once the reply channel is subscribed
-	nodeSub *redis.PubSub                   // the channels of the nodes whose sockets are here
+	// cloudKick asks cloudLoop to re-read its source now; size 1.
+	cloudKick chan struct{}
+	ready     chan struct{} // closed once the reply channel is subscribed
+	nodeSub   *redis.PubSub // the channels of the nodes whose sockets are here
 
 	mu     sync.Mutex
 	conns  map[string]*nodeConn  // node id → its newest socket here
@@ -65,7 +67,7 @@ func New(cfg Config) (*Orchestrator, error) {
 	}
 	o := &Orchestrator{
 		cfg: c, keys: c.Registry.Keys(), tracker: routing.NewTracker(),
-		refresh: make(chan struct{}, 1), ready: make(chan struct{}),
+		refresh: make(chan struct{}, 1), cloudKick: make(chan struct{}, 1), ready: make(chan struct{}),
 		conns: map[string]*nodeConn{}, remote: map[string]*reqStream{}, awaiting: map[string]int{}, orphans: map[string]time.Time{},
 		relayed: map[string]*nodeConn{},
 		// With no channel yet, Subscribe only creates the handle.

@@ -66,3 +66,9 @@ func (k Keys) ReplicaChannel(replicaID string) string {
 func (k Keys) Completion(requestID string) string {
 	return k.prefix + "done:{" + requestID + "}"
 }
+
+// CloudDrain marks a cloud node (an engine reached through its Service,
+// which has no record here) as draining: no replica assigns it new work.
+func (k Keys) CloudDrain(nodeID string) string {
+	return k.prefix + "cloud:{" + nodeID + "}:drain"
+}

@@ -36,9 +36,7 @@ type Platform struct {
 	} `yaml:"model_cache"`
 	// PrometheusURL is where KEDA reads the scaling metrics.
 	PrometheusURL string `yaml:"prometheus_url"`
-	// OrchestratorHost is the host (and port) node agents dial, wss://.
-	OrchestratorHost string `yaml:"orchestrator_host"`
-	Gateway          struct {
+	Gateway       struct {
 		Replicas int `yaml:"replicas"`
 	} `yaml:"gateway"`
 	Orchestrator struct {
@@ -171,7 +169,7 @@ func validate(p Platform) error {
 		{"cluster", p.Cluster}, {"node_role", p.NodeRole}, {"namespace", p.Namespace},
 		{"images.engine", p.Images.Engine}, {"images.platform", p.Images.Platform}, {"images.device_plugin", p.Images.DevicePlugin},
 		{"model_cache.bucket", p.ModelCache.Bucket}, {"model_cache.region", p.ModelCache.Region},
-		{"prometheus_url", p.PrometheusURL}, {"orchestrator_host", p.OrchestratorHost},
+		{"prometheus_url", p.PrometheusURL},
 		{"gpu_pool.gpu", p.GPUPool.GPU}, {"gpu_pool.family", p.GPUPool.Family},
 	}
 	for _, r := range required {
@@ -281,7 +279,7 @@ type modelValues struct {
 	Name, ServedName, Revision, Namespace string
 	EngineImage, PlatformImage            string
 	Bucket, Region                        string
-	PrometheusURL, OrchestratorHost       string
+	PrometheusURL                         string
 	Flags                                 capacity.VLLMFlags
 	KVCapacityTokens                      int64
 	MinReplicas, MaxReplicas              int
@@ -329,8 +327,8 @@ func valuesOf(p Platform, i int, m Model, plan capacity.Result) (modelValues, er
 		Name: m.Name, ServedName: mp.ServedName, Revision: m.Revision, Namespace: p.Namespace,
 		EngineImage: p.Images.Engine, PlatformImage: p.Images.Platform,
 		Bucket: p.ModelCache.Bucket, Region: p.ModelCache.Region,
-		PrometheusURL: p.PrometheusURL, OrchestratorHost: p.OrchestratorHost,
-		Flags: mp.Flags, KVCapacityTokens: mp.Memory.KVCapacityTokensPerReplica,
+		PrometheusURL: p.PrometheusURL,
+		Flags:         mp.Flags, KVCapacityTokens: mp.Memory.KVCapacityTokensPerReplica,
 		MinReplicas: ws.MinReplicas, MaxReplicas: ws.MaxReplicas,
 		WaitingPerReplica: max(1, mp.Replicas.PlannedStreamsPerReplica/4),
 		NodePools:         poolsFor, Spot: m.Spot, Warm: m.Warm,

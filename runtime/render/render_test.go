@@ -13,8 +13,10 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/llmplat/llmplat/runtime/capacity"
+	"github.com/llmplat/llmplat/runtime/clusterwatch"
 	"github.com/llmplat/llmplat/runtime/golden"
 	"github.com/llmplat/llmplat/runtime/k8sschema"
+	"github.com/llmplat/llmplat/runtime/nodeagent"
 )
 
 func example(t *testing.T) Platform {
@@ -72,7 +74,7 @@ func TestRenderExample(t *testing.T) {
 	if got := strings.Join(names, " "); got != "platform.yaml karpenter.yaml gpu.yaml observability.yaml model-llama-8b.yaml model-qwen-32b.yaml model-llama-70b.yaml" {
 		t.Errorf("files %s", got)
 	}
-	want := map[string]int{"Namespace": 1, "ServiceAccount": 1, "Deployment": 5, "Service": 5, "PodDisruptionBudget": 5, "ScaledObject": 3,
+	want := map[string]int{"Namespace": 1, "ServiceAccount": 2, "Role": 1, "RoleBinding": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 5, "Service": 5, "PodDisruptionBudget": 5, "ScaledObject": 3,
 		"NodePool": 2, "EC2NodeClass": 1, "DaemonSet": 1, "ServiceMonitor": 1, "PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1}
 	for k, n := range want {
 		if kinds[k] != n {
@@ -142,6 +144,20 @@ func TestEngineFlagsAreThePlanners(t *testing.T) {
 		joined := ""
 		for _, a := range args {
 			joined += a.(string) + " "
+		}
+		// The Service tells the orchestrators' controller the same limits,
+		// in the syntax it reads.
+		svc := modelDoc(t, files, mp.Model, "Service")
+		spec, _ := dig(t, svc, "metadata", "annotations").(map[string]any)[clusterwatch.ModelSpecAnnotation].(string)
+		m, err := nodeagent.ParseModel(spec)
+		if err != nil {
+			t.Errorf("%s: Service annotation %s: %v", mp.Model, clusterwatch.ModelSpecAnnotation, err)
+		} else if m.Name != mp.Model || m.ServedName != mp.ServedName || int64(m.MaxNumSeqs) != int64(mp.Flags.MaxNumSeqs) ||
+			int64(m.MaxModelLen) != int64(mp.Flags.MaxModelLen) || m.KVCapacityTokens != mp.Memory.KVCapacityTokensPerReplica {
+			t.Errorf("%s: Service announces %+v, the planner %+v / %d KV tokens", mp.Model, m, mp.Flags, mp.Memory.KVCapacityTokensPerReplica)
+		}
+		if dig(t, svc, "metadata", "labels").(map[string]any)[clusterwatch.ModelLabel] != mp.Model {
+			t.Errorf("%s: Service lacks the %s label", mp.Model, clusterwatch.ModelLabel)
 		}
 		for _, want := range []string{
 			"--max-num-seqs=" + itoa(mp.Flags.MaxNumSeqs), "--max-model-len=" + itoa(mp.Flags.MaxModelLen),
@@ -269,7 +285,7 @@ func TestManifestsMatchTheirSchemas(t *testing.T) {
 			}
 		}
 	}
-	if n != 28 {
-		t.Errorf("validated %d documents, want 28", n)
+	if n != 33 {
+		t.Errorf("validated %d documents, want 33", n)
 	}
 }

@@ -73,3 +73,12 @@ func reportMissing(tb testing.TB, m *missingError) {
 		tb.Skipf("testenv: %v", m)
 	}
 }
+
+// Missing skips tb, or fails it under CI, because a service it needs
+// cannot be had: why says what is missing and hint how to get it. It is
+// for harnesses of other services (the Kubernetes API server) that follow
+// the same rule as PostgreSQL and Redis.
+func Missing(tb testing.TB, service, why, hint string) {
+	tb.Helper()
+	reportMissing(tb, &missingError{service: service, why: why, hint: hint})
+}

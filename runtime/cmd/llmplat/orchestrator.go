@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/clusterwatch"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/httpserve"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
@@ -52,7 +53,9 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 	policy := fs.String("policy", routing.Default, fmt.Sprintf("routing policy, one of %v", routing.Names()))
 	rate := fs.Int("registrations-per-second", orchestrator.DefaultRegistrationsPerSecond, "cluster-wide node registrations per second")
 	var cloud cloudNodes
-	fs.Var(&cloud, "cloud-node", "an engine reached by HTTP, without an agent (repeatable): 'id=url;name=…,served=…,max-num-seqs=…,max-model-len=…,kv-tokens=…'")
+	fs.Var(&cloud, "cloud-node", "an engine reached by HTTP, without an agent (repeatable): 'id=url;name=…,served=…,max-num-seqs=…,max-model-len=…,kv-tokens=…'; for a cluster without the Kubernetes API")
+	kubeconfig := fs.String("kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig of the cluster whose model Services are the cloud nodes (env KUBECONFIG); in a pod the cluster's own API is used without it")
+	namespace := fs.String("namespace", os.Getenv("POD_NAMESPACE"), "namespace of the model Services and the controller's Lease (env POD_NAMESPACE); default: the pod's or the kubeconfig's")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -85,11 +88,29 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 	models := admin.NewSQLStore(db)
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector())
-	o, err := orchestrator.New(orchestrator.Config{
+	// Cloud nodes come from -cloud-node when given, else from the cluster's
+	// model Services when there is a cluster API; the controller drains
+	// through the replica, which exists only after it.
+	var (
+		o     *orchestrator.Orchestrator
+		watch *clusterwatch.Controller
+	)
+	if len(cloud) == 0 {
+		watch, err = newClusterWatch(*kubeconfig, *namespace, *id, clusterwatch.DrainFunc(
+			func(ctx context.Context, ids []string, reason string) error { return o.DrainCloud(ctx, ids, reason) }), logger)
+		if err != nil {
+			return err
+		}
+	}
+	ocfg := orchestrator.Config{
 		ID: *id, Redis: rdb, Registry: reg, Tokens: admin.NewSQLNodeTokens(db), Events: orchestrator.NewEvents(db, nil),
 		Policy: pol, RegistrationsPerSecond: *rate, CloudNodes: cloud, Pending: queue.Depth, Models: modelNames(models),
 		Metrics: orchestrator.NewMetrics(promReg), Logger: logger,
-	})
+	}
+	if watch != nil {
+		ocfg.Cloud = watch
+	}
+	o, err = orchestrator.New(ocfg)
 	if err != nil {
 		return err
 	}
@@ -98,6 +119,9 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 	defer stopRun()
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return o.Run(gctx) })
+	if watch != nil {
+		g.Go(func() error { return watch.Run(gctx) })
+	}
 	servers := []struct {
 		addr    string
 		handler http.Handler
