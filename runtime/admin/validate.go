@@ -205,3 +205,13 @@ func validateCredit(r *CreditRequest) *fieldError {
 	}
 	return checkText("note", r.Note, maxNoteLen)
 }
+
+// CheckName reports whether s is a name the admin API takes for a team,
+// model or node, with the rule when it is not: for clients that check
+// before they call (the Terraform provider, at plan time).
+func CheckName(s string) error {
+	if !identRe.MatchString(s) {
+		return fmt.Errorf("must be %s", identRule)
+	}
+	return nil
+}

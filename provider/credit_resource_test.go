@@ -1,0 +1,102 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+)
+
+// TestAccCredit: a grant adds to the balance once; a second apply and a
+// spend in between change nothing; changing a recorded grant is refused
+// at plan; destroy leaves the ledger as it was.
+func TestAccCredit(t *testing.T) {
+	p := startPlatform(t)
+	config := func(amount int64, note string) string {
+		return p.providerBlock() + fmt.Sprintf(`
+resource "llmplat_team" "a" {
+  name = "finance"
+}
+resource "llmplat_credit" "q4" {
+  team_id             = llmplat_team.a.id
+  amount_microcredits = %d
+  note                = %q
+}
+`, amount, note)
+	}
+	balance := func(want int64) resource.TestCheckFunc {
+		return func(s *terraform.State) error {
+			id, _ := strconv.ParseInt(s.RootModule().Resources["llmplat_team.a"].Primary.ID, 10, 64)
+			tm, err := p.client.GetTeam(context.Background(), id)
+			if err != nil {
+				return err
+			}
+			if tm.BalanceMicrocredits != want {
+				return fmt.Errorf("balance %d, want %d", tm.BalanceMicrocredits, want)
+			}
+			return nil
+		}
+	}
+	var entries int
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		CheckDestroy: func(*terraform.State) error {
+			var n int
+			if err := p.db.QueryRowContext(context.Background(), "SELECT count(*) FROM credit_entries").Scan(&n); err != nil {
+				return err
+			}
+			if n != entries {
+				return fmt.Errorf("%d ledger credit entries after destroy, want the %d there were", n, entries)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: config(7_000_000, "Q4 grant"),
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr("llmplat_credit.q4", "amount_microcredits", "7000000"),
+					resource.TestMatchResourceAttr("llmplat_credit.q4", "idempotency_key", regexp.MustCompile(`^terraform-[0-9a-f]{32}$`)),
+					balance(7_000_000),
+					func(*terraform.State) error {
+						return p.db.QueryRowContext(context.Background(), "SELECT count(*) FROM credit_entries").Scan(&entries)
+					},
+				),
+			},
+			{
+				// The same configuration again: nothing to do, nothing granted.
+				Config:   config(7_000_000, "Q4 grant"),
+				PlanOnly: true,
+			},
+			{
+				Config: config(7_000_000, "Q4 grant"),
+				Check:  balance(7_000_000),
+			},
+			{
+				Config:      config(9_000_000, "Q4 grant"),
+				ExpectError: regexp.MustCompile(`(?s)A credit grant cannot be changed.*amount_microcredits`),
+			},
+		},
+	})
+}
+
+// TestAccCreditZero: a zero grant fails at plan.
+func TestAccCreditZero(t *testing.T) {
+	p := startPlatform(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{{
+			Config: p.providerBlock() + `
+resource "llmplat_credit" "z" {
+  team_id             = "1"
+  amount_microcredits = 0
+}
+`,
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(`(?s)Invalid amount.*amount_microcredits`),
+		}},
+	})
+}

@@ -1,0 +1,109 @@
+package provider
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+)
+
+// Environment variables the provider falls back to.
+const (
+	EnvEndpoint = "LLMPLAT_ENDPOINT"
+	EnvToken    = "LLMPLAT_ADMIN_TOKEN"
+)
+
+// requestTimeout bounds one admin API call; the client retries within it.
+const requestTimeout = 60 * time.Second
+
+// New returns the provider factory for version.
+func New(version string) func() provider.Provider {
+	return func() provider.Provider { return &llmplatProvider{version: version} }
+}
+
+type llmplatProvider struct {
+	version string
+}
+
+type providerModel struct {
+	Endpoint types.String `tfsdk:"endpoint"`
+	Token    types.String `tfsdk:"token"`
+}
+
+func (p *llmplatProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "llmplat"
+	resp.Version = p.version
+}
+
+func (p *llmplatProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	resp.Schema = schema.Schema{
+		Description: "Manages an llmplat platform through its admin API: teams, credits, API keys, models and on-premises nodes.",
+		Attributes: map[string]schema.Attribute{
+			"endpoint": schema.StringAttribute{
+				Optional:    true,
+				Description: "Base URL of the platform's gateway, whose admin API is under /admin (for example http://127.0.0.1:8080). Falls back to the " + EnvEndpoint + " environment variable.",
+			},
+			"token": schema.StringAttribute{
+				Optional:    true,
+				Sensitive:   true,
+				Description: "An admin credential: the bootstrap admin token or an admin JWT. Falls back to the " + EnvToken + " environment variable.",
+			},
+		},
+	}
+}
+
+func (p *llmplatProvider) Configure(ctx context.Context, req provider.ConfigureRequest, resp *provider.ConfigureResponse) {
+	var cfg providerModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if cfg.Endpoint.IsUnknown() || cfg.Token.IsUnknown() {
+		// Known only after another resource's apply: configure then.
+		return
+	}
+	endpoint := stringOr(cfg.Endpoint, os.Getenv(EnvEndpoint))
+	token := stringOr(cfg.Token, os.Getenv(EnvToken))
+	if endpoint == "" {
+		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Missing llmplat endpoint",
+			"Set endpoint in the provider block or the "+EnvEndpoint+" environment variable to the gateway's base URL.")
+	}
+	if token == "" {
+		resp.Diagnostics.AddAttributeError(path.Root("token"), "Missing llmplat admin token",
+			"Set token in the provider block or the "+EnvToken+" environment variable to an admin credential.")
+	}
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	client, err := admin.NewClient(endpoint, token, &http.Client{Timeout: requestTimeout})
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid llmplat endpoint", err.Error())
+		return
+	}
+	resp.ResourceData, resp.DataSourceData = client, client
+}
+
+func (p *llmplatProvider) Resources(context.Context) []func() resource.Resource {
+	return []func() resource.Resource{newTeamResource, newCreditResource}
+}
+
+func (p *llmplatProvider) DataSources(context.Context) []func() datasource.DataSource {
+	return nil
+}
+
+// stringOr is v's value, or fallback when v is null or empty.
+func stringOr(v types.String, fallback string) string {
+	if v.IsNull() || v.ValueString() == "" {
+		return fallback
+	}
+	return v.ValueString()
+}

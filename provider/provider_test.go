@@ -1,0 +1,123 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/frontdoor"
+	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/store"
+	"github.com/llmplat/llmplat/runtime/testenv"
+	"github.com/llmplat/llmplat/runtime/urlguard"
+)
+
+// TestMain runs the acceptance tests with the real terraform on the PATH,
+// never a downloaded one, and never skipped for want of TF_ACC: make test
+// runs them. Terraform reads a CLI config of the tests' own and does not
+// phone home.
+func TestMain(m *testing.M) {
+	if os.Getenv("TF_ACC_TERRAFORM_PATH") == "" {
+		if p, err := exec.LookPath("terraform"); err == nil {
+			os.Setenv("TF_ACC_TERRAFORM_PATH", p)
+		}
+	}
+	os.Setenv("TF_ACC", "1")
+	os.Setenv("CHECKPOINT_DISABLE", "1")
+	cli, err := filepath.Abs(filepath.Join("testdata", "terraform.rc"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Setenv("TF_CLI_CONFIG_FILE", cli)
+	testenv.Main(m)
+}
+
+// requireTerraform fails (CI) or skips the test without a terraform.
+func requireTerraform(t *testing.T) {
+	t.Helper()
+	p := os.Getenv("TF_ACC_TERRAFORM_PATH")
+	if _, err := os.Stat(p); p == "" || err != nil {
+		testenv.Missing(t, "terraform", "no terraform binary on the PATH or in TF_ACC_TERRAFORM_PATH", "install Terraform 1.11 or later")
+	}
+}
+
+// platform is the admin API and gateway, started in the test on real
+// PostgreSQL and Redis.
+type platform struct {
+	base   string
+	token  string
+	client *admin.Client
+	db     *store.DB
+}
+
+func startPlatform(t *testing.T) *platform {
+	t.Helper()
+	requireTerraform(t)
+	ctx := t.Context()
+	db, err := store.Open(ctx, testenv.Postgres(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := db.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	env := testenv.Redis(t)
+	rdb := env.Client()
+	gctx, cancel := context.WithCancel(context.Background())
+	g, gctx := errgroup.WithContext(gctx)
+	var once sync.Once
+	t.Cleanup(func() {
+		once.Do(func() {
+			cancel()
+			if err := g.Wait(); err != nil && gctx.Err() == nil {
+				t.Errorf("platform: %v", err)
+			}
+		})
+	})
+	led, err := ledger.New(db, ledger.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Go(func() error { return led.Run(gctx) })
+	token, err := auth.GenerateAdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: db,
+		AdminToken: token, Redis: rdb, RedisPrefix: env.Prefix, Ledger: led,
+		Dispatcher: dispatch.NewDirect(nil, nil), URLGuard: &urlguard.Guard{AllowUnresolvable: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := admin.NewClient(front.Base, token, &http.Client{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &platform{base: front.Base, token: token, client: client, db: db}
+}
+
+// factories serve the provider in the test process to the real terraform.
+func factories() map[string]func() (tfprotov6.ProviderServer, error) {
+	return map[string]func() (tfprotov6.ProviderServer, error){
+		"llmplat": providerserver.NewProtocol6WithError(New("test")()),
+	}
+}
+
+// providerBlock configures the provider for p.
+func (p *platform) providerBlock() string {
+	return fmt.Sprintf("provider \"llmplat\" {\n  endpoint = %q\n  token    = %q\n}\n", p.base, p.token)
+}
