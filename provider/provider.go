@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -29,6 +30,8 @@ const requestTimeout = 60 * time.Second
 func New(version string) func() provider.Provider {
 	return func() provider.Provider { return &llmplatProvider{version: version} }
 }
+
+var _ provider.ProviderWithEphemeralResources = (*llmplatProvider)(nil)
 
 type llmplatProvider struct {
 	version string
@@ -93,7 +96,11 @@ func (p *llmplatProvider) Configure(ctx context.Context, req provider.ConfigureR
 }
 
 func (p *llmplatProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newTeamResource, newCreditResource}
+	return []func() resource.Resource{newTeamResource, newCreditResource, newAPIKeyResource}
+}
+
+func (p *llmplatProvider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {
+	return []func() ephemeral.EphemeralResource{newKeyMaterial}
 }
 
 func (p *llmplatProvider) DataSources(context.Context) []func() datasource.DataSource {

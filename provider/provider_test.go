@@ -3,12 +3,16 @@ package provider
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
@@ -17,6 +21,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/store"
@@ -97,9 +102,24 @@ func startPlatform(t *testing.T) *platform {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// One simulated engine serves the model testModel.
+	sim, err := enginesim.New(enginesim.Config{TimeScale: 50, ServedModelName: testModel, Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Go(func() error { return sim.Serve(gctx, ln) })
+	if _, _, err := admin.NewSQLStore(db).PutModel(ctx, testModel, admin.ModelSpec{ServedName: testModel,
+		PromptPriceMicroPerMTok: 100_000, CompletionPriceMicroPerMTok: 400_000, MaxContextTokens: 8192, MaxOutputTokens: 1024}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	direct := dispatch.NewDirect(map[string][]dispatch.Target{testModel: {{URL: "http://" + ln.Addr().String()}}}, nil)
 	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: db,
 		AdminToken: token, Redis: rdb, RedisPrefix: env.Prefix, Ledger: led,
-		Dispatcher: dispatch.NewDirect(nil, nil), URLGuard: &urlguard.Guard{AllowUnresolvable: true}})
+		Dispatcher: direct, URLGuard: &urlguard.Guard{AllowUnresolvable: true}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +128,35 @@ func startPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	return &platform{base: front.Base, token: token, client: client, db: db}
+}
+
+// testModel is the model the platform under test serves.
+const testModel = "llama-8b"
+
+// complete streams a short chat completion with secret through the
+// gateway and returns the HTTP status, having read the whole answer.
+func (p *platform) complete(t *testing.T, secret string) int {
+	t.Helper()
+	body := `{"model":"` + testModel + `","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, p.base+"/v1/chat/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode == http.StatusOK && !strings.Contains(string(b), "data: [DONE]") {
+		t.Fatalf("a 200 stream without its end: %s", b)
+	}
+	return resp.StatusCode
 }
 
 // factories serve the provider in the test process to the real terraform.

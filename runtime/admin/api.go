@@ -265,6 +265,8 @@ func (a *API) fail(c *gin.Context, err error, param, what string) {
 		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeConflict, "name", "another team has that name")
 	case errors.Is(err, ErrKeyRevoked):
 		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeKeyRevoked, "", "the api key is revoked")
+	case errors.Is(err, ErrKeyInUse):
+		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeConflict, "key", "that key secret is already in use: mint a new one")
 	case errors.Is(err, ledger.ErrBalanceOutOfRange):
 		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeBalanceRange, "amount_microcredits",
 			fmt.Sprintf("the credit would take the team's balance past ±%d micro-credits", int64(ledger.MaxBalance)))

@@ -111,6 +111,15 @@ func (c *Client) RotateKey(ctx context.Context, id int64) (CreatedKey, error) {
 	return k, err
 }
 
+// RotateKeyTo replaces the key's secret with one the client minted: the
+// answer holds no secret. Rotating to the secret it already has is a 409.
+func (c *Client) RotateKeyTo(ctx context.Context, id int64, secret string) (CreatedKey, error) {
+	var k CreatedKey
+	_, err := c.do(ctx, call{method: http.MethodPost, path: idPath("/admin/keys/", id) + "/rotate",
+		body: RotateKeyRequest{Key: secret}, out: &k})
+	return k, err
+}
+
 // RevokeKey revokes the key; revoking a revoked key is a no-op.
 func (c *Client) RevokeKey(ctx context.Context, id int64) (Key, error) {
 	var k Key

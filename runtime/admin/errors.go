@@ -19,6 +19,8 @@ var (
 	ErrIdempotencyConflict = errors.New("admin: idempotency key reused with a different request")
 	// ErrKeyRevoked means the operation needs a key that is not revoked.
 	ErrKeyRevoked = errors.New("admin: api key revoked")
+	// ErrKeyInUse means a client-minted secret is already some key's.
+	ErrKeyInUse = errors.New("admin: key secret already in use")
 	// ErrInvalidNodeToken means a node presented a token that is unknown,
 	// belongs to another node, or was revoked.
 	ErrInvalidNodeToken = errors.New("admin: invalid node token")

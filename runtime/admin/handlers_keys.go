@@ -149,7 +149,18 @@ func (a *API) rotateKey(c *gin.Context) {
 	if !ok {
 		return
 	}
-	out, err := a.store.RotateKey(c.Request.Context(), id)
+	// The body is optional: a client-minted secret, or none.
+	var req RotateKeyRequest
+	if c.Request.ContentLength != 0 {
+		if _, ok := decodeBody(c, &req); !ok {
+			return
+		}
+		if e := checkSuppliedKey(req.Key); e != nil {
+			badRequest(c, codeInvalidValue, e)
+			return
+		}
+	}
+	out, err := a.store.RotateKey(c.Request.Context(), id, req.Key)
 	if err != nil {
 		a.fail(c, err, "id", "api key")
 		return

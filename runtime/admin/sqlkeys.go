@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -61,9 +62,12 @@ func (s *SQLStore) CreateKey(ctx context.Context, req CreateKeyRequest, idemKey 
 		t := req.ExpiresAt.UTC()
 		req.ExpiresAt = &t
 	}
-	fp := fingerprint(req)
-	if idemKey != "" {
+	// A supplied secret counts in the fingerprint by its hash only.
+	fpReq := req
+	if fpReq.Key != "" {
+		fpReq.Key = hex.EncodeToString(auth.HashKey(fpReq.Key))
 	}
+	fp := fingerprint(fpReq)
 	var out CreatedKey
 	err := runIdempotent(func() error {
 		return s.db.InTx(ctx, func(tx *sql.Tx) error {
@@ -93,9 +97,9 @@ func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req CreateKeyReq
 	if err := teamExists(ctx, tx, req.TeamID); err != nil {
 		return CreatedKey{}, err
 	}
-	secret, err := auth.GenerateKey()
+	secret, err := newSecret(ctx, tx, req.Key)
 	if err != nil {
-		return CreatedKey{}, fmt.Errorf("generate key: %w", err)
+		return CreatedKey{}, err
 	}
 	var id int64
 	err = tx.QueryRowContext(ctx, `INSERT INTO api_keys
@@ -116,7 +120,35 @@ func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req CreateKeyReq
 		}
 	}
 	k, err := getKey(ctx, tx, id, "")
+	if req.Key != "" {
+		return CreatedKey{Key: k}, err // the client has its secret
+	}
 	return CreatedKey{Key: k, Secret: secret.Secret}, err
+}
+
+// newSecret is the key's secret: supplied by the client (checked unused),
+// or generated.
+func newSecret(ctx context.Context, q queryer, supplied string) (auth.Key, error) {
+	if supplied == "" {
+		k, err := auth.GenerateKey()
+		if err != nil {
+			return auth.Key{}, fmt.Errorf("generate key: %w", err)
+		}
+		return k, nil
+	}
+	k, err := auth.KeyFromSecret(supplied)
+	if err != nil {
+		return auth.Key{}, err
+	}
+	var one int
+	err = q.QueryRowContext(ctx, "SELECT 1 FROM api_keys WHERE hash = $1", k.Hash).Scan(&one)
+	switch {
+	case err == nil:
+		return auth.Key{}, ErrKeyInUse
+	case !errors.Is(err, sql.ErrNoRows):
+		return auth.Key{}, fmt.Errorf("check key: %w", err)
+	}
+	return k, nil
 }
 
 // GetKey returns the key with id, or ErrNotFound.
@@ -206,7 +238,7 @@ func applyKeyPatch(k *Key, p UpdateKeyRequest) {
 // RotateKey gives the key with id a new secret, keeping its id, team and
 // limits; the old secret stops matching as the transaction commits. A
 // revoked key cannot be rotated (ErrKeyRevoked).
-func (s *SQLStore) RotateKey(ctx context.Context, id int64) (CreatedKey, error) {
+func (s *SQLStore) RotateKey(ctx context.Context, id int64, supplied string) (CreatedKey, error) {
 	var out CreatedKey
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		k, err := getKey(ctx, tx, id, s.db.Dialect().ForUpdate())
@@ -216,16 +248,19 @@ func (s *SQLStore) RotateKey(ctx context.Context, id int64) (CreatedKey, error) 
 		if k.RevokedAt != nil {
 			return fmt.Errorf("api key %d: %w", id, ErrKeyRevoked)
 		}
-		secret, err := auth.GenerateKey()
+		secret, err := newSecret(ctx, tx, supplied)
 		if err != nil {
-			return fmt.Errorf("generate key: %w", err)
+			return err
 		}
 		if _, err := tx.ExecContext(ctx, "UPDATE api_keys SET hash = $2, prefix = $3 WHERE id = $1",
 			id, secret.Hash, secret.Display); err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
 		k.Prefix = secret.Display
-		out = CreatedKey{Key: k, Secret: secret.Secret}
+		out = CreatedKey{Key: k}
+		if supplied == "" {
+			out.Secret = secret.Secret
+		}
 		return nil
 	})
 	if err != nil {

@@ -92,7 +92,7 @@ func TestKeyLifecycleContract(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rotated, err := s.RotateKey(ctx, created.ID)
+			rotated, err := s.RotateKey(ctx, created.ID, "")
 			if err != nil {
 				t.Fatalf("RotateKey: %v", err)
 			}
@@ -119,11 +119,11 @@ func TestKeyLifecycleContract(t *testing.T) {
 			if err != nil || !rec.RevokedAt.Equal(revokedAt) {
 				t.Errorf("LookupKey after revoke = revoked_at %v, %v; want %v", rec.RevokedAt, err, revokedAt)
 			}
-			if _, err := s.RotateKey(ctx, created.ID); !errors.Is(err, ErrKeyRevoked) {
+			if _, err := s.RotateKey(ctx, created.ID, ""); !errors.Is(err, ErrKeyRevoked) {
 				t.Errorf("rotate a revoked key: error = %v, want ErrKeyRevoked", err)
 			}
 			for name, err := range map[string]error{
-				"rotate": func() error { _, err := s.RotateKey(ctx, 999); return err }(),
+				"rotate": func() error { _, err := s.RotateKey(ctx, 999, ""); return err }(),
 				"revoke": func() error { _, err := s.RevokeKey(ctx, 999, t0); return err }(),
 				"update": func() error { _, err := s.UpdateKey(ctx, 999, UpdateKeyRequest{}); return err }(),
 				"get":    func() error { _, err := s.GetKey(ctx, 999); return err }(),

@@ -180,7 +180,7 @@ func TestSecretsAreStoredOnlyAsHashes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			rotated, err := s.RotateKey(ctx, key.ID)
+			rotated, err := s.RotateKey(ctx, key.ID, "")
 			if err != nil {
 				t.Fatal(err)
 			}

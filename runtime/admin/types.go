@@ -102,6 +102,18 @@ type CreateKeyRequest struct {
 	TokensPerDay   int64      `json:"tokens_per_day,omitempty"`
 	MaxStreams     int        `json:"max_streams,omitempty"`
 	ExpiresAt      *time.Time `json:"expires_at,omitempty"`
+	// Key, optional, is a secret the client minted (llp_ and 43 base62
+	// characters, as a generated one): the server stores its hash and
+	// answers without a secret, so the secret never travels back. Without
+	// it the server generates the secret and answers it once.
+	Key string `json:"key,omitempty"`
+}
+
+// RotateKeyRequest is the optional body of POST /admin/keys/{id}/rotate:
+// Key, when set, is the new secret the client minted; without a body the
+// server generates one and answers it once.
+type RotateKeyRequest struct {
+	Key string `json:"key,omitempty"`
 }
 
 // UpdateKeyRequest is the body of PATCH /admin/keys/{id}. An absent field

@@ -2,6 +2,7 @@ package admin
 
 import (
 	"fmt"
+	"github.com/llmplat/llmplat/runtime/auth"
 	"math"
 	"regexp"
 	"strings"
@@ -120,6 +121,14 @@ func validateCreateKey(r *CreateKeyRequest, now time.Time) *fieldError {
 	}
 	if r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
 		return invalid("expires_at", "expires_at must be in the future")
+	}
+	return checkSuppliedKey(r.Key)
+}
+
+// checkSuppliedKey checks a client-minted secret; empty means none.
+func checkSuppliedKey(k string) *fieldError {
+	if k != "" && !auth.LooksLikeKey(k) {
+		return invalid("key", "key must be %q followed by 43 base62 characters, as a generated key", auth.KeyPrefix)
 	}
 	return nil
 }

@@ -49,6 +49,16 @@ func GenerateKey() (Key, error) {
 	return Key{Secret: secret, Display: secret[:len(KeyPrefix)+keyIDLen], Hash: HashKey(secret)}, nil
 }
 
+// KeyFromSecret returns the Key of a secret minted by a client (for
+// example Terraform's ephemeral key material), so that the secret never
+// has to come back from the server. It must have a generated key's shape.
+func KeyFromSecret(secret string) (Key, error) {
+	if !LooksLikeKey(secret) {
+		return Key{}, ErrMalformedKey
+	}
+	return Key{Secret: secret, Display: secret[:len(KeyPrefix)+keyIDLen], Hash: HashKey(secret)}, nil
+}
+
 // toAlphabet maps big.Int's base-62 digits (0-9a-zA-Z) onto base62.
 func toAlphabet(s string) string {
 	const bigDigits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
