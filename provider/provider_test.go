@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/admin"
@@ -24,6 +26,8 @@ import (
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/runtime/urlguard"
@@ -62,10 +66,18 @@ func requireTerraform(t *testing.T) {
 // platform is the admin API and gateway, started in the test on real
 // PostgreSQL and Redis.
 type platform struct {
-	base   string
-	token  string
-	client *admin.Client
-	db     *store.DB
+	base    string
+	token   string
+	client  *admin.Client
+	db      *store.DB
+	rdb     *redis.Client
+	prefix  string
+	engine  string // the simulated engine's base URL
+	g       *errgroup.Group
+	gctx    context.Context
+	started sync.Once
+	wsURL   string
+	reg     *registry.Registry
 }
 
 func startPlatform(t *testing.T) *platform {
@@ -127,7 +139,30 @@ func startPlatform(t *testing.T) *platform {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &platform{base: front.Base, token: token, client: client, db: db}
+	return &platform{base: front.Base, token: token, client: client, db: db, rdb: rdb, prefix: env.Prefix,
+		engine: "http://" + ln.Addr().String(), g: g, gctx: gctx}
+}
+
+// orchestrator starts (once) an orchestrator replica on the platform's
+// Redis and database and returns the node socket's URL, for agents.
+func (p *platform) orchestrator(t *testing.T) string {
+	t.Helper()
+	p.started.Do(func() {
+		reg, err := registry.New(p.rdb, registry.Config{Prefix: p.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, err := orchestrator.New(orchestrator.Config{ID: "orch-tf", Redis: p.rdb, Registry: reg,
+			Tokens: admin.NewSQLNodeTokens(p.db), Events: orchestrator.NewEvents(p.db, nil)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.g.Go(func() error { return o.Run(p.gctx) })
+		srv := httptest.NewServer(o.Handler())
+		t.Cleanup(srv.Close)
+		p.wsURL, p.reg = "ws"+strings.TrimPrefix(srv.URL, "http")+orchestrator.ConnectPath, reg
+	})
+	return p.wsURL
 }
 
 // testModel is the model the platform under test serves.

@@ -51,7 +51,7 @@ func (v positiveValidator) MarkdownDescription(ctx context.Context) string { ret
 
 func (positiveValidator) ValidateInt64(_ context.Context, req validator.Int64Request, resp *validator.Int64Response) {
 	if !req.ConfigValue.IsNull() && !req.ConfigValue.IsUnknown() && req.ConfigValue.ValueInt64() <= 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid value", "The value must be positive.")
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid value", req.Path.String()+" must be positive.")
 	}
 }
 
@@ -68,7 +68,7 @@ func (v nonNegativeValidator) MarkdownDescription(ctx context.Context) string {
 
 func (nonNegativeValidator) ValidateInt64(_ context.Context, req validator.Int64Request, resp *validator.Int64Response) {
 	if !req.ConfigValue.IsNull() && !req.ConfigValue.IsUnknown() && req.ConfigValue.ValueInt64() < 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Negative limit", "A limit is 0 (unlimited) or more.")
+		resp.Diagnostics.AddAttributeError(req.Path, "Negative limit", req.Path.String()+": a limit is 0 (unlimited) or more.")
 	}
 }
 

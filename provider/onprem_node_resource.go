@@ -1,0 +1,251 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/nodeproto"
+)
+
+// onpremNodeResource is llmplat_onprem_node: a node behind NAT, its token
+// and its agent's command line.
+type onpremNodeResource struct {
+	client *admin.Client
+}
+
+func newOnpremNodeResource() resource.Resource { return &onpremNodeResource{} }
+
+var (
+	_ resource.ResourceWithConfigure   = (*onpremNodeResource)(nil)
+	_ resource.ResourceWithImportState = (*onpremNodeResource)(nil)
+)
+
+type onpremNodeModel struct {
+	ID           types.String `tfsdk:"id"`
+	NodeID       types.String `tfsdk:"node_id"`
+	Orchestrator types.String `tfsdk:"orchestrator_url"`
+	EngineURL    types.String `tfsdk:"engine_url"`
+	Models       types.List   `tfsdk:"models"`
+	GPUCount     types.Int64  `tfsdk:"gpu_count"`
+	Labels       types.Map    `tfsdk:"labels"`
+	TokenID      types.String `tfsdk:"token_id"`
+	Token        types.String `tfsdk:"token"`
+	AgentCommand types.String `tfsdk:"agent_command"`
+}
+
+type nodeModelSpec struct {
+	Name        types.String `tfsdk:"name"`
+	ServedName  types.String `tfsdk:"served_name"`
+	MaxNumSeqs  types.Int64  `tfsdk:"max_num_seqs"`
+	MaxModelLen types.Int64  `tfsdk:"max_model_len"`
+	KVTokens    types.Int64  `tfsdk:"kv_cache_tokens"`
+}
+
+var nodeModelAttrTypes = map[string]attr.Type{"name": types.StringType, "served_name": types.StringType,
+	"max_num_seqs": types.Int64Type, "max_model_len": types.Int64Type, "kv_cache_tokens": types.Int64Type}
+
+func (r *onpremNodeResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_onprem_node"
+}
+
+func (r *onpremNodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	positive := []validator.Int64{positiveValidator{}}
+	resp.Schema = schema.Schema{
+		Description: "An on-premises GPU node behind NAT, whose node agent dials the orchestrators: the resource issues " +
+			"its token (bound to node_id) and gives the agent's command line. Destroying it revokes the token, and a " +
+			"connected agent is disconnected within seconds.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, Description: "The node id.", PlanModifiers: keep},
+			"node_id": schema.StringAttribute{Required: true,
+				Description:   "The node's id: 1 to 64 letters, digits, '.', '_' or '-'. Changing it replaces the node and its token.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{nodeIDValidator{}}},
+			"orchestrator_url": schema.StringAttribute{Required: true,
+				Description: "The orchestrators' node socket the agent dials (wss://host/v1/nodes/connect)."},
+			"engine_url": schema.StringAttribute{Optional: true,
+				Description: "The engine's base URL as the agent reaches it; unset means the agent's default (http://127.0.0.1:8000)."},
+			"models": schema.ListNestedAttribute{Required: true,
+				Description: "The models the node's engine serves, with its limits (the agent's -model flags).",
+				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
+					"name":            schema.StringAttribute{Required: true, Description: "The platform's model name.", Validators: []validator.String{nameValidator{}}},
+					"served_name":     schema.StringAttribute{Required: true, Description: "The name the engine answers to (--served-model-name)."},
+					"max_num_seqs":    schema.Int64Attribute{Required: true, Description: "The engine's --max-num-seqs.", Validators: positive},
+					"max_model_len":   schema.Int64Attribute{Required: true, Description: "The engine's --max-model-len.", Validators: positive},
+					"kv_cache_tokens": schema.Int64Attribute{Required: true, Description: "Tokens of KV cache the engine holds (vLLM logs it; llmplat plan prints it).", Validators: positive},
+				}},
+			},
+			"gpu_count": schema.Int64Attribute{Optional: true, Validators: positive,
+				Description: "GPUs in the node, for the inventory; the agent reports what it finds."},
+			"labels": schema.MapAttribute{ElementType: types.StringType, Optional: true,
+				Description: "Free labels for the inventory (site, rack, owner)."},
+			"token_id": schema.StringAttribute{Computed: true, Description: "The node token's id.", PlanModifiers: keep},
+			"token": schema.StringAttribute{Computed: true, Sensitive: true, PlanModifiers: keep,
+				Description: "The node token, known once at creation: give it to the agent in LLMPLAT_NODE_TOKEN. Null after an import."},
+			"agent_command": schema.StringAttribute{Computed: true,
+				Description: "The node agent's command line for this node; the token goes in the LLMPLAT_NODE_TOKEN environment variable."},
+		},
+	}
+}
+
+func (r *onpremNodeResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// command is the agent's command line for m.
+func (m *onpremNodeModel) command(ctx context.Context) (string, error) {
+	var specs []nodeModelSpec
+	if d := m.Models.ElementsAs(ctx, &specs, false); d.HasError() {
+		return "", fmt.Errorf("models: %v", d)
+	}
+	args := []string{"llmplat", "nodeagent", "-server=" + m.Orchestrator.ValueString(), "-node-id=" + m.NodeID.ValueString()}
+	if !m.EngineURL.IsNull() && m.EngineURL.ValueString() != "" {
+		args = append(args, "-engine="+m.EngineURL.ValueString())
+	}
+	for _, s := range specs {
+		args = append(args, fmt.Sprintf("-model=name=%s,served=%s,max-num-seqs=%d,max-model-len=%d,kv-tokens=%d",
+			s.Name.ValueString(), s.ServedName.ValueString(), s.MaxNumSeqs.ValueInt64(), s.MaxModelLen.ValueInt64(), s.KVTokens.ValueInt64()))
+	}
+	for i, a := range args {
+		if strings.ContainsAny(a, " '\"$`\\") {
+			args[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(args, " "), nil
+}
+
+func (r *onpremNodeResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var m onpremNodeModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	node := m.NodeID.ValueString()
+	tok, err := r.client.IssueNodeToken(ctx, node, "")
+	if err != nil {
+		resp.Diagnostics.AddError("Node token not issued", err.Error())
+		return
+	}
+	m.ID, m.TokenID, m.Token = types.StringValue(node), types.StringValue(strconv.FormatInt(tok.ID, 10)), types.StringValue(tok.Token)
+	r.finish(ctx, &m, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// finish fills the agent's command line.
+func (r *onpremNodeResource) finish(ctx context.Context, m *onpremNodeModel, diags interface{ AddError(string, string) }) {
+	cmd, err := m.command(ctx)
+	if err != nil {
+		diags.AddError("Agent command not built", err.Error())
+		return
+	}
+	m.AgentCommand = types.StringValue(cmd)
+}
+
+func (r *onpremNodeResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var m onpremNodeModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	tokens, err := r.client.ListNodeTokens(ctx, m.NodeID.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddError("Node tokens not read", err.Error())
+		return
+	}
+	live := slices.IndexFunc(tokens, func(t admin.NodeToken) bool {
+		return strconv.FormatInt(t.ID, 10) == m.TokenID.ValueString() && t.RevokedAt == nil
+	})
+	if live < 0 {
+		// Its token was revoked or is gone: the next apply issues one.
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// Update changes what the agent's command line says; the token stays.
+func (r *onpremNodeResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state onpremNodeModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	plan.ID, plan.TokenID, plan.Token = state.ID, state.TokenID, state.Token
+	r.finish(ctx, &plan, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// Delete revokes the node's token: the orchestrator owning its socket
+// closes it, and the agent cannot register again.
+func (r *onpremNodeResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var m onpremNodeModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	id, ok := parseID(m.TokenID.ValueString(), &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	if _, err := r.client.RevokeNodeToken(ctx, id); err != nil && !notFound(err) {
+		resp.Diagnostics.AddError("Node token not revoked", err.Error())
+	}
+}
+
+// ImportState takes a node id: the node's newest live token is the one
+// managed, without its secret; the configuration supplies the rest.
+func (r *onpremNodeResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	tokens, err := r.client.ListNodeTokens(ctx, req.ID)
+	if err != nil {
+		resp.Diagnostics.AddError("Node tokens not read", err.Error())
+		return
+	}
+	var live *admin.NodeToken
+	for i := range tokens {
+		if tokens[i].RevokedAt == nil {
+			live = &tokens[i]
+		}
+	}
+	if live == nil {
+		resp.Diagnostics.AddError("No live token", "Node "+req.ID+" has no unrevoked token to manage; create the resource instead.")
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("node_id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("token_id"), strconv.FormatInt(live.ID, 10))...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("token"), types.StringNull())...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("models"), types.ListNull(types.ObjectType{AttrTypes: nodeModelAttrTypes}))...)
+}
+
+// nodeIDValidator refuses a node id the node protocol would.
+type nodeIDValidator struct{}
+
+func (nodeIDValidator) Description(context.Context) string {
+	return "a node id the node protocol accepts"
+}
+
+func (v nodeIDValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (nodeIDValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if !nodeproto.ValidID(req.ConfigValue.ValueString()) {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid node id",
+			"A node id is 1 to "+strconv.Itoa(nodeproto.MaxIDLen)+" letters, digits, '.', '_' or '-'.")
+	}
+}
