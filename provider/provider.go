@@ -104,7 +104,7 @@ func (p *llmplatProvider) EphemeralResources(context.Context) []func() ephemeral
 }
 
 func (p *llmplatProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return nil
+	return []func() datasource.DataSource{newCapacityPlanDataSource, newTeamDataSource, newModelsDataSource}
 }
 
 // stringOr is v's value, or fallback when v is null or empty.

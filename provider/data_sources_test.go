@@ -1,0 +1,80 @@
+package provider
+
+import (
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+
+	"github.com/llmplat/llmplat/runtime/capacity"
+)
+
+// TestAccDataSources: the capacity plan in HCL equals the planner's
+// answer; a team is found by name with its balance; the declared models
+// are listed; an unknown GPU profile is an error naming it.
+func TestAccDataSources(t *testing.T) {
+	p := startPlatform(t)
+	in, err := capacity.File{Workloads: []capacity.WorkloadSpec{{Model: "llama-8b", GPU: "L40S", TensorParallelSize: 1,
+		PeakStreams: 140, PlannedStreamsPerReplica: 32, MinReplicas: 2, MaxReplicas: 8}}}.Input()
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := capacity.Plan(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := plan.Models[0]
+	config := p.providerBlock() + `
+data "llmplat_capacity_plan" "small" {
+  model                       = "llama-8b"
+  gpu                         = "L40S"
+  tensor_parallel_size        = 1
+  peak_streams                = 140
+  planned_streams_per_replica = 32
+  min_replicas                = 2
+  max_replicas                = 8
+}
+resource "llmplat_team" "t" {
+  name = "lookup"
+}
+resource "llmplat_credit" "c" {
+  team_id             = llmplat_team.t.id
+  amount_microcredits = 3000000
+}
+data "llmplat_team" "t" {
+  name       = llmplat_team.t.name
+  depends_on = [llmplat_credit.c]
+}
+data "llmplat_models" "all" {}
+`
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{
+			{
+				Config: config,
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "max_num_seqs", strconv.FormatInt(want.Flags.MaxNumSeqs, 10)),
+					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "max_model_len", strconv.FormatInt(want.Flags.MaxModelLen, 10)),
+					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "kv_cache_tokens", strconv.FormatInt(want.Memory.KVCapacityTokensPerReplica, 10)),
+					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "replicas", strconv.Itoa(want.Replicas.Replicas)),
+					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "served_name", want.ServedName),
+					resource.TestCheckResourceAttr("data.llmplat_team.t", "balance_microcredits", "3000000"),
+					resource.TestCheckResourceAttrPair("data.llmplat_team.t", "id", "llmplat_team.t", "id"),
+					resource.TestCheckResourceAttr("data.llmplat_models.all", "names.#", "1"),
+					resource.TestCheckResourceAttr("data.llmplat_models.all", "names.0", testModel),
+					resource.TestCheckResourceAttr("data.llmplat_models.all", "models.0.max_context_tokens", "8192"),
+				),
+			},
+			{
+				Config: p.providerBlock() + `
+data "llmplat_capacity_plan" "bad" {
+  model = "llama-8b"
+  gpu   = "H900"
+}
+`,
+				ExpectError: regexp.MustCompile(`(?s)No capacity plan.*H900`),
+			},
+		},
+	})
+}
