@@ -120,6 +120,7 @@ func (r *apiKeyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 				"The key would never work: give a time in the future, or leave expires_at unset.")
 		}
 	}
+	r.checkAllowlist(ctx, plan.ModelAllowlist, resp)
 	if req.State.Raw.IsNull() {
 		return
 	}
@@ -129,6 +130,33 @@ func (r *apiKeyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	case !plan.Rotation.Equal(state.Rotation):
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("prefix"), types.StringUnknown())...)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("secret"), types.StringUnknown())...)
+	}
+}
+
+// checkAllowlist refuses, at plan, an allowlisted model the platform does
+// not declare, when both are known (a model declared in the same apply is
+// not yet: it is checked by the API at apply).
+func (r *apiKeyResource) checkAllowlist(ctx context.Context, allow types.Set, resp *resource.ModifyPlanResponse) {
+	if r.client == nil || allow.IsNull() || allow.IsUnknown() {
+		return
+	}
+	var names []string
+	if d := allow.ElementsAs(ctx, &names, true); d.HasError() {
+		return
+	}
+	models, err := r.client.ListModels(ctx)
+	if err != nil {
+		return // the apply's own call reports an unreachable API
+	}
+	known := map[string]bool{}
+	for _, m := range models {
+		known[m.Name] = true
+	}
+	for _, n := range names {
+		if n != "" && !known[n] {
+			resp.Diagnostics.AddAttributeWarning(path.Root("model_allowlist"), "Model not declared (yet)",
+				"The platform declares no model "+strconv.Quote(n)+": unless an llmplat_model of this apply declares it, requests for it will be refused.")
+		}
 	}
 }
 

@@ -96,7 +96,7 @@ func (p *llmplatProvider) Configure(ctx context.Context, req provider.ConfigureR
 }
 
 func (p *llmplatProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{newTeamResource, newCreditResource, newAPIKeyResource, newOnpremNodeResource}
+	return []func() resource.Resource{newTeamResource, newCreditResource, newAPIKeyResource, newOnpremNodeResource, newModelResource}
 }
 
 func (p *llmplatProvider) EphemeralResources(context.Context) []func() ephemeral.EphemeralResource {
