@@ -232,7 +232,7 @@ func TestStreamLimitAndQueueTimeout(t *testing.T) {
 // max_streams 10 never have more than 10 active, the rest get 429, and the
 // slot set is empty afterwards.
 func TestMaxStreamsUnderAttack(t *testing.T) {
-	s := newStack(t, stackOpts{timeScale: 20})
+	s := newStack(t, stackOpts{timeScale: 20, redisTimeout: time.Minute})
 	team := s.team("t", 1000*credit)
 	key := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 10})
 	keyID := int64(1)
@@ -260,6 +260,16 @@ func TestMaxStreamsUnderAttack(t *testing.T) {
 		}
 	}()
 	var ok, limited, other atomic.Int64
+	var (
+		otherMu  sync.Mutex
+		otherWhy []string
+	)
+	noteOther := func(why string) {
+		other.Add(1)
+		otherMu.Lock()
+		otherWhy = append(otherWhy, why)
+		otherMu.Unlock()
+	}
 	var wg sync.WaitGroup
 	for range 500 {
 		wg.Add(1)
@@ -267,10 +277,10 @@ func TestMaxStreamsUnderAttack(t *testing.T) {
 			defer wg.Done()
 			resp, err := s.post(context.Background(), s.url, key, chatBody("llama-8b", true, 20))
 			if err != nil {
-				other.Add(1)
+				noteOther(err.Error())
 				return
 			}
-			_, _ = io.Copy(io.Discard, resp.Body)
+			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
 			switch resp.StatusCode {
 			case 200:
@@ -278,7 +288,7 @@ func TestMaxStreamsUnderAttack(t *testing.T) {
 			case 429:
 				limited.Add(1)
 			default:
-				other.Add(1)
+				noteOther(fmt.Sprintf("%d %s", resp.StatusCode, b))
 			}
 		}()
 	}
@@ -290,7 +300,8 @@ func TestMaxStreamsUnderAttack(t *testing.T) {
 		t.Errorf("peak active = %d slots, %d engine sequences; want at most 10", peak.Load(), engPeak.Load())
 	}
 	if ok.Load() < 10 || ok.Load()+limited.Load() != 500 || other.Load() != 0 {
-		t.Errorf("200=%d 429=%d other=%d; want every request answered 200 or 429, at least 10 served", ok.Load(), limited.Load(), other.Load())
+		t.Errorf("200=%d 429=%d other=%d; want every request answered 200 or 429, at least 10 served; the others: %q",
+			ok.Load(), limited.Load(), other.Load(), otherWhy)
 	}
 	if n := s.activeStreams(rdb, keyID); n != 0 {
 		t.Errorf("%d stream slots still held after every request ended", n)

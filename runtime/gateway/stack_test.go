@@ -51,6 +51,11 @@ type stackOpts struct {
 	engine http.Handler
 	// wrapLedger, when set, wraps the ledger the gateways use.
 	wrapLedger func(Ledger) Ledger
+	// redisTimeout, when set, replaces the gateways' budget for a Redis
+	// call: a test of a limit under a burst of hundreds of requests on a
+	// loaded machine must not turn into a test of that budget, whose
+	// honest answer when exceeded is a 503.
+	redisTimeout time.Duration
 }
 
 // stack is the whole admission path on real PostgreSQL and Redis with a
@@ -187,6 +192,7 @@ func (s *stack) gateway(configure ...func(*Config)) string {
 		QueueLimit:        s.opts.queueLimit,
 		FirstTokenTimeout: s.opts.firstTokenTimeout,
 		StreamIdleTimeout: s.opts.streamIdleTimeout,
+		RedisTimeout:      s.opts.redisTimeout,
 		Logger:            slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range configure {
