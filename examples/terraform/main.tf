@@ -1,0 +1,141 @@
+# A complete platform as code: the seed's three models with their limits
+# from the capacity planner, two teams with credit, keys with different
+# limits (one whose secret never lands in state), and an on-premises node.
+# Against `make run`: see docs/terraform.md (dev_overrides, then
+# LLMPLAT_ENDPOINT and LLMPLAT_ADMIN_TOKEN as make run prints them).
+
+terraform {
+  required_providers {
+    llmplat = {
+      source = "llmplat/llmplat"
+    }
+  }
+}
+
+# endpoint and token from LLMPLAT_ENDPOINT and LLMPLAT_ADMIN_TOKEN.
+provider "llmplat" {}
+
+# The models, each with its engine limits from the capacity planner (on
+# L40S, as the seed deploys them).
+data "llmplat_capacity_plan" "llama_8b" {
+  model                       = "llama-8b"
+  gpu                         = "L40S"
+  tensor_parallel_size        = 1
+  peak_streams                = 140
+  planned_streams_per_replica = 32
+  min_replicas                = 2
+  max_replicas                = 8
+}
+
+resource "llmplat_model" "llama_8b" {
+  name                            = "llama-8b"
+  served_name                     = "llama-8b"
+  prompt_price_micro_per_mtok     = 232500
+  completion_price_micro_per_mtok = 930000
+  max_context_tokens              = data.llmplat_capacity_plan.llama_8b.max_model_len
+  max_output_tokens               = 1024
+}
+
+data "llmplat_capacity_plan" "qwen_32b" {
+  model                       = "qwen-32b"
+  gpu                         = "L40S"
+  tensor_parallel_size        = 2
+  peak_streams                = 50
+  planned_streams_per_replica = 16
+  min_replicas                = 1
+  max_replicas                = 5
+}
+
+resource "llmplat_model" "qwen_32b" {
+  name                            = "qwen-32b"
+  served_name                     = "qwen-32b"
+  prompt_price_micro_per_mtok     = 2050000
+  completion_price_micro_per_mtok = 8200000
+  max_context_tokens              = data.llmplat_capacity_plan.qwen_32b.max_model_len
+  max_output_tokens               = 1024
+}
+
+data "llmplat_capacity_plan" "llama_70b" {
+  model                       = "llama-70b"
+  gpu                         = "L40S"
+  tensor_parallel_size        = 4
+  peak_streams                = 10
+  planned_streams_per_replica = 8
+  min_replicas                = 0
+  max_replicas                = 3
+}
+
+resource "llmplat_model" "llama_70b" {
+  name                            = "llama-70b"
+  served_name                     = "llama-70b"
+  prompt_price_micro_per_mtok     = 4750000
+  completion_price_micro_per_mtok = 19000000
+  max_context_tokens              = data.llmplat_capacity_plan.llama_70b.max_model_len
+  max_output_tokens               = 1024
+}
+
+resource "llmplat_team" "search" {
+  name = "search"
+}
+
+resource "llmplat_team" "research" {
+  name = "research"
+}
+
+resource "llmplat_credit" "search_q4" {
+  team_id             = llmplat_team.search.id
+  amount_microcredits = 500000000000
+  note                = "2026 Q4"
+}
+
+resource "llmplat_credit" "research_q4" {
+  team_id             = llmplat_team.research.id
+  amount_microcredits = 2000000000000
+  note                = "2026 Q4"
+}
+
+# The search team's service: the small model only, a tight rate.
+resource "llmplat_api_key" "search_service" {
+  team_id         = llmplat_team.search.id
+  name            = "search service"
+  model_allowlist = [llmplat_model.llama_8b.name]
+  rpm             = 600
+  tokens_per_day  = 5000000
+  max_streams     = 16
+  rotation        = "2026-12"
+}
+
+# Research batch jobs: every model, many streams; the secret is minted in
+# Terraform and never stored in state.
+ephemeral "llmplat_key_material" "research_batch" {}
+
+resource "llmplat_api_key" "research_batch" {
+  team_id           = llmplat_team.research.id
+  name              = "batch jobs"
+  max_streams       = 64
+  secret_wo         = ephemeral.llmplat_key_material.research_batch.secret
+  secret_wo_version = 1
+}
+
+resource "llmplat_onprem_node" "basement_gpu1" {
+  node_id          = "basement-gpu1"
+  orchestrator_url = "wss://nodes.llmplat.example.com/v1/nodes/connect"
+  gpu_count        = 1
+  labels           = { site = "basement" }
+  models = [{
+    name            = llmplat_model.llama_8b.name
+    served_name     = "meta-llama/Llama-3.1-8B-Instruct"
+    max_num_seqs    = data.llmplat_capacity_plan.llama_8b.max_num_seqs
+    max_model_len   = data.llmplat_capacity_plan.llama_8b.max_model_len
+    kv_cache_tokens = data.llmplat_capacity_plan.llama_8b.kv_cache_tokens
+  }]
+}
+
+output "search_service_key" {
+  value     = llmplat_api_key.search_service.secret
+  sensitive = true
+}
+
+output "basement_gpu1_agent" {
+  value = llmplat_onprem_node.basement_gpu1.agent_command
+}
