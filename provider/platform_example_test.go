@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/llmplat/llmplat/runtime/devmode"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // TestAccPlatformExample: examples/terraform/main.tf applies against the
@@ -66,7 +67,7 @@ func TestAccPlatformExample(t *testing.T) {
 func startDev(t *testing.T) (base, token string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &lockedBuffer{}
+	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- devmode.Run(ctx, devmode.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", TimeScale: 50, Stdout: out})

@@ -205,21 +205,3 @@ func factories() map[string]func() (tfprotov6.ProviderServer, error) {
 func (p *platform) providerBlock() string {
 	return fmt.Sprintf("provider \"llmplat\" {\n  endpoint = %q\n  token    = %q\n}\n", p.base, p.token)
 }
-
-// lockedBuffer is a writer the local mode and a test share.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
