@@ -61,6 +61,15 @@ func startReplicaWith(t *testing.T, env testenv.RedisEnv, cfg KeyCacheConfig, na
 			t.Errorf("close redis client: %v", err)
 		}
 	})
+	// Run flushes the cache once its subscription is confirmed; a lookup
+	// cached before that flush would be forgotten, so the replica is
+	// ready only after it (Redis counting the subscriber is not enough:
+	// the client may not have read the confirmation yet).
+	for deadline := time.Now().Add(resubscribeDeadline); cache.Stats().Flushes < 1; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("replica %s did not subscribe within %v", name, resubscribeDeadline)
+		}
+	}
 	return replica{cache: cache, name: name}
 }
 
