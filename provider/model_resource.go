@@ -3,12 +3,14 @@ package provider
 import (
 	"context"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/llmplat/llmplat/runtime/admin"
@@ -80,24 +82,25 @@ func (m *modelModel) set(x admin.Model) {
 	m.MaxContextTokens, m.MaxOutputTokens = types.Int64Value(int64(x.MaxContextTokens)), types.Int64Value(int64(x.MaxOutputTokens))
 }
 
-// put declares the model as m says.
-func (r *modelResource) put(ctx context.Context, m *modelModel, diags interface{ AddError(string, string) }) bool {
+// put declares the model as the plan says and records the answer in
+// state: Create and Update alike, since PUT is an upsert.
+func (r *modelResource) put(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
+	var m modelModel
+	diags.Append(plan.Get(ctx, &m)...)
+	if diags.HasError() {
+		return
+	}
 	x, _, err := r.client.PutModel(ctx, m.Name.ValueString(), m.spec())
 	if err != nil {
 		diags.AddError("Model not declared", err.Error())
-		return false
+		return
 	}
 	m.set(x)
-	return true
+	diags.Append(state.Set(ctx, &m)...)
 }
 
 func (r *modelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m modelModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() || !r.put(ctx, &m, &resp.Diagnostics) {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	r.put(ctx, req.Plan, &resp.State, &resp.Diagnostics)
 }
 
 func (r *modelResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -120,12 +123,7 @@ func (r *modelResource) Read(ctx context.Context, req resource.ReadRequest, resp
 }
 
 func (r *modelResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var m modelModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &m)...)
-	if resp.Diagnostics.HasError() || !r.put(ctx, &m, &resp.Diagnostics) {
-		return
-	}
-	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+	r.put(ctx, req.Plan, &resp.State, &resp.Diagnostics)
 }
 
 func (r *modelResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
