@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math"
 	"regexp"
 	"slices"
 	"text/template"
@@ -311,30 +310,14 @@ func valuesOf(p Platform, i int, m Model, plan capacity.Result) (modelValues, er
 		return modelValues{}, fmt.Errorf("%w: models[%d].name: the plan has no %q", ErrInvalid, i, m.Name)
 	}
 	mp := plan.Models[k]
-	if mp.Memory.KVCapacityTokensPerReplica <= 0 || mp.Flags.MaxNumSeqs <= 0 {
-		return modelValues{}, fmt.Errorf("%w: models[%d]: %s does not fit its %d %s GPU(s): no room for a KV cache",
-			ErrInvalid, i, m.Name, mp.Flags.TensorParallelSize, mp.GPU)
+	if err := fits(mp); err != nil {
+		return modelValues{}, fmt.Errorf("%w: models[%d]: %w", ErrInvalid, i, err)
 	}
 	ws := p.Plan.Workloads[workloadOf(p, m.Name)]
-	poolsFor := []string{"gpu-" + p.GPUPool.GPU}
-	if m.Spot {
-		poolsFor = append(poolsFor, "gpu-"+p.GPUPool.GPU+"-spot")
-	}
-	// Loading the weights from the local cache at about 200 MB/s is the
-	// slowest part of a start; the startup probe allows that twice over.
-	loadSeconds := mp.Memory.WeightBytes / 200e6
-	return modelValues{
-		Name: m.Name, ServedName: mp.ServedName, Revision: m.Revision, Namespace: p.Namespace,
+	d := ModelDeployment{Name: m.Name, ServedName: mp.ServedName, Revision: m.Revision, Namespace: p.Namespace,
 		EngineImage: p.Images.Engine, PlatformImage: p.Images.Platform,
-		Bucket: p.ModelCache.Bucket, Region: p.ModelCache.Region,
-		PrometheusURL: p.PrometheusURL,
-		Flags:         mp.Flags, KVCapacityTokens: mp.Memory.KVCapacityTokensPerReplica,
-		MinReplicas: ws.MinReplicas, MaxReplicas: ws.MaxReplicas,
-		WaitingPerReplica: max(1, mp.Replicas.PlannedStreamsPerReplica/4),
-		NodePools:         poolsFor, Spot: m.Spot, Warm: m.Warm,
-		DrainSeconds: p.DrainSeconds, GraceSeconds: p.DrainSeconds + 30,
-		DrainSettleSeconds: drainSettleSeconds, CacheHostPath: cacheHostPath,
-		StartupChecks: 30 + int(math.Ceil(2*loadSeconds/10)),
-		ShmSize:       fmt.Sprintf("%dGi", 4*mp.Flags.TensorParallelSize),
-	}, nil
+		Bucket: p.ModelCache.Bucket, Region: p.ModelCache.Region, PrometheusURL: p.PrometheusURL,
+		NodePool: "gpu-" + p.GPUPool.GPU, Spot: m.Spot, Warm: m.Warm,
+		MinReplicas: ws.MinReplicas, MaxReplicas: ws.MaxReplicas, DrainSeconds: p.DrainSeconds}
+	return d.values(mp), nil
 }

@@ -1,0 +1,180 @@
+package render
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"text/template"
+
+	"github.com/llmplat/llmplat/runtime/capacity"
+	"github.com/llmplat/llmplat/templates"
+)
+
+// ModelDeployment is one model's deployment on its own, as the Terraform
+// provider's llmplat_model declares it: the objects of model.yaml.tmpl
+// without a whole platform description around them.
+type ModelDeployment struct {
+	// Name is the platform's model name, and the objects' vllm-<name>.
+	Name string
+	// ServedName is the engine's --served-model-name; empty takes the
+	// planner's.
+	ServedName string
+	Revision   string
+	Namespace  string
+
+	EngineImage, PlatformImage string
+	// Bucket and Region are where modelsync reads the weights.
+	Bucket, Region string
+	// PrometheusURL is where KEDA reads the scaling metrics.
+	PrometheusURL string
+	// NodePool is the on-demand GPU pool; the spot pool is NodePool-spot.
+	NodePool string
+	// Spot allows the spot pool as well.
+	Spot bool
+	// Warm keeps one replica in a cron window.
+	Warm                     *Warm
+	MinReplicas, MaxReplicas int
+	// DrainSeconds is how long a stopping pod's streams may run on
+	// (default 300).
+	DrainSeconds int
+
+	// Workload is the capacity planner's input: the model profile, the
+	// GPU profile, GPUs per replica, the longest context, the batch a
+	// replica is planned for. The engine's flags are its answer.
+	Workload capacity.WorkloadSpec
+	// MaxNumSeqs, when positive, replaces the planner's --max-num-seqs.
+	MaxNumSeqs int64
+}
+
+// ModelManifest is a rendered model: its objects (YAML, one document
+// each) and the engine's flags they carry.
+type ModelManifest struct {
+	Data             []byte
+	Flags            capacity.VLLMFlags
+	KVCapacityTokens int64
+}
+
+// RenderModel plans d's workload and fills model.yaml.tmpl. A refusal
+// wraps ErrInvalid and names the field (revision, workload, …).
+func RenderModel(d ModelDeployment) (ModelManifest, error) {
+	if d.DrainSeconds == 0 {
+		d.DrainSeconds = 300
+	}
+	if err := d.validate(); err != nil {
+		return ModelManifest{}, err
+	}
+	in, err := capacity.File{Workloads: []capacity.WorkloadSpec{d.Workload}}.Input()
+	if err != nil {
+		return ModelManifest{}, fmt.Errorf("%w: workload: %w", ErrInvalid, err)
+	}
+	if err := in.Workloads[0].WithDefaults().Validate(); err != nil {
+		return ModelManifest{}, fmt.Errorf("%w: workload: %w", ErrInvalid, err)
+	}
+	plan, err := capacity.Plan(in)
+	if err != nil {
+		return ModelManifest{}, fmt.Errorf("%w: workload: %w", ErrInvalid, err)
+	}
+	mp := plan.Models[0]
+	if err := fits(mp); err != nil {
+		return ModelManifest{}, fmt.Errorf("%w: workload: %w", ErrInvalid, err)
+	}
+	if d.MaxNumSeqs > 0 {
+		mp.Flags.MaxNumSeqs = d.MaxNumSeqs
+	}
+	if d.ServedName == "" {
+		d.ServedName = mp.ServedName
+	}
+	tmpl, err := template.New("").Option("missingkey=error").ParseFS(templates.FS, "model.yaml.tmpl")
+	if err != nil {
+		return ModelManifest{}, fmt.Errorf("parse templates: %w", err)
+	}
+	b, err := execute(tmpl, "model", d.values(mp))
+	if err != nil {
+		return ModelManifest{}, err
+	}
+	return ModelManifest{Data: b, Flags: mp.Flags, KVCapacityTokens: mp.Memory.KVCapacityTokensPerReplica}, nil
+}
+
+// validate checks what the template needs, naming the field at fault.
+func (d ModelDeployment) validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalid, field, fmt.Sprintf(format, args...))
+	}
+	required := []struct{ field, value string }{
+		{"name", d.Name}, {"revision", d.Revision}, {"namespace", d.Namespace},
+		{"engine_image", d.EngineImage}, {"platform_image", d.PlatformImage},
+		{"bucket", d.Bucket}, {"region", d.Region}, {"prometheus_url", d.PrometheusURL}, {"node_pool", d.NodePool},
+	}
+	for _, r := range required {
+		if r.value == "" {
+			return bad(r.field, "required")
+		}
+	}
+	for _, n := range []struct{ field, value string }{{"name", d.Name}, {"namespace", d.Namespace}, {"node_pool", d.NodePool}} {
+		if !dnsLabel.MatchString(n.value) {
+			return bad(n.field, "%q is not a Kubernetes name", n.value)
+		}
+	}
+	// The values land in YAML unquoted: a line break, a quote or a comma
+	// (the model-spec annotation's separator) would change the document,
+	// not just the value.
+	for _, v := range []struct{ field, value string }{{"served_name", d.ServedName}, {"revision", d.Revision},
+		{"engine_image", d.EngineImage}, {"platform_image", d.PlatformImage}, {"bucket", d.Bucket},
+		{"region", d.Region}, {"prometheus_url", d.PrometheusURL}} {
+		if v.value != "" && !plainValue.MatchString(v.value) {
+			return bad(v.field, "%q has characters a manifest cannot carry unquoted", v.value)
+		}
+	}
+	switch {
+	case d.MinReplicas < 0:
+		return bad("min_replicas", "must not be negative, got %d", d.MinReplicas)
+	case d.MaxReplicas <= 0:
+		return bad("max_replicas", "must be positive, got %d", d.MaxReplicas)
+	case d.MinReplicas > d.MaxReplicas:
+		return bad("min_replicas", "%d is above max_replicas %d", d.MinReplicas, d.MaxReplicas)
+	case d.DrainSeconds < 0:
+		return bad("drain_seconds", "must not be negative")
+	case d.MaxNumSeqs < 0:
+		return bad("max_num_seqs", "must not be negative")
+	case d.Warm != nil && (d.Warm.Timezone == "" || d.Warm.Start == "" || d.Warm.End == ""):
+		return bad("warm", "timezone, start and end are required")
+	}
+	return nil
+}
+
+// plainValue is a value the model's template may carry unquoted: a
+// name, an image reference, a URL, a revision.
+var plainValue = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._/:@+=~-]*$`)
+
+// fits refuses a plan whose model leaves no room for a KV cache.
+func fits(mp capacity.ModelPlan) error {
+	if mp.Memory.KVCapacityTokensPerReplica <= 0 || mp.Flags.MaxNumSeqs <= 0 {
+		return fmt.Errorf("%s does not fit its %d %s GPU(s): no room for a KV cache",
+			mp.Model, mp.Flags.TensorParallelSize, mp.GPU)
+	}
+	return nil
+}
+
+// values fills model.yaml.tmpl from d and its plan.
+func (d ModelDeployment) values(mp capacity.ModelPlan) modelValues {
+	pools := []string{d.NodePool}
+	if d.Spot {
+		pools = append(pools, d.NodePool+"-spot")
+	}
+	// Loading the weights from the local cache at about 200 MB/s is the
+	// slowest part of a start; the startup probe allows that twice over.
+	loadSeconds := mp.Memory.WeightBytes / 200e6
+	return modelValues{
+		Name: d.Name, ServedName: d.ServedName, Revision: d.Revision, Namespace: d.Namespace,
+		EngineImage: d.EngineImage, PlatformImage: d.PlatformImage,
+		Bucket: d.Bucket, Region: d.Region, PrometheusURL: d.PrometheusURL,
+		Flags: mp.Flags, KVCapacityTokens: mp.Memory.KVCapacityTokensPerReplica,
+		MinReplicas: d.MinReplicas, MaxReplicas: d.MaxReplicas,
+		WaitingPerReplica: max(1, mp.Replicas.PlannedStreamsPerReplica/4),
+		NodePools:         pools, Spot: d.Spot, Warm: d.Warm,
+		DrainSeconds: d.DrainSeconds, GraceSeconds: d.DrainSeconds + 30,
+		DrainSettleSeconds: drainSettleSeconds, CacheHostPath: cacheHostPath,
+		StartupChecks: 30 + int(math.Ceil(2*loadSeconds/10)),
+		ShmSize:       fmt.Sprintf("%dGi", 4*mp.Flags.TensorParallelSize),
+	}
+}
