@@ -12,15 +12,24 @@ import (
 
 // clientFrom takes the admin client the provider configured.
 func clientFrom(data any, diags *diag.Diagnostics) *admin.Client {
-	if data == nil {
-		return nil // not configured yet (validation, or an unknown endpoint)
+	if d := dataFrom(data, diags); d != nil {
+		return d.client
 	}
-	c, ok := data.(*admin.Client)
-	if !ok {
-		diags.AddError("Provider misconfigured", "The llmplat provider did not hand its resources an admin client.")
+	return nil
+}
+
+// dataFrom takes what the provider configured; nil before it was (in
+// validation, or while its settings are unknown).
+func dataFrom(data any, diags *diag.Diagnostics) *providerData {
+	if data == nil {
 		return nil
 	}
-	return c
+	d, ok := data.(*providerData)
+	if !ok {
+		diags.AddError("Provider misconfigured", "The llmplat provider did not hand its resources its configuration.")
+		return nil
+	}
+	return d
 }
 
 // notFound reports an admin API 404.

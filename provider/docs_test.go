@@ -99,13 +99,15 @@ func page(t *testing.T, name, kind, example string, s *tfprotov6.Schema) []byte 
 		t.Errorf("%s has no example at %s", name, example)
 	}
 	b.WriteString("\n## Schema\n")
-	attributes(t, &b, name, "", s.Block.Attributes)
+	attributes(t, &b, name, "", s.Block.Attributes, s.Block.BlockTypes)
 	return b.Bytes()
 }
 
-// attributes lists attrs under Required, Optional and Read-Only.
-func attributes(t *testing.T, b *bytes.Buffer, owner, prefix string, attrs []*tfprotov6.SchemaAttribute) {
+// attributes lists attrs under Required, Optional and Read-Only, and
+// blocks (all optional) under Optional; then each nested schema.
+func attributes(t *testing.T, b *bytes.Buffer, owner, prefix string, attrs []*tfprotov6.SchemaAttribute, blocks []*tfprotov6.SchemaNestedBlock) {
 	sort.Slice(attrs, func(i, j int) bool { return attrs[i].Name < attrs[j].Name })
+	sort.Slice(blocks, func(i, j int) bool { return blocks[i].TypeName < blocks[j].TypeName })
 	for _, group := range []struct {
 		title string
 		in    func(*tfprotov6.SchemaAttribute) bool
@@ -131,21 +133,40 @@ func attributes(t *testing.T, b *bytes.Buffer, owner, prefix string, attrs []*tf
 			}
 			lines = append(lines, fmt.Sprintf("- `%s` (%s) %s", a.Name, notes, a.Description))
 		}
+		if group.title == "Optional" {
+			for _, bl := range blocks {
+				if strings.TrimSpace(bl.Block.Description) == "" {
+					t.Errorf("%s: block %s%s has no description", owner, prefix, bl.TypeName)
+				}
+				lines = append(lines, fmt.Sprintf("- `%s` (Block) %s (see [below for nested schema](#nestedblock--%s))",
+					bl.TypeName, bl.Block.Description, anchor(prefix+bl.TypeName)))
+			}
+		}
 		if len(lines) > 0 {
 			fmt.Fprintf(b, "\n### %s%s\n\n%s\n", strings.TrimSuffix(prefix, "."), group.title, strings.Join(lines, "\n"))
 		}
 	}
 	for _, a := range attrs {
 		if a.NestedType != nil {
-			fmt.Fprintf(b, "\n<a id=\"nestedatt--%s\"></a>\n### Nested Schema for `%s%s`\n", a.Name, prefix, a.Name)
-			attributes(t, b, owner, prefix+a.Name+".", a.NestedType.Attributes)
+			fmt.Fprintf(b, "\n<a id=\"nestedatt--%s\"></a>\n### Nested Schema for `%s%s`\n", anchor(prefix+a.Name), prefix, a.Name)
+			attributes(t, b, owner, prefix+a.Name+".", a.NestedType.Attributes, nil)
 		}
 	}
+	for _, bl := range blocks {
+		fmt.Fprintf(b, "\n<a id=\"nestedblock--%s\"></a>\n### Nested Schema for `%s%s`\n", anchor(prefix+bl.TypeName), prefix, bl.TypeName)
+		attributes(t, b, owner, prefix+bl.TypeName+".", bl.Block.Attributes, bl.Block.BlockTypes)
+	}
 }
+
+// anchor is a nested schema's anchor: its path with -- for the dots.
+func anchor(p string) string { return strings.ReplaceAll(p, ".", "--") }
 
 // typeName is an attribute's type in words.
 func typeName(a *tfprotov6.SchemaAttribute) string {
 	if a.NestedType != nil {
+		if a.NestedType.Nesting == tfprotov6.SchemaObjectNestingModeSingle {
+			return "Attributes"
+		}
 		return "Attributes List"
 	}
 	switch {

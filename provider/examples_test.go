@@ -13,6 +13,8 @@ import (
 // after each apply).
 func TestAccExamples(t *testing.T) {
 	p := startPlatform(t)
+	c := startCluster(t)
+	provider := p.providerBlockFor(c)
 	files, err := filepath.Glob(filepath.Join("..", "examples", "provider", "*", "*", "*.tf"))
 	if err != nil || len(files) < 8 {
 		t.Fatalf("examples %v, %v; want one per resource, data source and ephemeral resource", files, err)
@@ -25,7 +27,7 @@ func TestAccExamples(t *testing.T) {
 		t.Run(filepath.Base(filepath.Dir(f)), func(t *testing.T) {
 			resource.Test(t, resource.TestCase{
 				ProtoV6ProviderFactories: factories(),
-				Steps:                    []resource.TestStep{{Config: p.providerBlock() + string(b)}},
+				Steps:                    []resource.TestStep{{Config: provider + string(b)}},
 			})
 		})
 	}

@@ -14,11 +14,14 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/render"
 )
 
-// modelResource is llmplat_model: the model as the platform declares it.
+// modelResource is llmplat_model: the model as the platform declares it
+// and, with a deployment, its engines' objects in the cluster.
 type modelResource struct {
 	client *admin.Client
+	data   *providerData
 }
 
 func newModelResource() resource.Resource { return &modelResource{} }
@@ -26,16 +29,19 @@ func newModelResource() resource.Resource { return &modelResource{} }
 var (
 	_ resource.ResourceWithConfigure   = (*modelResource)(nil)
 	_ resource.ResourceWithImportState = (*modelResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*modelResource)(nil)
 )
 
 type modelModel struct {
-	ID               types.String `tfsdk:"id"`
-	Name             types.String `tfsdk:"name"`
-	ServedName       types.String `tfsdk:"served_name"`
-	PromptPrice      types.Int64  `tfsdk:"prompt_price_micro_per_mtok"`
-	CompletionPrice  types.Int64  `tfsdk:"completion_price_micro_per_mtok"`
-	MaxContextTokens types.Int64  `tfsdk:"max_context_tokens"`
-	MaxOutputTokens  types.Int64  `tfsdk:"max_output_tokens"`
+	ID                types.String     `tfsdk:"id"`
+	Name              types.String     `tfsdk:"name"`
+	ServedName        types.String     `tfsdk:"served_name"`
+	PromptPrice       types.Int64      `tfsdk:"prompt_price_micro_per_mtok"`
+	CompletionPrice   types.Int64      `tfsdk:"completion_price_micro_per_mtok"`
+	MaxContextTokens  types.Int64      `tfsdk:"max_context_tokens"`
+	MaxOutputTokens   types.Int64      `tfsdk:"max_output_tokens"`
+	Deployment        *deploymentModel `tfsdk:"deployment"`
+	KubernetesObjects types.Map        `tfsdk:"kubernetes_objects"`
 }
 
 func (r *modelResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -46,8 +52,11 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 	positive := []validator.Int64{positiveValidator{}}
 	resp.Schema = schema.Schema{
 		Description: "A model the platform serves: its name, the name its engines answer to, its prices and limits " +
-			"(PUT /admin/models/{name}); changes apply in place, and destroy removes it from the platform. This resource " +
-			"manages no cluster objects: render those with `llmplat render`, or feed `llmplat_capacity_plan`'s flags to your deployment.",
+			"(PUT /admin/models/{name}), and with `deployment` its engines in the cluster: the Deployment, headless " +
+			"Service, PodDisruptionBudget and KEDA ScaledObject of `llmplat render`, server-side applied with the " +
+			"provider's kubernetes access. Changes apply in place; a refresh notices a changed price and a cluster object " +
+			"changed or deleted outside Terraform (`kubernetes_objects`), and the next apply puts them back. Destroy " +
+			"removes the objects, then the model. Without `deployment` the resource manages no cluster objects.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The model's name.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -59,15 +68,22 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"completion_price_micro_per_mtok": schema.Int64Attribute{Required: true, Validators: []validator.Int64{nonNegativeValidator{}},
 				Description: "Microcredits per million completion tokens."},
 			"max_context_tokens": schema.Int64Attribute{Required: true, Validators: positive,
-				Description: "The longest context a request may have (the engine's --max-model-len, as llmplat_capacity_plan gives it)."},
+				Description: "The longest context a request may have; with a deployment, at most its max_model_len."},
 			"max_output_tokens": schema.Int64Attribute{Required: true, Validators: positive,
 				Description: "The longest answer a request may ask for."},
+			"deployment": deploymentSchema(),
+			"kubernetes_objects": schema.MapAttribute{Computed: true, ElementType: types.StringType,
+				Description: "The deployment's objects (Kind/namespace/name), each with the digest of what was applied, or \"" +
+					driftChanged + "\" or \"" + driftAbsent + "\" when a refresh found it so."},
 		},
 	}
 }
 
 func (r *modelResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+	r.data = dataFrom(req.ProviderData, &resp.Diagnostics)
+	if r.data != nil {
+		r.client = r.data.client
+	}
 }
 
 func (m *modelModel) spec() admin.ModelSpec {
@@ -82,9 +98,12 @@ func (m *modelModel) set(x admin.Model) {
 	m.MaxContextTokens, m.MaxOutputTokens = types.Int64Value(int64(x.MaxContextTokens)), types.Int64Value(int64(x.MaxOutputTokens))
 }
 
-// put declares the model as the plan says and records the answer in
-// state: Create and Update alike, since PUT is an upsert.
-func (r *modelResource) put(ctx context.Context, plan tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
+// put declares the model as the plan says, applies its objects, and
+// records the answer in state: Create and Update alike, since both the
+// admin API's PUT and server-side apply are upserts. prior is the state
+// before (nil on create): objects it had that the plan no longer has (a
+// namespace changed, the deployment dropped) are removed.
+func (r *modelResource) put(ctx context.Context, plan tfsdk.Plan, prior *modelModel, state *tfsdk.State, diags *diag.Diagnostics) {
 	var m modelModel
 	diags.Append(plan.Get(ctx, &m)...)
 	if diags.HasError() {
@@ -96,11 +115,80 @@ func (r *modelResource) put(ctx context.Context, plan tfsdk.Plan, state *tfsdk.S
 		return
 	}
 	m.set(x)
+	want, ok := r.objectsOf(ctx, &m, diags)
+	if !ok {
+		return
+	}
+	if prior != nil {
+		had, ok := r.objectsOf(ctx, prior, diags)
+		if !ok {
+			return
+		}
+		var gone []kubeObject
+		for _, o := range had {
+			if _, keep := digests(want)[o.key]; !keep {
+				gone = append(gone, o)
+			}
+		}
+		if len(gone) > 0 {
+			if err := r.data.kube.remove(ctx, gone); err != nil {
+				diags.AddError("Old cluster objects not removed", err.Error())
+				return
+			}
+		}
+	}
+	if len(want) > 0 {
+		if _, err := r.data.kube.apply(ctx, want, false); err != nil {
+			// The model is declared: keep it in state, tainted by the
+			// error, so the next apply finishes the job.
+			m.KubernetesObjects = types.MapNull(types.StringType)
+			diags.Append(state.Set(ctx, &m)...)
+			diags.AddError("Cluster objects not applied", err.Error())
+			return
+		}
+	}
+	m.KubernetesObjects = objectsMap(want, diags)
 	diags.Append(state.Set(ctx, &m)...)
 }
 
+// objectsOf renders m's deployment into its objects; none without one.
+func (r *modelResource) objectsOf(ctx context.Context, m *modelModel, diags *diag.Diagnostics) ([]kubeObject, bool) {
+	if m.Deployment == nil {
+		return nil, true
+	}
+	if r.data == nil || r.data.kube == nil {
+		diags.AddAttributeError(path.Root("deployment"), "No Kubernetes access", noKubeMessage)
+		return nil, false
+	}
+	mm, err := render.RenderModel(m.Deployment.render(m.Name.ValueString(), m.ServedName.ValueString()))
+	if err != nil {
+		diags.AddAttributeError(path.Root("deployment"), "Deployment not rendered", err.Error())
+		return nil, false
+	}
+	objs, err := decodeObjects(mm.Data)
+	if err != nil {
+		diags.AddError("Deployment not rendered", err.Error())
+		return nil, false
+	}
+	return objs, true
+}
+
+// objectsMap is kubernetes_objects for objs: null without a deployment.
+func objectsMap(objs []kubeObject, diags *diag.Diagnostics) types.Map {
+	if len(objs) == 0 {
+		return types.MapNull(types.StringType)
+	}
+	v, d := types.MapValueFrom(context.Background(), types.StringType, digests(objs))
+	diags.Append(d...)
+	return v
+}
+
+const noKubeMessage = "deployment applies the model's objects to a cluster, and the provider was given no Kubernetes access: " +
+	"add a kubernetes block to the provider (config_path, or host with a token or exec), or set " + EnvKubeConfigPath +
+	". Without deployment, llmplat_model only registers the model with the platform."
+
 func (r *modelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.put(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+	r.put(ctx, req.Plan, nil, &resp.State, &resp.Diagnostics)
 }
 
 func (r *modelResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -119,11 +207,30 @@ func (r *modelResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		return
 	}
 	m.set(x)
+	if m.Deployment != nil && r.data != nil && r.data.kube != nil {
+		objs, ok := r.objectsOf(ctx, &m, &resp.Diagnostics)
+		if !ok {
+			return
+		}
+		seen, err := r.data.kube.observe(ctx, objs)
+		if err != nil {
+			resp.Diagnostics.AddError("Cluster objects not read", err.Error())
+			return
+		}
+		v, d := types.MapValueFrom(ctx, types.StringType, seen)
+		resp.Diagnostics.Append(d...)
+		m.KubernetesObjects = v
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
 func (r *modelResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.put(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+	var prior modelModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &prior)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	r.put(ctx, req.Plan, &prior, &resp.State, &resp.Diagnostics)
 }
 
 func (r *modelResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
@@ -132,11 +239,26 @@ func (r *modelResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	// The engines first: a model the platform no longer knows should not
+	// keep GPUs busy.
+	objs, ok := r.objectsOf(ctx, &m, &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	if len(objs) > 0 {
+		if err := r.data.kube.remove(ctx, objs); err != nil {
+			resp.Diagnostics.AddError("Cluster objects not removed", err.Error())
+			return
+		}
+	}
 	if err := r.client.DeleteModel(ctx, m.ID.ValueString()); err != nil && !notFound(err) {
 		resp.Diagnostics.AddError("Model not removed", err.Error())
 	}
 }
 
+// ImportState takes a model by name. Its deployment is not read back from
+// the cluster: declare it in the configuration, and the next apply adopts
+// the objects (server-side apply takes over their fields).
 func (r *modelResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resource.ImportStatePassthroughID(ctx, path.Root("id"), req, resp)
 }

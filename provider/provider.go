@@ -38,8 +38,16 @@ type llmplatProvider struct {
 }
 
 type providerModel struct {
-	Endpoint types.String `tfsdk:"endpoint"`
-	Token    types.String `tfsdk:"token"`
+	Endpoint   types.String     `tfsdk:"endpoint"`
+	Token      types.String     `tfsdk:"token"`
+	Kubernetes *kubernetesModel `tfsdk:"kubernetes"`
+}
+
+// providerData is what the provider hands its resources and data sources.
+type providerData struct {
+	client *admin.Client
+	// kube is the cluster's access; nil when the provider was given none.
+	kube *kubeAccess
 }
 
 func (p *llmplatProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -49,7 +57,9 @@ func (p *llmplatProvider) Metadata(_ context.Context, _ provider.MetadataRequest
 
 func (p *llmplatProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "Manages an llmplat platform through its admin API: teams, credits, API keys, models and on-premises nodes.",
+		Description: "Manages an llmplat platform through its admin API: teams, credits, API keys, models and on-premises nodes, " +
+			"and the models' Kubernetes objects.",
+		Blocks: map[string]schema.Block{"kubernetes": kubernetesBlock()},
 		Attributes: map[string]schema.Attribute{
 			"endpoint": schema.StringAttribute{
 				Optional:    true,
@@ -70,7 +80,7 @@ func (p *llmplatProvider) Configure(ctx context.Context, req provider.ConfigureR
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if cfg.Endpoint.IsUnknown() || cfg.Token.IsUnknown() {
+	if cfg.Endpoint.IsUnknown() || cfg.Token.IsUnknown() || cfg.Kubernetes.unknown() {
 		// Known only after another resource's apply: configure then.
 		return
 	}
@@ -92,7 +102,16 @@ func (p *llmplatProvider) Configure(ctx context.Context, req provider.ConfigureR
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid llmplat endpoint", err.Error())
 		return
 	}
-	resp.ResourceData, resp.DataSourceData = client, client
+	data := &providerData{client: client}
+	if cfg.Kubernetes.configured() {
+		rc, diags := cfg.Kubernetes.restConfig(ctx)
+		resp.Diagnostics.Append(diags...)
+		if diags.HasError() {
+			return
+		}
+		data.kube = &kubeAccess{config: rc}
+	}
+	resp.ResourceData, resp.DataSourceData = data, data
 }
 
 func (p *llmplatProvider) Resources(context.Context) []func() resource.Resource {

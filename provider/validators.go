@@ -2,6 +2,8 @@ package provider
 
 import (
 	"context"
+	"regexp"
+	"strconv"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -106,3 +108,28 @@ func (keyShapeValidator) ValidateString(_ context.Context, req validator.StringR
 			"The secret must be llp_ followed by 43 base62 characters: mint it with the llmplat_key_material ephemeral resource.")
 	}
 }
+
+// kubeName is a Kubernetes name (an RFC 1123 label).
+var kubeName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
+
+// kubeNameValidator refuses a name Kubernetes would.
+type kubeNameValidator struct{}
+
+func (kubeNameValidator) Description(context.Context) string {
+	return "a Kubernetes name: lower-case letters, digits and -, at most 63"
+}
+
+func (v kubeNameValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (kubeNameValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if !kubeName.MatchString(req.ConfigValue.ValueString()) {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Kubernetes name",
+			strconv.Quote(req.ConfigValue.ValueString())+" is not a Kubernetes name: lower-case letters, digits and -, at most 63, "+
+				"starting and ending with a letter or digit.")
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

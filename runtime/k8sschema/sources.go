@@ -52,6 +52,20 @@ func modCache() (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
+// ScaledObjectCRD returns the path of KEDA's ScaledObject CRD in the
+// module cache, for a test API server that must serve the kind.
+func ScaledObjectCRD() (string, error) {
+	cache, err := modCache()
+	if err != nil {
+		return "", err
+	}
+	p := filepath.Join(moduleDir(cache, KEDAModule), "config", "crd", "bases", "keda.sh_scaledobjects.yaml")
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("%w: %s", ErrMissing, p)
+	}
+	return p, nil
+}
+
 // Load returns a validator of every kind the platform's manifests use:
 // the built-in kinds of Kubernetes, KEDA's ScaledObject, Karpenter's
 // NodePool and EC2NodeClass, and the Prometheus Operator's ServiceMonitor,

@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -44,7 +46,8 @@ var quiet sync.Once
 
 // Start starts an API server of the test's own, stopped when the test
 // ends: a server idling on after its tests would only load the machine.
-func Start(tb testing.TB) Env {
+// It serves the CustomResourceDefinitions in crds (YAML files) as well.
+func Start(tb testing.TB, crds ...string) Env {
 	tb.Helper()
 	dir := os.Getenv(AssetsEnv)
 	for _, bin := range []string{"kube-apiserver", "etcd"} {
@@ -61,7 +64,8 @@ func Start(tb testing.TB) Env {
 		ctrllog.SetLogger(logr.Discard())
 	})
 	env := &envtest.Environment{BinaryAssetsDirectory: dir,
-		ControlPlaneStartTimeout: 3 * time.Minute, ControlPlaneStopTimeout: time.Minute}
+		ControlPlaneStartTimeout: 3 * time.Minute, ControlPlaneStopTimeout: time.Minute,
+		CRDInstallOptions: envtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true}}
 	cfg, err := env.Start()
 	if err != nil {
 		tb.Fatalf("kubetest: start the API server: %v", err)
@@ -81,4 +85,21 @@ func Start(tb testing.TB) Env {
 		tb.Fatalf("kubetest: create namespace %s: %v", Namespace, err)
 	}
 	return Env{Config: cfg, Client: client, Namespace: Namespace}
+}
+
+// Kubeconfig writes a kubeconfig file for the API server (its admin user,
+// context "kubetest") into a folder of the test's and returns its path.
+func (e Env) Kubeconfig(tb testing.TB) string {
+	tb.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["kubetest"] = &clientcmdapi.Cluster{Server: e.Config.Host, CertificateAuthorityData: e.Config.CAData}
+	cfg.AuthInfos["kubetest"] = &clientcmdapi.AuthInfo{ClientCertificateData: e.Config.CertData,
+		ClientKeyData: e.Config.KeyData, Token: e.Config.BearerToken}
+	cfg.Contexts["kubetest"] = &clientcmdapi.Context{Cluster: "kubetest", AuthInfo: "kubetest", Namespace: e.Namespace}
+	cfg.CurrentContext = "kubetest"
+	p := filepath.Join(tb.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, p); err != nil {
+		tb.Fatalf("kubetest: write kubeconfig: %v", err)
+	}
+	return p
 }

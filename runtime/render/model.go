@@ -67,9 +67,6 @@ func RenderModel(d ModelDeployment) (ModelManifest, error) {
 	if err != nil {
 		return ModelManifest{}, fmt.Errorf("%w: workload: %w", ErrInvalid, err)
 	}
-	if err := in.Workloads[0].WithDefaults().Validate(); err != nil {
-		return ModelManifest{}, fmt.Errorf("%w: workload: %w", ErrInvalid, err)
-	}
 	plan, err := capacity.Plan(in)
 	if err != nil {
 		return ModelManifest{}, fmt.Errorf("%w: workload: %w", ErrInvalid, err)

@@ -15,3 +15,35 @@ resource "llmplat_model" "qwen_32b" {
   max_context_tokens              = data.llmplat_capacity_plan.qwen_32b.max_model_len
   max_output_tokens               = 2048
 }
+
+# A model with its engines in the cluster (the provider's kubernetes
+# block): the planner sizes the engine, KEDA scales it to zero outside
+# office hours and keeps one replica warm inside them.
+resource "llmplat_model" "llama_70b" {
+  name                            = "llama-70b"
+  served_name                     = "llama-70b"
+  prompt_price_micro_per_mtok     = 4750000
+  completion_price_micro_per_mtok = 19000000
+  max_context_tokens              = 8192
+  max_output_tokens               = 1024
+
+  deployment = {
+    namespace                   = "llmplat"
+    revision                    = "2024-07-23"
+    s3_bucket                   = "llmplat-models"
+    s3_region                   = "eu-central-1"
+    engine_image                = "vllm/vllm-openai:v0.10.1"
+    platform_image              = "llmplat/llmplat:0.1.0"
+    prometheus_url              = "http://prometheus-operated.monitoring.svc:9090"
+    gpu                         = "L40S"
+    gpus_per_replica            = 4
+    planned_streams_per_replica = 8
+    min_replicas                = 0
+    max_replicas                = 3
+    warm = {
+      timezone = "Europe/Berlin"
+      start    = "0 8 * * 1-5"
+      end      = "0 19 * * 1-5"
+    }
+  }
+}
