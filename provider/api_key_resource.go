@@ -216,6 +216,11 @@ func (m *apiKeyModel) setKey(k admin.Key) {
 }
 
 func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if r.client == nil {
+		// The provider's endpoint or token is known only after another
+		// resource's apply: keep the state as it is until then.
+		return
+	}
 	var m apiKeyModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() {

@@ -47,3 +47,15 @@ func parseID(s string, diags *diag.Diagnostics) (int64, bool) {
 	}
 	return id, true
 }
+
+// configured reports whether the provider has its admin client; a data
+// source cannot be read before, and says why.
+func configured(c *admin.Client, diags *diag.Diagnostics) bool {
+	if c == nil {
+		diags.AddError("Provider not configured yet",
+			"The llmplat provider's endpoint or token is not known yet (it comes from a resource not applied): "+
+				"a data source can be read only once they are.")
+		return false
+	}
+	return true
+}

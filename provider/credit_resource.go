@@ -121,6 +121,11 @@ func (r *creditResource) Create(ctx context.Context, req resource.CreateRequest,
 // Read keeps the grant: a ledger entry never changes. A team that is
 // gone takes its grants out of the state.
 func (r *creditResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if r.client == nil {
+		// The provider's endpoint or token is known only after another
+		// resource's apply: keep the state as it is until then.
+		return
+	}
 	var m creditModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() {

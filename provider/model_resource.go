@@ -192,6 +192,11 @@ func (r *modelResource) Create(ctx context.Context, req resource.CreateRequest, 
 }
 
 func (r *modelResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if r.client == nil {
+		// The provider's endpoint or token is known only after another
+		// resource's apply: keep the state as it is until then.
+		return
+	}
 	var m modelModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() {

@@ -52,6 +52,9 @@ func (d *modelsDataSource) Configure(_ context.Context, req datasource.Configure
 }
 
 func (d *modelsDataSource) Read(ctx context.Context, _ datasource.ReadRequest, resp *datasource.ReadResponse) {
+	if !configured(d.client, &resp.Diagnostics) {
+		return
+	}
 	models, err := d.client.ListModels(ctx)
 	if err != nil {
 		resp.Diagnostics.AddError("Models not read", err.Error())

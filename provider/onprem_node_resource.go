@@ -155,6 +155,11 @@ func (r *onpremNodeResource) finish(ctx context.Context, m *onpremNodeModel, dia
 }
 
 func (r *onpremNodeResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	if r.client == nil {
+		// The provider's endpoint or token is known only after another
+		// resource's apply: keep the state as it is until then.
+		return
+	}
 	var m onpremNodeModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() {

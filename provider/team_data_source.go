@@ -43,6 +43,9 @@ func (d *teamDataSource) Configure(_ context.Context, req datasource.ConfigureRe
 }
 
 func (d *teamDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	if !configured(d.client, &resp.Diagnostics) {
+		return
+	}
 	var m teamModel
 	resp.Diagnostics.Append(req.Config.Get(ctx, &m)...)
 	if resp.Diagnostics.HasError() {
