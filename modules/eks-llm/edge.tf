@@ -1,0 +1,196 @@
+# TLS at the edge: an ACM certificate for the gateway's name, a Network Load
+# Balancer whose TLS listener ends TLS and forwards to the gateway pods by
+# IP (the AWS Load Balancer Controller's TargetGroupBinding, applied by the
+# in-cluster layer, keeps the target group's pods current). Streams are long:
+# the TCP idle timeout is raised to the gateway's own stream timeout.
+
+resource "aws_acm_certificate" "gateway" {
+  domain_name       = var.gateway_domain
+  validation_method = "DNS"
+  key_algorithm     = "EC_prime256v1"
+  tags              = local.tags
+
+  lifecycle {
+    create_before_destroy = true
+  }
+}
+
+# Keyed by the name, known at plan (the validation options are not).
+resource "aws_route53_record" "gateway_validation" {
+  for_each = var.route53_zone_id == null ? toset([]) : toset([var.gateway_domain])
+
+  zone_id         = var.route53_zone_id
+  name            = one([for o in aws_acm_certificate.gateway.domain_validation_options : o.resource_record_name if o.domain_name == each.key])
+  type            = one([for o in aws_acm_certificate.gateway.domain_validation_options : o.resource_record_type if o.domain_name == each.key])
+  records         = [one([for o in aws_acm_certificate.gateway.domain_validation_options : o.resource_record_value if o.domain_name == each.key])]
+  ttl             = 300
+  allow_overwrite = true
+}
+
+resource "aws_acm_certificate_validation" "gateway" {
+  count = var.route53_zone_id == null ? 0 : 1
+
+  certificate_arn         = aws_acm_certificate.gateway.arn
+  validation_record_fqdns = [for r in aws_route53_record.gateway_validation : r.fqdn]
+}
+
+resource "aws_security_group" "gateway_lb" {
+  name        = "${var.name}-gateway-lb"
+  description = "The gateway's load balancer: TLS from the clients' CIDRs"
+  vpc_id      = local.vpc_id
+  tags        = merge(local.tags, { Name = "${var.name}-gateway-lb" })
+}
+
+resource "aws_vpc_security_group_ingress_rule" "gateway_lb_tls" {
+  for_each = toset(var.gateway_client_cidrs)
+
+  security_group_id = aws_security_group.gateway_lb.id
+  description       = "TLS from clients"
+  ip_protocol       = "tcp"
+  from_port         = 443
+  to_port           = 443
+  cidr_ipv4         = each.value
+}
+
+resource "aws_vpc_security_group_egress_rule" "gateway_lb_to_pods" {
+  security_group_id            = aws_security_group.gateway_lb.id
+  description                  = "To the gateway pods"
+  ip_protocol                  = "tcp"
+  from_port                    = local.gateway_port
+  to_port                      = local.gateway_port
+  referenced_security_group_id = local.cluster_security_group_id
+}
+
+resource "aws_vpc_security_group_ingress_rule" "pods_from_gateway_lb" {
+  security_group_id            = local.cluster_security_group_id
+  description                  = "The gateway's load balancer to the gateway pods"
+  ip_protocol                  = "tcp"
+  from_port                    = local.gateway_port
+  to_port                      = local.gateway_port
+  referenced_security_group_id = aws_security_group.gateway_lb.id
+}
+
+locals {
+  # The gateway container's port (templates/platform.yaml.tmpl).
+  gateway_port = 8080
+}
+
+resource "aws_lb" "gateway" {
+  name                             = "${var.name}-gateway"
+  load_balancer_type               = "network"
+  internal                         = var.gateway_internal
+  subnets                          = var.gateway_internal ? local.private_subnet_ids : local.public_subnet_ids
+  security_groups                  = [aws_security_group.gateway_lb.id]
+  enable_cross_zone_load_balancing = true
+  enable_deletion_protection       = var.database.deletion_protection
+  tags                             = local.tags
+
+  lifecycle {
+    precondition {
+      condition     = var.gateway_internal || length(local.public_subnet_ids) > 0
+      error_message = "An internet-facing gateway (gateway_internal = false) needs public subnets."
+    }
+  }
+}
+
+resource "aws_lb_target_group" "gateway" {
+  name                 = "${var.name}-gateway"
+  port                 = local.gateway_port
+  protocol             = "TCP"
+  target_type          = "ip"
+  vpc_id               = local.vpc_id
+  deregistration_delay = 60
+
+  health_check {
+    protocol            = "HTTP"
+    path                = "/healthz"
+    port                = "traffic-port"
+    healthy_threshold   = 2
+    unhealthy_threshold = 2
+    interval            = 10
+  }
+
+  tags = local.tags
+}
+
+resource "aws_lb_listener" "gateway_tls" {
+  load_balancer_arn        = aws_lb.gateway.arn
+  port                     = 443
+  protocol                 = "TLS"
+  certificate_arn          = aws_acm_certificate.gateway.arn
+  ssl_policy               = "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
+  tcp_idle_timeout_seconds = 3600
+
+  default_action {
+    type             = "forward"
+    target_group_arn = aws_lb_target_group.gateway.arn
+  }
+
+  depends_on = [aws_acm_certificate_validation.gateway]
+}
+
+resource "aws_route53_record" "gateway" {
+  count = var.route53_zone_id == null ? 0 : 1
+
+  zone_id = var.route53_zone_id
+  name    = var.gateway_domain
+  type    = "A"
+
+  alias {
+    name                   = aws_lb.gateway.dns_name
+    zone_id                = aws_lb.gateway.zone_id
+    evaluate_target_health = true
+  }
+}
+
+# The AWS Load Balancer Controller, for the TargetGroupBinding only: it
+# registers the gateway pods' IPs in the target group.
+resource "aws_iam_role" "lb_controller" {
+  name = "${var.name}-lb-controller"
+  assume_role_policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Service = "pods.eks.amazonaws.com" }
+      Action    = ["sts:AssumeRole", "sts:TagSession"]
+    }]
+  })
+  tags = local.tags
+}
+
+resource "aws_iam_role_policy" "lb_controller" {
+  name = "target-group-binding"
+  role = aws_iam_role.lb_controller.id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [
+      {
+        Sid      = "Targets"
+        Effect   = "Allow"
+        Action   = ["elasticloadbalancing:RegisterTargets", "elasticloadbalancing:DeregisterTargets"]
+        Resource = aws_lb_target_group.gateway.arn
+      },
+      {
+        Sid    = "Read"
+        Effect = "Allow"
+        Action = [
+          "elasticloadbalancing:DescribeTargetGroups", "elasticloadbalancing:DescribeTargetHealth",
+          "elasticloadbalancing:DescribeLoadBalancers", "elasticloadbalancing:DescribeListeners",
+          "elasticloadbalancing:DescribeTags", "ec2:DescribeInstances", "ec2:DescribeNetworkInterfaces",
+          "ec2:DescribeSecurityGroups", "ec2:DescribeSubnets", "ec2:DescribeVpcs",
+        ]
+        Resource = "*"
+      },
+    ]
+  })
+}
+
+resource "aws_eks_pod_identity_association" "lb_controller" {
+  cluster_name    = aws_eks_cluster.this.name
+  namespace       = "kube-system"
+  service_account = "aws-load-balancer-controller"
+  role_arn        = aws_iam_role.lb_controller.arn
+  tags            = local.tags
+
+  depends_on = [aws_eks_addon.this]
+}

@@ -1,0 +1,117 @@
+output "cluster_name" {
+  description = "The EKS cluster's name."
+  value       = aws_eks_cluster.this.name
+}
+
+output "cluster_endpoint" {
+  description = "The Kubernetes API's URL."
+  value       = aws_eks_cluster.this.endpoint
+}
+
+output "cluster_ca_data" {
+  description = "The cluster's CA certificate, base64 (as a kubeconfig holds it)."
+  value       = aws_eks_cluster.this.certificate_authority[0].data
+}
+
+output "kubeconfig" {
+  description = "A kubeconfig for the cluster that takes its token from `aws eks get-token` (no credential in it)."
+  value = yamlencode({
+    apiVersion      = "v1"
+    kind            = "Config"
+    current-context = var.name
+    clusters = [{
+      name    = var.name
+      cluster = { server = aws_eks_cluster.this.endpoint, certificate-authority-data = aws_eks_cluster.this.certificate_authority[0].data }
+    }]
+    contexts = [{ name = var.name, context = { cluster = var.name, user = var.name } }]
+    users = [{
+      name = var.name
+      user = { exec = {
+        apiVersion = "client.authentication.k8s.io/v1beta1"
+        command    = "aws"
+        args       = ["eks", "get-token", "--cluster-name", var.name, "--region", local.region]
+      } }
+    }]
+  })
+}
+
+output "region" {
+  description = "The region everything is in."
+  value       = local.region
+}
+
+output "vpc_id" {
+  description = "The VPC."
+  value       = local.vpc_id
+}
+
+output "private_subnet_ids" {
+  description = "The private subnets (nodes, data stores)."
+  value       = local.private_subnet_ids
+}
+
+output "karpenter" {
+  description = "What Karpenter's Helm release and EC2NodeClass need: the controller's role, the GPU nodes' role and instance profile, the interruption queue."
+  value = {
+    controller_role_arn = aws_iam_role.karpenter.arn
+    node_role_name      = aws_iam_role.karpenter_node.name
+    node_role_arn       = aws_iam_role.karpenter_node.arn
+    instance_profile    = aws_iam_instance_profile.karpenter_node.name
+    interruption_queue  = aws_sqs_queue.karpenter_interruption.name
+  }
+}
+
+output "database" {
+  description = "Aurora PostgreSQL: its writer endpoint, port, database, and the Secrets Manager secret (username and password, rotated by RDS) the platform's database URL is built from."
+  value = {
+    endpoint   = aws_rds_cluster.this.endpoint
+    port       = aws_rds_cluster.this.port
+    name       = aws_rds_cluster.this.database_name
+    secret_arn = aws_rds_cluster.this.master_user_secret[0].secret_arn
+  }
+}
+
+output "redis" {
+  description = "ElastiCache Redis: the primary endpoint (TLS, rediss://), and the secret holding the AUTH token."
+  value = {
+    endpoint   = aws_elasticache_replication_group.this.primary_endpoint_address
+    port       = aws_elasticache_replication_group.this.port
+    secret_arn = aws_secretsmanager_secret.redis.arn
+  }
+}
+
+output "model_bucket" {
+  description = "The model bucket (s3://<bucket>/<model>/<revision>/)."
+  value       = aws_s3_bucket.models.bucket
+}
+
+output "modelsync_role_arn" {
+  description = "The read-only role of the model pods' modelsync init container."
+  value       = aws_iam_role.modelsync.arn
+}
+
+output "gateway" {
+  description = "The gateway's edge: its URL, the load balancer's DNS name, the target group the TargetGroupBinding fills, the certificate and (without route53_zone_id) the DNS records that validate it."
+  value = {
+    url                     = "https://${var.gateway_domain}"
+    lb_dns_name             = aws_lb.gateway.dns_name
+    target_group_arn        = aws_lb_target_group.gateway.arn
+    certificate_arn         = aws_acm_certificate.gateway.arn
+    lb_controller_role_arn  = aws_iam_role.lb_controller.arn
+    certificate_validations = [for o in aws_acm_certificate.gateway.domain_validation_options : { name = o.resource_record_name, type = o.resource_record_type, value = o.resource_record_value }]
+  }
+}
+
+output "platform_description" {
+  description = "The cluster's part of the platform description `llmplat render` and the provider's llmplat_platform_manifests read: cluster, GPU nodes' role, namespace, model cache and GPU pools. The in-cluster layer adds images, models and their workloads."
+  value = {
+    cluster   = var.name
+    node_role = aws_iam_role.karpenter_node.name
+    namespace = var.namespace
+    model_cache = {
+      bucket = aws_s3_bucket.models.bucket
+      region = local.region
+    }
+    gpu_pool = var.gpu_pool
+  }
+}

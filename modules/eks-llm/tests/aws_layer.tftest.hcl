@@ -1,0 +1,275 @@
+# The AWS layer's properties that matter, checked offline against a mocked
+# aws provider: `terraform test` in modules/eks-llm (make test runs it).
+
+mock_provider "aws" {
+  mock_data "aws_availability_zones" {
+    defaults = { names = ["eu-central-1a", "eu-central-1b", "eu-central-1c"] }
+  }
+  mock_data "aws_partition" {
+    defaults = { partition = "aws", dns_suffix = "amazonaws.com" }
+  }
+  mock_data "aws_caller_identity" {
+    defaults = { account_id = "123456789012" }
+  }
+  mock_data "aws_region" {
+    defaults = { name = "eu-central-1" }
+  }
+  mock_data "aws_secretsmanager_random_password" {
+    defaults = { random_password = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01" }
+  }
+  mock_resource "aws_eks_cluster" {
+    defaults = {
+      arn                   = "arn:aws:eks:eu-central-1:123456789012:cluster/inference"
+      endpoint              = "https://inference.eks.example"
+      certificate_authority = [{ data = "Y2E=" }]
+    }
+  }
+  mock_resource "aws_rds_cluster" {
+    defaults = {
+      master_user_secret = [{ secret_arn = "arn:aws:secretsmanager:eu-central-1:123456789012:secret:rds-ledger", kms_key_id = "k", secret_status = "active" }]
+    }
+  }
+  # Applied resources get ARNs of the right shape: the provider checks the
+  # ARNs one resource hands another.
+  mock_resource "aws_kms_key" {
+    defaults = { arn = "arn:aws:kms:eu-central-1:123456789012:key/00000000-0000-0000-0000-000000000000" }
+  }
+  mock_resource "aws_iam_role" {
+    defaults = { arn = "arn:aws:iam::123456789012:role/mock" }
+  }
+  mock_resource "aws_lb" {
+    defaults = { arn = "arn:aws:elasticloadbalancing:eu-central-1:123456789012:loadbalancer/net/inference-gateway/0123456789abcdef" }
+  }
+  mock_resource "aws_lb_target_group" {
+    defaults = { arn = "arn:aws:elasticloadbalancing:eu-central-1:123456789012:targetgroup/inference-gateway/0123456789abcdef" }
+  }
+  mock_resource "aws_acm_certificate" {
+    defaults = { arn = "arn:aws:acm:eu-central-1:123456789012:certificate/00000000-0000-0000-0000-000000000000" }
+  }
+  mock_resource "aws_secretsmanager_secret" {
+    defaults = { arn = "arn:aws:secretsmanager:eu-central-1:123456789012:secret:inference-redis-auth" }
+  }
+  mock_resource "aws_s3_bucket" {
+    defaults = { arn = "arn:aws:s3:::inference-models-123456789012" }
+  }
+  mock_resource "aws_sqs_queue" {
+    defaults = { arn = "arn:aws:sqs:eu-central-1:123456789012:inference-karpenter-interruption" }
+  }
+}
+
+variables {
+  gateway_domain = "llm.example.com"
+}
+
+run "gpu_pools_are_the_seeds" {
+  command = plan
+
+  assert {
+    condition     = output.platform_description.gpu_pool.family == "g6e"
+    error_message = "The GPU NodePools must use the g6e family (L40S) only."
+  }
+  assert {
+    condition     = output.platform_description.gpu_pool.gpu_limit == 16
+    error_message = "The GPU NodePools must be limited to 16 nvidia.com/gpu each."
+  }
+  assert {
+    condition     = output.platform_description.gpu_pool.gpu == "l40s"
+    error_message = "The GPU pools are gpu-l40s and gpu-l40s-spot."
+  }
+  assert {
+    condition     = output.platform_description.cluster == "inference" && aws_eks_cluster.this.name == "inference"
+    error_message = "The cluster is called inference."
+  }
+  assert {
+    condition     = output.platform_description.node_role == aws_iam_role.karpenter_node.name
+    error_message = "The EC2NodeClass's role is the Karpenter node role."
+  }
+}
+
+run "system_nodes_are_m6i_on_al2023" {
+  command = plan
+
+  assert {
+    condition     = alltrue([for t in aws_eks_node_group.system.instance_types : startswith(t, "m6i.")])
+    error_message = "The system node group runs on m6i."
+  }
+  assert {
+    condition     = aws_eks_node_group.system.ami_type == "AL2023_x86_64_STANDARD" && aws_eks_node_group.system.capacity_type == "ON_DEMAND"
+    error_message = "The system node group is on-demand AL2023."
+  }
+  assert {
+    condition     = toset(keys(aws_eks_addon.this)) == toset(["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"])
+    error_message = "The add-ons are vpc-cni, kube-proxy, coredns and the pod identity agent."
+  }
+  assert {
+    condition     = aws_eks_cluster.this.access_config[0].authentication_mode == "API"
+    error_message = "Cluster access is by access entries."
+  }
+}
+
+run "every_data_store_is_encrypted" {
+  command = plan
+
+  assert {
+    condition     = aws_rds_cluster.this.storage_encrypted && aws_rds_cluster.this.manage_master_user_password
+    error_message = "Aurora must be encrypted at rest, its password managed by Secrets Manager."
+  }
+  assert {
+    condition     = aws_elasticache_replication_group.this.at_rest_encryption_enabled && aws_elasticache_replication_group.this.transit_encryption_enabled && aws_elasticache_replication_group.this.transit_encryption_mode == "required"
+    error_message = "ElastiCache must be encrypted at rest and in transit (TLS required)."
+  }
+  assert {
+    condition     = aws_elasticache_replication_group.this.multi_az_enabled && aws_elasticache_replication_group.this.automatic_failover_enabled && aws_elasticache_replication_group.this.num_cache_clusters >= 2
+    error_message = "ElastiCache must be multi-AZ with failover."
+  }
+  assert {
+    condition     = one([for r in aws_s3_bucket_server_side_encryption_configuration.models.rule : one(r.apply_server_side_encryption_by_default).sse_algorithm]) == "aws:kms"
+    error_message = "The model bucket must be encrypted with KMS."
+  }
+  assert {
+    condition     = contains(aws_eks_cluster.this.encryption_config[0].resources, "secrets")
+    error_message = "The cluster's Secrets must be encrypted with the module's key."
+  }
+  assert {
+    condition     = aws_sqs_queue.karpenter_interruption.sqs_managed_sse_enabled && aws_kms_key.data.enable_key_rotation
+    error_message = "The queue is encrypted and the key rotates."
+  }
+  assert {
+    condition     = aws_rds_cluster.this.deletion_protection
+    error_message = "Deletion protection is on by default."
+  }
+}
+
+run "no_data_store_is_public" {
+  command = plan
+
+  assert {
+    condition     = alltrue([for i in aws_rds_cluster_instance.this : !i.publicly_accessible])
+    error_message = "No Aurora instance may be publicly accessible."
+  }
+  assert {
+    condition     = aws_vpc_security_group_ingress_rule.database_from_cluster.cidr_ipv4 == null && aws_vpc_security_group_ingress_rule.database_from_cluster.from_port == 5432
+    error_message = "The database admits the cluster's security group only, on 5432."
+  }
+  assert {
+    condition     = aws_vpc_security_group_ingress_rule.redis_from_cluster.cidr_ipv4 == null && aws_vpc_security_group_ingress_rule.redis_from_cluster.from_port == 6379
+    error_message = "Redis admits the cluster's security group only, on 6379."
+  }
+  assert {
+    condition = (aws_s3_bucket_public_access_block.models.block_public_acls && aws_s3_bucket_public_access_block.models.block_public_policy
+    && aws_s3_bucket_public_access_block.models.ignore_public_acls && aws_s3_bucket_public_access_block.models.restrict_public_buckets)
+    error_message = "The model bucket must block every kind of public access."
+  }
+  assert {
+    condition     = aws_s3_bucket_versioning.models.versioning_configuration[0].status == "Enabled"
+    error_message = "The model bucket is versioned."
+  }
+  assert {
+    condition     = aws_eks_cluster.this.vpc_config[0].endpoint_public_access == false
+    error_message = "The Kubernetes API is private unless CIDRs are given."
+  }
+  assert {
+    condition     = aws_lb.gateway.internal && aws_lb_listener.gateway_tls.protocol == "TLS" && aws_lb_listener.gateway_tls.port == 443
+    error_message = "The gateway is reached by TLS on 443, internal by default."
+  }
+}
+
+run "interruption_queue_reaches_karpenter" {
+  command = apply
+
+  assert {
+    condition     = alltrue([for t in aws_cloudwatch_event_target.karpenter_interruption : t.arn == aws_sqs_queue.karpenter_interruption.arn])
+    error_message = "Every interruption rule must deliver to the queue."
+  }
+  assert {
+    condition     = contains([for r in aws_cloudwatch_event_rule.karpenter_interruption : jsondecode(r.event_pattern)["detail-type"][0]], "EC2 Spot Instance Interruption Warning")
+    error_message = "Spot interruption warnings must reach the queue."
+  }
+  assert {
+    condition     = one([for s in jsondecode(aws_iam_role_policy.karpenter.policy).Statement : s.Resource if s.Sid == "Interruptions"]) == aws_sqs_queue.karpenter_interruption.arn
+    error_message = "Karpenter's role must read the interruption queue."
+  }
+  assert {
+    condition     = output.karpenter.interruption_queue == aws_sqs_queue.karpenter_interruption.name
+    error_message = "The queue's name is an output, for Karpenter's settings.interruptionQueue."
+  }
+  assert {
+    condition     = aws_eks_pod_identity_association.karpenter.service_account == "karpenter" && aws_eks_pod_identity_association.karpenter.role_arn == aws_iam_role.karpenter.arn
+    error_message = "Karpenter's service account takes its role by Pod Identity."
+  }
+}
+
+run "modelsync_reads_only" {
+  command = apply
+
+  assert {
+    condition     = toset(flatten([for s in jsondecode(aws_iam_role_policy.modelsync.policy).Statement : s.Action])) == toset(["s3:ListBucket", "s3:GetObject", "kms:Decrypt"])
+    error_message = "modelsync's role may list and read the bucket and decrypt, nothing else."
+  }
+  assert {
+    condition     = aws_eks_pod_identity_association.modelsync.namespace == "llmplat" && aws_eks_pod_identity_association.modelsync.service_account == "vllm"
+    error_message = "The model pods' service account takes the read role."
+  }
+  assert {
+    condition     = output.database.secret_arn != "" && output.redis.secret_arn == aws_secretsmanager_secret.redis.arn
+    error_message = "The database's and Redis's secrets are outputs."
+  }
+}
+
+run "given_vpc" {
+  command = plan
+
+  variables {
+    vpc_id             = "vpc-0123456789abcdef0"
+    private_subnet_ids = ["subnet-a", "subnet-b", "subnet-c"]
+  }
+
+  assert {
+    condition     = length(aws_vpc.this) == 0 && length(aws_nat_gateway.this) == 0
+    error_message = "A given VPC is used, not a new one."
+  }
+  assert {
+    condition     = toset(keys(aws_ec2_tag.given_subnet_discovery)) == toset(["subnet-a", "subnet-b", "subnet-c"])
+    error_message = "Given subnets get Karpenter's discovery tag."
+  }
+}
+
+run "refuses_gpu_system_nodes" {
+  command = plan
+
+  variables {
+    system_instance_types = ["g6e.xlarge"]
+  }
+
+  expect_failures = [var.system_instance_types]
+}
+
+run "refuses_an_unbounded_gpu_pool" {
+  command = plan
+
+  variables {
+    gpu_pool = { gpu = "l40s", family = "g6e", gpu_limit = 0 }
+  }
+
+  expect_failures = [var.gpu_pool]
+}
+
+run "refuses_a_floor_above_the_cap" {
+  command = plan
+
+  variables {
+    database = { min_acu = 8, max_acu = 2 }
+  }
+
+  expect_failures = [var.database]
+}
+
+run "refuses_a_bad_domain" {
+  command = plan
+
+  variables {
+    gateway_domain = "not a domain"
+  }
+
+  expect_failures = [var.gateway_domain]
+}

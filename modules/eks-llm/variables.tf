@@ -1,0 +1,234 @@
+variable "name" {
+  description = "The EKS cluster's name; also the prefix of every resource and the karpenter.sh/discovery tag's value."
+  type        = string
+  default     = "inference"
+
+  validation {
+    condition     = can(regex("^[a-z][a-z0-9-]{1,30}[a-z0-9]$", var.name))
+    error_message = "name must be 3 to 32 lower-case letters, digits and -, starting with a letter."
+  }
+}
+
+variable "kubernetes_version" {
+  description = "The EKS control plane's Kubernetes version."
+  type        = string
+  default     = "1.33"
+
+  validation {
+    condition     = can(regex("^1\\.[0-9]+$", var.kubernetes_version))
+    error_message = "kubernetes_version is major.minor, for example 1.33."
+  }
+}
+
+variable "vpc_cidr" {
+  description = "The CIDR of the VPC the module creates; ignored when vpc_id is given."
+  type        = string
+  default     = "10.40.0.0/16"
+
+  validation {
+    condition     = can(cidrhost(var.vpc_cidr, 0)) && tonumber(split("/", var.vpc_cidr)[1]) <= 20
+    error_message = "vpc_cidr must be an IPv4 CIDR of /20 or larger (the pods take their addresses from it)."
+  }
+}
+
+variable "vpc_id" {
+  description = "An existing VPC to use instead of creating one; give private_subnet_ids (and public_subnet_ids for a public gateway) with it."
+  type        = string
+  default     = null
+}
+
+variable "private_subnet_ids" {
+  description = "The existing VPC's private subnets (at least two zones): nodes, databases and an internal load balancer."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = length(var.private_subnet_ids) == 0 || length(var.private_subnet_ids) >= 2
+    error_message = "Give at least two private subnets, in different zones."
+  }
+}
+
+variable "public_subnet_ids" {
+  description = "The existing VPC's public subnets, for an internet-facing gateway load balancer."
+  type        = list(string)
+  default     = []
+}
+
+variable "availability_zones" {
+  description = "Zones of the created VPC's subnets; default the region's first three."
+  type        = list(string)
+  default     = []
+}
+
+variable "single_nat_gateway" {
+  description = "One NAT gateway for the created VPC instead of one per zone (cheaper; a zone's outage cuts the others' egress)."
+  type        = bool
+  default     = true
+}
+
+variable "cluster_admin_arns" {
+  description = "IAM principals (roles or users) given cluster-admin through EKS access entries."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for a in var.cluster_admin_arns : can(regex("^arn:aws[a-z-]*:iam::[0-9]{12}:(role|user)/", a))])
+    error_message = "cluster_admin_arns must be IAM role or user ARNs."
+  }
+}
+
+variable "public_api_endpoint_cidrs" {
+  description = "CIDRs allowed to reach the Kubernetes API's public endpoint; empty makes the endpoint private only."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.public_api_endpoint_cidrs : can(cidrhost(c, 0))])
+    error_message = "public_api_endpoint_cidrs must be CIDRs."
+  }
+}
+
+variable "system_instance_types" {
+  description = "The system node group's instance types: gateway, orchestrator, KEDA, Karpenter and Prometheus run there (the seed: m6i)."
+  type        = list(string)
+  default     = ["m6i.xlarge"]
+
+  validation {
+    condition     = length(var.system_instance_types) > 0 && alltrue([for t in var.system_instance_types : can(regex("^m6i\\.", t))])
+    error_message = "The system node group runs on m6i instance types (the seed's system pool)."
+  }
+}
+
+variable "system_nodes" {
+  description = "The system node group's size."
+  type = object({
+    min     = number
+    desired = number
+    max     = number
+  })
+  default = { min = 3, desired = 3, max = 6 }
+
+  validation {
+    condition     = var.system_nodes.min >= 2 && var.system_nodes.min <= var.system_nodes.desired && var.system_nodes.desired <= var.system_nodes.max
+    error_message = "system_nodes needs 2 <= min <= desired <= max: the gateway and orchestrator keep two replicas each."
+  }
+}
+
+variable "gpu_pool" {
+  description = "The Karpenter GPU NodePools (gpu-<gpu> on demand and gpu-<gpu>-spot): the GPU's name, the instance family, and the nvidia.com/gpu a pool may hold, so a runaway scale-up cannot buy a hundred GPUs."
+  type = object({
+    gpu       = string
+    family    = string
+    gpu_limit = number
+  })
+  default = { gpu = "l40s", family = "g6e", gpu_limit = 16 }
+
+  validation {
+    condition     = can(regex("^[a-z0-9]+$", var.gpu_pool.gpu)) && can(regex("^(g|p)[0-9][a-z]*$", var.gpu_pool.family))
+    error_message = "gpu_pool.gpu is a lower-case name (l40s); gpu_pool.family an EC2 GPU family (g6e)."
+  }
+
+  validation {
+    condition     = var.gpu_pool.gpu_limit >= 1 && var.gpu_pool.gpu_limit <= 64
+    error_message = "gpu_pool.gpu_limit must be between 1 and 64."
+  }
+}
+
+variable "namespace" {
+  description = "The platform's namespace: the modelsync role is bound to its vllm service account."
+  type        = string
+  default     = "llmplat"
+
+  validation {
+    condition     = can(regex("^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$", var.namespace))
+    error_message = "namespace must be a Kubernetes name."
+  }
+}
+
+variable "database" {
+  description = "Aurora PostgreSQL Serverless v2: capacity in ACUs, instances (writer plus readers), engine version, and deletion protection (switch it off only to tear a test platform down)."
+  type = object({
+    engine_version      = optional(string, "15.10")
+    min_acu             = optional(number, 0.5)
+    max_acu             = optional(number, 16)
+    instances           = optional(number, 2)
+    deletion_protection = optional(bool, true)
+    backup_days         = optional(number, 14)
+  })
+  default = {}
+
+  validation {
+    condition     = var.database.min_acu >= 0 && var.database.min_acu <= var.database.max_acu && var.database.max_acu <= 256
+    error_message = "database needs 0 <= min_acu <= max_acu <= 256."
+  }
+
+  validation {
+    condition     = var.database.instances >= 1 && var.database.instances <= 15
+    error_message = "database.instances must be between 1 and 15."
+  }
+}
+
+variable "redis" {
+  description = "ElastiCache Redis: node type and engine version; a primary and a replica in two zones with automatic failover."
+  type = object({
+    node_type      = optional(string, "cache.r7g.large")
+    engine_version = optional(string, "7.1")
+    nodes          = optional(number, 2)
+  })
+  default = {}
+
+  validation {
+    condition     = var.redis.nodes >= 2 && var.redis.nodes <= 6
+    error_message = "redis.nodes must be 2 to 6: multi-AZ failover needs a replica."
+  }
+}
+
+variable "model_bucket_name" {
+  description = "The S3 bucket of model weights (s3://<bucket>/<model>/<revision>/); default <name>-models-<account id>."
+  type        = string
+  default     = null
+
+  validation {
+    condition     = var.model_bucket_name == null || can(regex("^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$", var.model_bucket_name))
+    error_message = "model_bucket_name must be a valid S3 bucket name."
+  }
+}
+
+variable "gateway_domain" {
+  description = "The gateway's DNS name (for example llm.example.com): the ACM certificate's name, and the record created when route53_zone_id is given."
+  type        = string
+
+  validation {
+    condition     = can(regex("^([a-z0-9]([-a-z0-9]*[a-z0-9])?\\.)+[a-z]{2,}$", var.gateway_domain))
+    error_message = "gateway_domain must be a DNS name."
+  }
+}
+
+variable "route53_zone_id" {
+  description = "A Route 53 hosted zone of gateway_domain: the certificate is validated and the name pointed at the load balancer there. Without it, validate the certificate yourself (the validation records are an output)."
+  type        = string
+  default     = null
+}
+
+variable "gateway_internal" {
+  description = "Put the gateway's load balancer in the private subnets only (a company-internal platform reached over VPN or peering)."
+  type        = bool
+  default     = true
+}
+
+variable "gateway_client_cidrs" {
+  description = "CIDRs allowed to reach the gateway on 443."
+  type        = list(string)
+  default     = ["10.0.0.0/8"]
+
+  validation {
+    condition     = length(var.gateway_client_cidrs) > 0 && alltrue([for c in var.gateway_client_cidrs : can(cidrhost(c, 0))])
+    error_message = "gateway_client_cidrs must be one or more CIDRs."
+  }
+}
+
+variable "tags" {
+  description = "Tags on every resource."
+  type        = map(string)
+  default     = {}
+}
