@@ -1,13 +1,19 @@
 package provider
 
 import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
 	"github.com/llmplat/llmplat/runtime/capacity"
+	"github.com/llmplat/llmplat/runtime/render"
 )
 
 // TestAccDataSources: the capacity plan in HCL equals the planner's
@@ -74,6 +80,87 @@ data "llmplat_capacity_plan" "bad" {
 }
 `,
 				ExpectError: regexp.MustCompile(`(?s)No capacity plan.*H900`),
+			},
+		},
+	})
+}
+
+// TestAccPlatformManifests: llmplat_platform_manifests renders what
+// `llmplat render` writes for the platform (every object but the models',
+// unless asked), each as JSON; a bad description fails at plan naming the
+// field.
+func TestAccPlatformManifests(t *testing.T) {
+	requireTerraform(t)
+	example, err := os.ReadFile(filepath.Join("..", "examples", "platform.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := render.Parse(example)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := render.Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all, models int
+	for _, f := range files {
+		objs, err := decodeObjects(f.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all += len(objs)
+		if strings.HasPrefix(f.Name, "model-") {
+			models += len(objs)
+		}
+	}
+	config := func(description string, includeModels bool) string {
+		return fmt.Sprintf(`
+provider "llmplat" {
+  endpoint = "http://127.0.0.1:1"
+  token    = "unused"
+}
+
+data "llmplat_platform_manifests" "p" {
+  description    = <<-EOT
+%s
+EOT
+  include_models = %t
+}
+`, description, includeModels)
+	}
+	pool := "data.llmplat_platform_manifests.p"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{
+			{
+				Config: config(string(example), false),
+				Check: resource.ComposeTestCheckFunc(
+					resource.TestCheckResourceAttr(pool, "manifests.%", strconv.Itoa(all-models)),
+					resource.TestCheckResourceAttrWith(pool, "manifests.karpenter.yaml/NodePool//gpu-l40s-spot", func(v string) error {
+						var np map[string]any
+						if err := json.Unmarshal([]byte(v), &np); err != nil {
+							return err
+						}
+						limits, _ := np["spec"].(map[string]any)["limits"].(map[string]any)
+						if limits["nvidia.com/gpu"] != float64(16) {
+							return fmt.Errorf("spot pool limits %v, want nvidia.com/gpu 16", limits)
+						}
+						return nil
+					}),
+					resource.TestCheckNoResourceAttr(pool, "manifests.model-llama-8b.yaml/Deployment/llmplat/vllm-llama-8b"),
+				),
+			},
+			{
+				Config: config(string(example), true),
+				Check: resource.ComposeTestCheckFunc(
+					resource.TestCheckResourceAttr(pool, "manifests.%", strconv.Itoa(all)),
+					resource.TestCheckResourceAttrSet(pool, "manifests.model-llama-8b.yaml/Deployment/llmplat/vllm-llama-8b"),
+				),
+			},
+			{
+				Config:      config(strings.Replace(string(example), "gpu_limit: 16", "gpu_limit: 0", 1), false),
+				ExpectError: regexp.MustCompile(`gpu_pool.gpu_limit: must be positive`),
 			},
 		},
 	})

@@ -123,7 +123,7 @@ func (p *llmplatProvider) EphemeralResources(context.Context) []func() ephemeral
 }
 
 func (p *llmplatProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{newCapacityPlanDataSource, newTeamDataSource, newModelsDataSource}
+	return []func() datasource.DataSource{newCapacityPlanDataSource, newTeamDataSource, newModelsDataSource, newPlatformManifestsDataSource}
 }
 
 // stringOr is v's value, or fallback when v is null or empty.
