@@ -1,0 +1,103 @@
+# The whole platform on EKS: the AWS layer (modules/eks-llm), the in-cluster
+# layer (its cluster-addons), and the models through the llmplat provider.
+# docs/deploy-eks.md walks through it, from an empty account to a streamed
+# completion. Apply in two steps the first time (the charts bring the CRDs
+# the platform's objects are planned against):
+#
+#   terraform apply -target=module.eks
+#   terraform apply -target=module.addons.helm_release.karpenter -target=module.addons.helm_release.keda \
+#     -target=module.addons.helm_release.kube_prometheus_stack -target=module.addons.helm_release.aws_load_balancer_controller
+#   terraform apply
+
+terraform {
+  required_version = ">= 1.11"
+
+  required_providers {
+    aws = {
+      source  = "hashicorp/aws"
+      version = ">= 5.100, < 6.0"
+    }
+    helm = {
+      source  = "hashicorp/helm"
+      version = ">= 2.17, < 3.0"
+    }
+    kubernetes = {
+      source  = "hashicorp/kubernetes"
+      version = ">= 2.36"
+    }
+    llmplat = {
+      source = "llmplat/llmplat"
+    }
+  }
+}
+
+provider "aws" {
+  region = var.region
+}
+
+module "eks" {
+  source = "../../modules/eks-llm"
+
+  name               = "inference"
+  gateway_domain     = var.gateway_domain
+  route53_zone_id    = var.route53_zone_id
+  cluster_admin_arns = var.cluster_admin_arns
+  tags               = { "cost-center" = "llm-platform" }
+}
+
+# Every Kubernetes client takes a token from `aws eks get-token`: nothing
+# long-lived is kept.
+locals {
+  kube_exec = {
+    api_version = "client.authentication.k8s.io/v1beta1"
+    command     = "aws"
+    args        = ["eks", "get-token", "--cluster-name", module.eks.cluster_name, "--region", var.region]
+  }
+}
+
+provider "kubernetes" {
+  host                   = module.eks.cluster_endpoint
+  cluster_ca_certificate = base64decode(module.eks.cluster_ca_data)
+  exec {
+    api_version = local.kube_exec.api_version
+    command     = local.kube_exec.command
+    args        = local.kube_exec.args
+  }
+}
+
+provider "helm" {
+  kubernetes {
+    host                   = module.eks.cluster_endpoint
+    cluster_ca_certificate = base64decode(module.eks.cluster_ca_data)
+    exec {
+      api_version = local.kube_exec.api_version
+      command     = local.kube_exec.command
+      args        = local.kube_exec.args
+    }
+  }
+}
+
+provider "llmplat" {
+  endpoint = module.eks.gateway.url
+  token    = var.admin_token
+
+  kubernetes {
+    host                   = module.eks.cluster_endpoint
+    cluster_ca_certificate = base64decode(module.eks.cluster_ca_data)
+    exec {
+      api_version = local.kube_exec.api_version
+      command     = local.kube_exec.command
+      args        = local.kube_exec.args
+    }
+  }
+}
+
+module "addons" {
+  source = "../../modules/eks-llm/cluster-addons"
+
+  cluster        = module.eks
+  images         = var.images
+  admin_token    = var.admin_token
+  internal_token = var.internal_token
+  models         = local.models
+}

@@ -1,0 +1,135 @@
+# The cluster's add-ons as Helm releases, each pinned, each on the system
+# nodes: Karpenter (the GPU nodes), KEDA (the models' replicas), the
+# Prometheus stack (KEDA's metrics, the alerts, Grafana), NVIDIA's DCGM
+# exporter on the GPU nodes (it tolerates their taint), and the AWS Load
+# Balancer Controller (the gateway's TargetGroupBinding).
+#
+# The NVIDIA device plugin is not a chart here: it is the DaemonSet
+# `llmplat render` writes (gpu.yaml), applied with the platform's objects,
+# so GitOps and Terraform users run the same, schema-checked object, and
+# its affinity is the GPU pools' label (the chart's default needs node
+# feature discovery's labels).
+
+locals {
+  system_nodes = { "llmplat.io/pool" = "system" }
+  gpu_toleration = {
+    key      = "nvidia.com/gpu"
+    operator = "Exists"
+    effect   = "NoSchedule"
+  }
+}
+
+resource "helm_release" "karpenter" {
+  name       = "karpenter"
+  namespace  = "kube-system"
+  repository = "oci://public.ecr.aws/karpenter"
+  chart      = "karpenter"
+  version    = var.chart_versions.karpenter
+  wait       = true
+
+  values = [yamlencode({
+    settings = {
+      clusterName       = var.cluster.cluster_name
+      interruptionQueue = var.cluster.karpenter.interruption_queue
+    }
+    # The role comes by EKS Pod Identity (the AWS layer's association).
+    serviceAccount = { name = "karpenter" }
+    nodeSelector   = local.system_nodes
+    replicas       = 2
+    controller = {
+      resources = {
+        requests = { cpu = "1", memory = "1Gi" }
+        limits   = { memory = "1Gi" }
+      }
+    }
+  })]
+}
+
+resource "helm_release" "keda" {
+  name             = "keda"
+  namespace        = "keda"
+  create_namespace = true
+  repository       = "https://kedacore.github.io/charts"
+  chart            = "keda"
+  version          = var.chart_versions.keda
+  wait             = true
+
+  values = [yamlencode({
+    nodeSelector = local.system_nodes
+  })]
+}
+
+resource "helm_release" "kube_prometheus_stack" {
+  name             = "kube-prometheus-stack"
+  namespace        = "monitoring"
+  create_namespace = true
+  repository       = "https://prometheus-community.github.io/helm-charts"
+  chart            = "kube-prometheus-stack"
+  version          = var.chart_versions.kube_prometheus_stack
+  wait             = true
+
+  values = [yamlencode({
+    prometheus = {
+      prometheusSpec = {
+        # The platform's ServiceMonitor, PodMonitor and rules carry no
+        # release label: select every one.
+        serviceMonitorSelectorNilUsesHelmValues = false
+        podMonitorSelectorNilUsesHelmValues     = false
+        ruleSelectorNilUsesHelmValues           = false
+        nodeSelector                            = local.system_nodes
+        retention                               = "15d"
+      }
+    }
+    grafana = {
+      nodeSelector = local.system_nodes
+      # The dashboard is a ConfigMap labelled grafana_dashboard.
+      sidecar = { dashboards = { enabled = true, searchNamespace = "ALL" } }
+    }
+    alertmanager = { alertmanagerSpec = { nodeSelector = local.system_nodes } }
+  })]
+}
+
+resource "helm_release" "dcgm_exporter" {
+  name       = "dcgm-exporter"
+  namespace  = "monitoring"
+  repository = "https://nvidia.github.io/dcgm-exporter/helm-charts"
+  chart      = "dcgm-exporter"
+  version    = var.chart_versions.dcgm_exporter
+  wait       = false # no GPU node may exist yet: the DaemonSet has no pod
+
+  values = [yamlencode({
+    # On the GPU nodes only, whose taint it tolerates.
+    tolerations = [local.gpu_toleration]
+    affinity = {
+      nodeAffinity = {
+        requiredDuringSchedulingIgnoredDuringExecution = {
+          nodeSelectorTerms = [{
+            matchExpressions = [{ key = "karpenter.k8s.aws/instance-gpu-count", operator = "Exists" }]
+          }]
+        }
+      }
+    }
+    serviceMonitor = { enabled = true }
+  })]
+
+  depends_on = [helm_release.kube_prometheus_stack]
+}
+
+resource "helm_release" "aws_load_balancer_controller" {
+  name       = "aws-load-balancer-controller"
+  namespace  = "kube-system"
+  repository = "https://aws.github.io/eks-charts"
+  chart      = "aws-load-balancer-controller"
+  version    = var.chart_versions.aws_load_balancer_controller
+  wait       = true
+
+  values = [yamlencode({
+    clusterName    = var.cluster.cluster_name
+    region         = var.cluster.region
+    vpcId          = var.cluster.vpc_id
+    serviceAccount = { name = "aws-load-balancer-controller" }
+    nodeSelector   = local.system_nodes
+    # Only TargetGroupBindings: the load balancer is the AWS layer's.
+    enableServiceMutatorWebhook = false
+  })]
+}
