@@ -12,3 +12,13 @@ output "models" {
   description = "Each model's engine flags, as the capacity planner sized them."
   value       = module.addons.models
 }
+
+output "model_bucket" {
+  description = "Upload weights to s3://<model_bucket>/<model>/<revision>/."
+  value       = module.eks.model_bucket
+}
+
+output "node_agents_url" {
+  description = "Where on-premises node agents dial out to (llmplat_onprem_node's orchestrator_url)."
+  value       = module.eks.gateway.nodes_url
+}

@@ -1,8 +1,9 @@
 # TLS at the edge: an ACM certificate for the gateway's name, a Network Load
-# Balancer whose TLS listener ends TLS and forwards to the gateway pods by
-# IP (the AWS Load Balancer Controller's TargetGroupBinding, applied by the
-# in-cluster layer, keeps the target group's pods current). Streams are long:
-# the TCP idle timeout is raised to the gateway's own stream timeout.
+# Balancer whose TLS listeners end TLS and forward by IP to the gateway pods
+# (443) and to the orchestrators' node socket, which on-premises agents dial
+# out to (8443). The AWS Load Balancer Controller's TargetGroupBindings,
+# applied by the in-cluster layer, keep the target groups' pods current.
+# Streams and node sockets are long: the TCP idle timeout is an hour.
 
 resource "aws_acm_certificate" "gateway" {
   domain_name       = var.gateway_domain
@@ -52,27 +53,46 @@ resource "aws_vpc_security_group_ingress_rule" "gateway_lb_tls" {
   cidr_ipv4         = each.value
 }
 
+resource "aws_vpc_security_group_ingress_rule" "node_agents_tls" {
+  for_each = toset(var.node_client_cidrs)
+
+  security_group_id = aws_security_group.gateway_lb.id
+  description       = "TLS from on-premises node agents"
+  ip_protocol       = "tcp"
+  from_port         = local.node_listener_port
+  to_port           = local.node_listener_port
+  cidr_ipv4         = each.value
+}
+
+locals {
+  # The gateway's and the orchestrator's node socket's container ports
+  # (templates/platform.yaml.tmpl), and the node listener's port.
+  gateway_port       = 8080
+  node_port          = 8090
+  node_listener_port = 8443
+  backend_ports      = { gateway = local.gateway_port, nodes = local.node_port }
+}
+
 resource "aws_vpc_security_group_egress_rule" "gateway_lb_to_pods" {
+  for_each = local.backend_ports
+
   security_group_id            = aws_security_group.gateway_lb.id
-  description                  = "To the gateway pods"
+  description                  = "To the ${each.key} pods"
   ip_protocol                  = "tcp"
-  from_port                    = local.gateway_port
-  to_port                      = local.gateway_port
+  from_port                    = each.value
+  to_port                      = each.value
   referenced_security_group_id = local.cluster_security_group_id
 }
 
 resource "aws_vpc_security_group_ingress_rule" "pods_from_gateway_lb" {
-  security_group_id            = local.cluster_security_group_id
-  description                  = "The gateway's load balancer to the gateway pods"
-  ip_protocol                  = "tcp"
-  from_port                    = local.gateway_port
-  to_port                      = local.gateway_port
-  referenced_security_group_id = aws_security_group.gateway_lb.id
-}
+  for_each = local.backend_ports
 
-locals {
-  # The gateway container's port (templates/platform.yaml.tmpl).
-  gateway_port = 8080
+  security_group_id            = local.cluster_security_group_id
+  description                  = "The load balancer to the ${each.key} pods"
+  ip_protocol                  = "tcp"
+  from_port                    = each.value
+  to_port                      = each.value
+  referenced_security_group_id = aws_security_group.gateway_lb.id
 }
 
 resource "aws_lb" "gateway" {
@@ -129,6 +149,43 @@ resource "aws_lb_listener" "gateway_tls" {
   depends_on = [aws_acm_certificate_validation.gateway]
 }
 
+# The orchestrators' node socket (/v1/nodes/connect, a WebSocket): agents
+# keep it open for hours, so targets drain for as long as a stream may run.
+resource "aws_lb_target_group" "nodes" {
+  name                 = "${var.name}-nodes"
+  port                 = local.node_port
+  protocol             = "TCP"
+  target_type          = "ip"
+  vpc_id               = local.vpc_id
+  deregistration_delay = 300
+
+  health_check {
+    protocol            = "TCP"
+    port                = "traffic-port"
+    healthy_threshold   = 2
+    unhealthy_threshold = 2
+    interval            = 10
+  }
+
+  tags = local.tags
+}
+
+resource "aws_lb_listener" "nodes_tls" {
+  load_balancer_arn        = aws_lb.gateway.arn
+  port                     = local.node_listener_port
+  protocol                 = "TLS"
+  certificate_arn          = aws_acm_certificate.gateway.arn
+  ssl_policy               = "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
+  tcp_idle_timeout_seconds = 3600
+
+  default_action {
+    type             = "forward"
+    target_group_arn = aws_lb_target_group.nodes.arn
+  }
+
+  depends_on = [aws_acm_certificate_validation.gateway]
+}
+
 resource "aws_route53_record" "gateway" {
   count = var.route53_zone_id == null ? 0 : 1
 
@@ -168,7 +225,7 @@ resource "aws_iam_role_policy" "lb_controller" {
         Sid      = "Targets"
         Effect   = "Allow"
         Action   = ["elasticloadbalancing:RegisterTargets", "elasticloadbalancing:DeregisterTargets"]
-        Resource = aws_lb_target_group.gateway.arn
+        Resource = [aws_lb_target_group.gateway.arn, aws_lb_target_group.nodes.arn]
       },
       {
         Sid    = "Read"

@@ -245,9 +245,11 @@ func TestAddonsLayer(t *testing.T) {
 	if !slices.Equal(spot, []string{"each.value.spot"}) {
 		t.Errorf("a model's spot is %v, want each.value.spot (per model)", spot)
 	}
-	binding := addons.block(t, "resource", "kubernetes_manifest", "gateway_target_group_binding")
-	if !slices.Contains(refs(attr(t, binding, "manifest")), "var.cluster.gateway.target_group_arn") {
-		t.Error("the TargetGroupBinding does not bind the AWS layer's target group")
+	bindings := refs(addons.locals()["target_group_bindings"])
+	for _, want := range []string{"var.cluster.gateway.target_group_arn", "var.cluster.gateway.nodes_target_group_arn"} {
+		if !slices.Contains(bindings, want) {
+			t.Errorf("no TargetGroupBinding fills %s", want)
+		}
 	}
 }
 

@@ -91,11 +91,13 @@ output "modelsync_role_arn" {
 }
 
 output "gateway" {
-  description = "The gateway's edge: its URL, the load balancer's DNS name, the target group the TargetGroupBinding fills, the certificate and (without route53_zone_id) the DNS records that validate it."
+  description = "The edge: the gateway's URL, the node agents' URL (the orchestrators' node socket), the load balancer's DNS name, the target groups the TargetGroupBindings fill, the certificate and (without route53_zone_id) the DNS records that validate it."
   value = {
     url                     = "https://${var.gateway_domain}"
     lb_dns_name             = aws_lb.gateway.dns_name
     target_group_arn        = aws_lb_target_group.gateway.arn
+    nodes_url               = "wss://${var.gateway_domain}:${local.node_listener_port}/v1/nodes/connect"
+    nodes_target_group_arn  = aws_lb_target_group.nodes.arn
     certificate_arn         = aws_acm_certificate.gateway.arn
     lb_controller_role_arn  = aws_iam_role.lb_controller.arn
     certificate_validations = [for o in aws_acm_certificate.gateway.domain_validation_options : { name = o.resource_record_name, type = o.resource_record_type, value = o.resource_record_value }]

@@ -232,3 +232,14 @@ variable "tags" {
   type        = map(string)
   default     = {}
 }
+
+variable "node_client_cidrs" {
+  description = "CIDRs the on-premises node agents dial out from (their NAT's addresses, or the VPN's range): they reach the orchestrators' node socket on 8443 (TLS)."
+  type        = list(string)
+  default     = ["10.0.0.0/8"]
+
+  validation {
+    condition     = length(var.node_client_cidrs) > 0 && alltrue([for c in var.node_client_cidrs : can(cidrhost(c, 0))])
+    error_message = "node_client_cidrs must be one or more CIDRs."
+  }
+}

@@ -94,16 +94,25 @@ resource "kubernetes_manifest" "platform" {
   ]
 }
 
-# The gateway pods' IPs in the AWS layer's target group, kept current by
-# the AWS Load Balancer Controller.
-resource "kubernetes_manifest" "gateway_target_group_binding" {
+# The gateway pods' and the orchestrators' IPs in the AWS layer's target
+# groups, kept current by the AWS Load Balancer Controller.
+locals {
+  target_group_bindings = {
+    "llmplat-gateway"      = { service = "llmplat-gateway", port = 80, arn = var.cluster.gateway.target_group_arn }
+    "llmplat-orchestrator" = { service = "llmplat-orchestrator", port = 8090, arn = var.cluster.gateway.nodes_target_group_arn }
+  }
+}
+
+resource "kubernetes_manifest" "target_group_binding" {
+  for_each = local.target_group_bindings
+
   manifest = {
     apiVersion = "elbv2.k8s.aws/v1beta1"
     kind       = "TargetGroupBinding"
-    metadata   = { name = "llmplat-gateway", namespace = local.namespace }
+    metadata   = { name = each.key, namespace = local.namespace }
     spec = {
-      serviceRef     = { name = "llmplat-gateway", port = 80 }
-      targetGroupARN = var.cluster.gateway.target_group_arn
+      serviceRef     = { name = each.value.service, port = each.value.port }
+      targetGroupARN = each.value.arn
       targetType     = "ip"
     }
   }

@@ -172,6 +172,10 @@ run "no_data_store_is_public" {
     condition     = aws_lb.gateway.internal && aws_lb_listener.gateway_tls.protocol == "TLS" && aws_lb_listener.gateway_tls.port == 443
     error_message = "The gateway is reached by TLS on 443, internal by default."
   }
+  assert {
+    condition     = aws_lb_listener.nodes_tls.protocol == "TLS" && aws_lb_listener.nodes_tls.port == 8443 && aws_lb_target_group.nodes.port == 8090
+    error_message = "On-premises agents reach the orchestrators' node socket by TLS on 8443."
+  }
 }
 
 run "interruption_queue_reaches_karpenter" {
