@@ -61,6 +61,14 @@ func (l *Ledger) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
 	if err := r.validate(); err != nil {
 		return Reserved{}, fmt.Errorf("reserve %q: %w", r.RequestID, err)
 	}
+	if l.reserves != nil {
+		if out, ok, err := l.reserves.do(ctx, r); ok || err != nil {
+			if err != nil {
+				return Reserved{}, fmt.Errorf("reserve %q: %w", r.RequestID, err)
+			}
+			return out, nil
+		}
+	}
 	if l.db.Dialect() == store.Postgres {
 		if out, ok, err := l.reserveFast(ctx, r); ok || err != nil {
 			if err != nil {

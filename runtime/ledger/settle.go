@@ -96,6 +96,12 @@ func (l *Ledger) Cancel(ctx context.Context, requestID string) (Outcome, error) 
 // SQLite) and updated only from 'reserved', so of any number of concurrent
 // calls exactly one applies.
 func (l *Ledger) finish(ctx context.Context, requestID, status string, src Source, u Usage) (Outcome, error) {
+	if l.finishes != nil {
+		out, ok, err := l.finishes.do(ctx, finishReq{requestID: requestID, status: status, src: src, usage: u})
+		if ok || err != nil {
+			return out, err
+		}
+	}
 	var out Outcome
 	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
 		row, err := l.lockRow(ctx, tx, requestID)

@@ -1,0 +1,325 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Group commit (PostgreSQL): concurrent reservations are combined into one
+// statement, and so are concurrent settles and cancels, each batch one
+// transaction and one durable commit, whatever the number of requests and
+// teams in it. A team's row is locked once per batch, not once per request,
+// so a burst from one team no longer queues on its row.
+//
+// A batch only ever does what the one-request paths would do, and gives
+// back what it cannot do exactly: a reservation whose team cannot cover the
+// whole batch's share of it, an unknown model, a prompt that does not fit,
+// a duplicate request id, a settle of a row that is not reserved — each of
+// those requests goes on alone through the precise path, which decides.
+//
+// There is no background goroutine: the first caller to find no batch
+// running runs batches until none is waiting (the leader); the others wait
+// for their result. A waiting caller waits for its batch even when its own
+// context ends, so that it always knows whether its reservation was made;
+// a batch is bounded by batchTimeout.
+
+// maxBatch bounds a batch: PostgreSQL takes one array per column, and a
+// batch holds its teams' rows locked while it runs.
+const maxBatch = 256
+
+// batchTimeout bounds one batch's statement.
+const batchTimeout = 30 * time.Second
+
+// call is one request waiting in a batcher.
+type call[T, R any] struct {
+	in   T
+	out  R
+	ok   bool // false: the batch gave the request back for the precise path
+	err  error
+	done chan struct{}
+}
+
+// batcher combines concurrent calls into batches run by run.
+type batcher[T, R any] struct {
+	run func(ctx context.Context, calls []*call[T, R])
+
+	mu      sync.Mutex
+	pending []*call[T, R]
+	running bool
+
+	// batches and calls count what was run, handled what the batches did
+	// (the rest took the precise path), for tests and metrics.
+	batches, calls, handled atomic.Int64
+}
+
+// do queues in, runs batches if no caller is running them, and returns
+// in's result: ok false means the batch did not handle it.
+func (b *batcher[T, R]) do(ctx context.Context, in T) (R, bool, error) {
+	c := &call[T, R]{in: in, done: make(chan struct{})}
+	b.mu.Lock()
+	b.pending = append(b.pending, c)
+	if b.running {
+		b.mu.Unlock()
+		<-c.done
+		return c.out, c.ok, c.err
+	}
+	b.running = true
+	for len(b.pending) > 0 {
+		n := min(len(b.pending), maxBatch)
+		batch := b.pending[:n:n]
+		b.pending = b.pending[n:]
+		b.mu.Unlock()
+		b.batches.Add(1)
+		b.calls.Add(int64(n))
+		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+		b.run(bctx, batch)
+		cancel()
+		for _, bc := range batch {
+			if bc.ok {
+				b.handled.Add(1)
+			}
+			close(bc.done)
+		}
+		b.mu.Lock()
+	}
+	b.running = false
+	b.mu.Unlock()
+	return c.out, c.ok, c.err
+}
+
+// reserveBatchSQL reserves a batch in one statement. The requests come as
+// arrays, one element each. For every team it locks the team's row (in id
+// order, so two batches never wait on each other in a cycle), holds the sum
+// of the team's estimates only while its available balance covers the sum,
+// and inserts the rows of the teams it held for. A request the statement
+// leaves out (its team could not cover the batch, its model is unknown,
+// its prompt does not fit) is not in the answer; a duplicate request id or
+// a key that is gone fails the statement, and with it the batch.
+var reserveBatchSQL = `WITH r AS (
+	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
+		AS r(request_id, team_id, model, prompt_tokens, max_tokens, key_id)
+), m AS (
+	SELECT r.*, prompt_price_micro_per_mtok AS pp, completion_price_micro_per_mtok AS cp,
+		LEAST(max_output_tokens, CASE WHEN r.max_tokens > 0 THEN r.max_tokens ELSE max_output_tokens END,
+			max_context_tokens - r.prompt_tokens) AS max_out
+	FROM r JOIN models ON models.name = r.model AND max_context_tokens - r.prompt_tokens >= 1
+), e AS (
+	SELECT m.*, LEAST(div(m.prompt_tokens::numeric * pp + max_out::numeric * cp + 999999, 1000000),
+		9223372036854775807)::bigint AS est
+	FROM m
+), need AS (
+	SELECT team_id, sum(est) AS total FROM e GROUP BY team_id
+), locked AS (
+	SELECT t.id FROM teams t WHERE t.id IN (SELECT team_id FROM need) ORDER BY t.id FOR UPDATE
+), hold AS (
+	UPDATE teams t SET reserved_microcredits = t.reserved_microcredits + need.total
+	FROM need JOIN locked ON locked.id = need.team_id
+	WHERE t.id = need.team_id AND t.balance_microcredits - t.reserved_microcredits >= need.total
+	RETURNING t.id
+)
+INSERT INTO usage_ledger
+	(request_id, team_id, key_id, model, reserved_microcredits, prompt_price_micro_per_mtok,
+	 completion_price_micro_per_mtok, max_output_tokens, status, created_at, prompt_tokens)
+SELECT e.request_id, e.team_id, NULLIF(e.key_id, 0), e.model, e.est, e.pp, e.cp, e.max_out, 'reserved', $7, e.prompt_tokens
+FROM e JOIN hold ON hold.id = e.team_id
+RETURNING request_id, reserved_microcredits, max_output_tokens`
+
+// reserveBatch runs one reservation batch; what it does not reserve is
+// handed back (ok false) for the precise path.
+func (l *Ledger) reserveBatch(ctx context.Context, calls []*call[Reservation, Reserved]) {
+	n := len(calls)
+	ids, teams, models := make([]string, n), make([]int64, n), make([]string, n)
+	prompts, maxTokens, keys := make([]int64, n), make([]int64, n), make([]int64, n)
+	byID := make(map[string]*call[Reservation, Reserved], n)
+	for i, c := range calls {
+		r := c.in
+		ids[i], teams[i], models[i], prompts[i], maxTokens[i], keys[i] = r.RequestID, r.TeamID, r.Model, r.PromptTokens, r.MaxOutputTokens, r.KeyID
+		if _, dup := byID[r.RequestID]; dup {
+			return // the same request twice at once: the precise path decides
+		}
+		byID[r.RequestID] = c
+	}
+	rows, err := l.db.QueryContext(ctx, reserveBatchSQL, ids, teams, models, prompts, maxTokens, keys, l.now())
+	if err != nil {
+		return // a constraint (duplicate, gone key) or the database: one by one
+	}
+	defer rows.Close()
+	type got struct {
+		id       string
+		est, out int64
+	}
+	var done []got
+	for rows.Next() {
+		var g got
+		if err := rows.Scan(&g.id, &g.est, &g.out); err != nil {
+			l.failBatch(calls, fmt.Errorf("reserve batch: %w", err))
+			return
+		}
+		done = append(done, g)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		// The statement failed as a whole (a constraint found late): it
+		// committed nothing, so every request goes on alone.
+		return
+	}
+	for _, g := range done {
+		if c := byID[g.id]; c != nil {
+			c.out, c.ok = Reserved{RequestID: g.id, Microcredits: g.est, MaxOutputTokens: g.out}, true
+		}
+	}
+}
+
+// failBatch gives every call of a batch err: the batch's outcome is unknown
+// (its commit may or may not have happened), so the callers must not guess.
+func (l *Ledger) failBatch(calls []*call[Reservation, Reserved], err error) {
+	for _, c := range calls {
+		c.err = err
+	}
+}
+
+// finishReq is a settle or cancel waiting in a batch.
+type finishReq struct {
+	requestID string
+	status    string // StatusSettled or StatusCancelled
+	src       Source
+	usage     Usage
+}
+
+// finishBatchSQL settles and cancels a batch in one statement, by the rules
+// of finish: it locks the batch's reserved rows (in id order), applies the
+// partial rule (nothing produced cancels; output without a prompt count
+// bills the reservation's prompt estimate), prices each row at its reserved
+// prices capped at its reservation, moves the rows out of 'reserved', and
+// debits each team once by its rows' costs and releases their holds (team
+// rows locked in id order). Rows not reserved any more are left out of the
+// answer.
+var finishBatchSQL = `WITH s AS (
+	SELECT request_id, status, NULLIF(src, '')::settle_source AS src, pt, ct
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS s(request_id, status, src, pt, ct)
+), rows AS (
+	SELECT u.id, u.request_id, u.team_id, u.key_id, u.model, u.reserved_microcredits AS reserved,
+		u.prompt_price_micro_per_mtok AS pp, u.completion_price_micro_per_mtok AS cp, u.prompt_tokens AS est_prompt,
+		s.status, s.src, s.pt, s.ct
+	FROM usage_ledger u JOIN s ON s.request_id = u.request_id
+	WHERE u.status = 'reserved'
+	ORDER BY u.id FOR UPDATE OF u
+), p AS (
+	SELECT rows.*,
+		CASE WHEN status = 'settled' AND src IN ('partial', 'node_log') AND pt = 0 AND ct = 0 THEN 'cancelled' ELSE status END AS final
+	FROM rows
+), q AS (
+	SELECT p.*,
+		CASE WHEN final = 'cancelled' THEN 0 WHEN src IN ('partial', 'node_log') AND pt = 0 THEN est_prompt ELSE pt END AS fpt,
+		CASE WHEN final = 'cancelled' THEN 0 ELSE ct END AS fct
+	FROM p
+), c AS (
+	SELECT q.*, CASE WHEN final = 'cancelled' THEN 0 ELSE
+		LEAST(div(fpt::numeric * pp + fct::numeric * cp + 999999, 1000000), 9223372036854775807)::bigint END AS full_cost
+	FROM q
+), upd AS (
+	UPDATE usage_ledger u SET status = c.final::usage_status,
+		settled_from = CASE WHEN c.final = 'settled' THEN c.src END,
+		prompt_tokens = c.fpt, completion_tokens = c.fct, cost_microcredits = LEAST(c.full_cost, c.reserved), settled_at = $6
+	FROM c WHERE u.id = c.id AND u.status = 'reserved'
+	RETURNING u.id, u.request_id, u.team_id, COALESCE(u.key_id, 0) AS key_id, u.model, u.status,
+		COALESCE(u.settled_from::text, '') AS settled_from, u.prompt_tokens, u.completion_tokens, u.cost_microcredits,
+		c.full_cost > c.reserved AND c.final = 'settled' AS capped, c.full_cost, c.reserved
+), per_team AS (
+	SELECT team_id, sum(cost_microcredits) AS cost, sum(reserved) AS released FROM upd GROUP BY team_id
+), locked AS (
+	SELECT t.id FROM teams t WHERE t.id IN (SELECT team_id FROM per_team) ORDER BY t.id FOR UPDATE
+), debit AS (
+	UPDATE teams t SET balance_microcredits = t.balance_microcredits - per_team.cost,
+		reserved_microcredits = t.reserved_microcredits - per_team.released
+	FROM per_team JOIN locked ON locked.id = per_team.team_id
+	WHERE t.id = per_team.team_id
+	RETURNING t.id, t.balance_microcredits
+)
+SELECT upd.request_id, upd.team_id, upd.key_id, upd.model, upd.status, upd.settled_from,
+	upd.prompt_tokens, upd.completion_tokens, upd.cost_microcredits, upd.capped, upd.full_cost, upd.reserved,
+	debit.balance_microcredits
+FROM upd JOIN debit ON debit.id = upd.team_id
+ORDER BY upd.id`
+
+// finishBatch runs one settle/cancel batch; rows it did not move are
+// handed back (ok false) for the precise path, which answers for a row
+// already finished or unknown.
+func (l *Ledger) finishBatch(ctx context.Context, calls []*call[finishReq, Outcome]) {
+	n := len(calls)
+	ids, statuses, srcs := make([]string, n), make([]string, n), make([]string, n)
+	pts, cts := make([]int64, n), make([]int64, n)
+	byID := make(map[string]*call[finishReq, Outcome], n)
+	for i, c := range calls {
+		f := c.in
+		if _, dup := byID[f.requestID]; dup {
+			return // one row settled twice at once: the precise path decides
+		}
+		byID[f.requestID] = c
+		ids[i], statuses[i], srcs[i], pts[i], cts[i] = f.requestID, f.status, string(f.src), f.usage.PromptTokens, f.usage.CompletionTokens
+	}
+	rows, err := l.db.QueryContext(ctx, finishBatchSQL, ids, statuses, srcs, pts, cts, l.now())
+	if err != nil {
+		return // a deadlock or the database: one by one
+	}
+	defer rows.Close()
+	type got struct {
+		out             Outcome
+		full, reserved  int64
+		balanceAfterAll int64
+	}
+	var done []got
+	for rows.Next() {
+		var g got
+		var settledFrom string
+		o := &g.out
+		if err := rows.Scan(&o.RequestID, &o.TeamID, &o.KeyID, &o.Model, &o.Status, &settledFrom,
+			&o.Usage.PromptTokens, &o.Usage.CompletionTokens, &o.CostMicrocredits, &o.Capped, &g.full, &g.reserved,
+			&g.balanceAfterAll); err != nil {
+			for _, c := range calls {
+				c.err = fmt.Errorf("finish batch: %w", err)
+			}
+			return
+		}
+		o.Applied = true
+		done = append(done, g)
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return // the statement failed as a whole and committed nothing
+	}
+	// Overdrawn as finish reports it: the team's balance after this row's
+	// debit (the batch debits in id order) is below zero.
+	after := map[int64]int64{}
+	for i := len(done) - 1; i >= 0; i-- {
+		g := &done[i]
+		bal, seen := after[g.out.TeamID]
+		if !seen {
+			bal = g.balanceAfterAll
+		}
+		g.out.Overdrawn = g.out.CostMicrocredits > 0 && bal < 0
+		after[g.out.TeamID] = bal + g.out.CostMicrocredits
+	}
+	for _, g := range done {
+		c := byID[g.out.RequestID]
+		if c == nil {
+			continue
+		}
+		if g.out.Capped {
+			l.cfg.Logger.Warn("settle capped at the reservation: the usage cost more than was reserved",
+				"request_id", g.out.RequestID, "team_id", g.out.TeamID, "source", string(c.in.src),
+				"prompt_tokens", g.out.Usage.PromptTokens, "completion_tokens", g.out.Usage.CompletionTokens,
+				"cost_microcredits", g.full, "reserved_microcredits", g.reserved)
+		}
+		if g.out.Overdrawn {
+			l.cfg.Logger.Warn("settle overdrew a team: its balance was lowered while the request ran",
+				"request_id", g.out.RequestID, "team_id", g.out.TeamID, "cost_microcredits", g.out.CostMicrocredits)
+		}
+		// As finish reports it: the source asked for, also when the
+		// partial rule cancelled the row.
+		g.out.Source = c.in.src
+		c.out, c.ok = g.out, true
+	}
+}
