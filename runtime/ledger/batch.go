@@ -205,7 +205,11 @@ var finishBatchSQL = `WITH s AS (
 		u.prompt_price_micro_per_mtok AS pp, u.completion_price_micro_per_mtok AS cp, u.prompt_tokens AS est_prompt,
 		s.status, s.src, s.pt, s.ct
 	FROM usage_ledger u JOIN s ON s.request_id = u.request_id
-	WHERE u.status = 'reserved'
+	-- The rows are read by the request_id index (= ANY). status is
+	-- compared as text so that the planner, which sees few reserved rows,
+	-- cannot pick the sweeper's (status, created_at) index instead: it
+	-- holds an entry for every dead version of every settled row.
+	WHERE u.request_id = ANY($1::text[]) AND u.status::text = 'reserved'
 	ORDER BY u.id FOR UPDATE OF u
 ), p AS (
 	SELECT rows.*,
@@ -224,7 +228,7 @@ var finishBatchSQL = `WITH s AS (
 	UPDATE usage_ledger u SET status = c.final::usage_status,
 		settled_from = CASE WHEN c.final = 'settled' THEN c.src END,
 		prompt_tokens = c.fpt, completion_tokens = c.fct, cost_microcredits = LEAST(c.full_cost, c.reserved), settled_at = $6
-	FROM c WHERE u.id = c.id AND u.status = 'reserved'
+	FROM c WHERE u.id = c.id AND u.status::text = 'reserved'
 	RETURNING u.id, u.request_id, u.team_id, COALESCE(u.key_id, 0) AS key_id, u.model, u.status,
 		COALESCE(u.settled_from::text, '') AS settled_from, u.prompt_tokens, u.completion_tokens, u.cost_microcredits,
 		c.full_cost > c.reserved AND c.final = 'settled' AS capped, c.full_cost, c.reserved

@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"sort"
 	"sync"
 	"time"
 )
@@ -16,9 +17,22 @@ const releasedRetention = 15 * time.Second
 type Tracker struct {
 	mu       sync.Mutex
 	nodes    map[string]map[uint64]assignment
-	released map[string][]assignment
+	released map[string]*releases
 	next     uint64
 	now      func() time.Time
+}
+
+// releases are a node's finished requests in the order they finished, and
+// the sum Fill last computed over them. A node's heartbeat changes every few
+// seconds while requests finish by the thousand: Fill adds what finished
+// since its last call instead of reading them all again.
+type releases struct {
+	list    []assignment
+	dropped int // entries pruned from list's front so far
+
+	beat time.Time // the heartbeat sum is for
+	sum  int64     // tokens of those assigned by beat and finished after it
+	upto int       // entries (counting the dropped) sum has seen
 }
 
 // assignment is one request on a node: assigned at at, finished at done.
@@ -33,7 +47,7 @@ func NewTracker() *Tracker { return NewTrackerWithClock(time.Now) }
 
 // NewTrackerWithClock returns an empty tracker that dates releases with now.
 func NewTrackerWithClock(now func() time.Time) *Tracker {
-	return &Tracker{nodes: map[string]map[uint64]assignment{}, released: map[string][]assignment{}, now: now}
+	return &Tracker{nodes: map[string]map[uint64]assignment{}, released: map[string]*releases{}, now: now}
 }
 
 // Assign counts a request of tokens sent to the node at at, until the
@@ -58,7 +72,13 @@ func (t *Tracker) Assign(nodeID string, tokens int64, at time.Time) (release fun
 				delete(t.nodes, nodeID)
 			}
 			a.done = t.now()
-			t.released[nodeID] = append(prune(t.released[nodeID], a.done), a)
+			r := t.released[nodeID]
+			if r == nil {
+				r = &releases{}
+				t.released[nodeID] = r
+			}
+			r.prune(a.done)
+			r.list = append(r.list, a)
 		})
 	}
 }
@@ -77,25 +97,52 @@ func (t *Tracker) Fill(c *Candidate, lastBeat time.Time) {
 			c.PendingTokens += a.tokens
 		}
 	}
-	rel := prune(t.released[c.NodeID], t.now())
-	if len(rel) == 0 {
+	r := t.released[c.NodeID]
+	if r == nil {
+		return
+	}
+	r.prune(t.now())
+	if len(r.list) == 0 {
 		delete(t.released, c.NodeID)
-	} else {
-		t.released[c.NodeID] = rel
+		return
 	}
-	for _, a := range rel {
-		if !a.at.After(lastBeat) && a.done.After(lastBeat) {
-			c.ReleasedTokens += a.tokens
-		}
-	}
+	c.ReleasedTokens = r.releasedSince(lastBeat)
 }
 
-// prune drops the releases older than releasedRetention at now; rel is in
-// release order.
-func prune(rel []assignment, now time.Time) []assignment {
+// releasedSince is the tokens of the requests assigned by beat that
+// finished after it. For the heartbeat of the last call it adds only what
+// finished since; a new heartbeat starts from the first request that
+// finished after it (list is in finishing order). The sum is always the
+// one over list: prune takes out of it what it drops.
+func (r *releases) releasedSince(beat time.Time) int64 {
+	from := r.upto - r.dropped
+	if !beat.Equal(r.beat) || from < 0 {
+		r.beat, r.sum = beat, 0
+		from = sort.Search(len(r.list), func(i int) bool { return r.list[i].done.After(beat) })
+	}
+	for _, a := range r.list[from:] {
+		if !a.at.After(beat) && a.done.After(beat) {
+			r.sum += a.tokens
+		}
+	}
+	r.upto = r.dropped + len(r.list)
+	return r.sum
+}
+
+// prune drops the releases older than releasedRetention at now.
+func (r *releases) prune(now time.Time) {
 	i := 0
-	for i < len(rel) && now.Sub(rel[i].done) > releasedRetention {
+	for i < len(r.list) && now.Sub(r.list[i].done) > releasedRetention {
 		i++
 	}
-	return rel[i:]
+	for j, a := range r.list[:i] {
+		// Exact even for a heartbeat older than the retention.
+		if r.dropped+j < r.upto && !a.at.After(r.beat) && a.done.After(r.beat) {
+			r.sum -= a.tokens
+		}
+	}
+	if i > 0 {
+		r.list = r.list[i:]
+		r.dropped += i
+	}
 }
