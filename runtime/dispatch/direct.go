@@ -274,23 +274,48 @@ func ParseEvent(data []byte) Event {
 		ev.Err = e
 		return ev
 	}
-	if bytes.Contains(data, []byte(`"usage":{`)) {
-		var c struct {
-			Choices json.RawMessage `json:"choices"`
-			Usage   *openai.Usage   `json:"usage"`
+	content := hasContent(data)
+	usage := bytes.Contains(data, []byte(`"usage":{`))
+	delta := !content && bytes.Contains(data, []byte(`"delta":{`))
+	if !usage && !delta {
+		if content {
+			ev.Tokens = 1
 		}
-		if json.Unmarshal(data, &c) == nil && c.Usage != nil {
-			if string(bytes.Join(bytes.Fields(c.Choices), nil)) == "[]" {
-				ev.Usage = c.Usage // the final usage chunk
-				return ev
-			}
-			ev.Progress = c.Usage // a running count on an output chunk
+		return ev
+	}
+	// One decode of the event, the choices kept raw; a chunk without
+	// content has its choices decoded, not the whole event again.
+	var c struct {
+		Choices json.RawMessage `json:"choices"`
+		Usage   *openai.Usage   `json:"usage"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		c.Choices, c.Usage = nil, nil
+		if delta {
+			c.Choices = choicesOf(data)
 		}
 	}
-	if hasContent(data) || hasOtherOutput(data) {
+	if usage && c.Usage != nil {
+		if string(bytes.Join(bytes.Fields(c.Choices), nil)) == "[]" {
+			ev.Usage = c.Usage // the final usage chunk
+			return ev
+		}
+		ev.Progress = c.Usage // a running count on an output chunk
+	}
+	if content || (delta && hasOtherOutput(c.Choices)) {
 		ev.Tokens = 1
 	}
 	return ev
+}
+
+// choicesOf is an event's choices when the event as a whole would not
+// decode into ParseEvent's struct (a usage of an odd shape).
+func choicesOf(data []byte) json.RawMessage {
+	var c struct {
+		Choices json.RawMessage `json:"choices"`
+	}
+	_ = json.Unmarshal(data, &c)
+	return c.Choices
 }
 
 // hasContent reports whether a chunk carries non-empty delta content: the
@@ -301,24 +326,22 @@ func hasContent(data []byte) bool {
 	return i >= 0 && i+len(key) < len(data) && data[i+len(key)] != '"'
 }
 
-// hasOtherOutput reports whether a chunk without content still carries
-// generated output in a delta: tool calls, reasoning, a refusal, anything
-// but the role. Such chunks cost the engine tokens like content does, so a
-// client that drops a tool-call stream pays for what it received. Only
-// chunks with a delta are decoded, and only their delta's members.
-func hasOtherOutput(data []byte) bool {
-	if !bytes.Contains(data, []byte(`"delta":{`)) {
+// hasOtherOutput reports whether a chunk's choices, with no content,
+// still carry generated output in a delta: tool calls, reasoning, a
+// refusal, anything but the role. Such chunks cost the engine tokens like
+// content does, so a client that drops a tool-call stream pays for what it
+// received. Only the deltas' members are decoded.
+func hasOtherOutput(choices json.RawMessage) bool {
+	if len(choices) == 0 {
 		return false
 	}
-	var c struct {
-		Choices []struct {
-			Delta map[string]json.RawMessage `json:"delta"`
-		} `json:"choices"`
+	var c []struct {
+		Delta map[string]json.RawMessage `json:"delta"`
 	}
-	if json.Unmarshal(data, &c) != nil {
+	if json.Unmarshal(choices, &c) != nil {
 		return false
 	}
-	for _, ch := range c.Choices {
+	for _, ch := range c {
 		for k, v := range ch.Delta {
 			if k == "role" {
 				continue

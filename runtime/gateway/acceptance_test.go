@@ -453,10 +453,13 @@ func TestTenantIsolation(t *testing.T) {
 	b := s.team("b", 10*credit)
 	keyA := s.key(admin.CreateKeyRequest{TeamID: a, ModelAllowlist: []string{"llama-8b", "qwen-32b"}})
 	keyB := s.key(admin.CreateKeyRequest{TeamID: b, ModelAllowlist: []string{"llama-8b"}})
-	if resp, body := s.do(keyA, chatBody("qwen-32b", false, 5)); resp.StatusCode != 200 {
+	resp, body := s.do(keyA, chatBody("qwen-32b", false, 5))
+	if resp.StatusCode != 200 {
 		t.Fatalf("team A: %d %s", resp.StatusCode, body)
 	}
-	resp, body := s.do(keyB, chatBody("qwen-32b", false, 5))
+	// The settle runs after the answer: A's usage exists once it has.
+	s.waitRow(resp.Header.Get("X-Request-Id"))
+	resp, body = s.do(keyB, chatBody("qwen-32b", false, 5))
 	checkError(t, resp, body, errorCase{"b uses a's model", 403, oa.TypePermission, "model_not_allowed", false})
 
 	for _, tc := range []struct {

@@ -35,7 +35,7 @@ func TestHelperChild(t *testing.T) {
 		t.Logf("got %+v", Redis(t))
 	case "postgres-hold":
 		Postgres(t)
-		fmt.Printf("SERVER %d %s\n", pgState.srv.proc.cmd.Process.Pid, pgState.srv.proc.dir)
+		fmt.Printf("SERVER %d %s\n", fast.srv.proc.cmd.Process.Pid, fast.srv.proc.dir)
 		time.Sleep(childHold)
 	case "redis-hold":
 		Redis(t)

@@ -43,7 +43,7 @@ type pgServer struct {
 }
 
 // pgState holds the outcome of the process's one attempt to get a server.
-var pgState struct {
+type pgState struct {
 	once   sync.Once
 	srv    *pgServer
 	err    error
@@ -51,22 +51,42 @@ var pgState struct {
 	logged atomic.Bool
 }
 
+// fast is the server tests share: durability traded for speed. durable is
+// a server as production runs one (fsync, synchronous commit, full page
+// writes), started only for a benchmark that asks.
+var fast, durable pgState
+
 // Postgres returns the DSN (postgres://…) of a new, empty database private
 // to tb, dropped when tb ends. The first call in a process starts the
-// server (or connects to the one named by LLMPLAT_TEST_DATABASE_URL).
+// server (or connects to the one named by LLMPLAT_TEST_DATABASE_URL). The
+// server does not sync to disk: test data is thrown away.
 func Postgres(tb testing.TB) string {
 	tb.Helper()
+	return database(tb, &fast, false)
+}
+
+// DurablePostgres is Postgres on a server of its own that commits as
+// production does: every commit synced to disk (fsync and synchronous
+// commit on, full page writes). Benchmarks of the ledger's commit path use
+// it; a test needs no durability.
+func DurablePostgres(tb testing.TB) string {
+	tb.Helper()
+	return database(tb, &durable, true)
+}
+
+func database(tb testing.TB, st *pgState, sync bool) string {
+	tb.Helper()
 	requireMain(tb)
-	pgState.once.Do(func() {
+	st.once.Do(func() {
 		start := time.Now()
 		if raw := os.Getenv(envDatabaseURL); raw != "" {
-			pgState.srv, pgState.err = externalPostgres(raw)
+			st.srv, st.err = externalPostgres(raw)
 		} else {
-			pgState.srv, pgState.err = startPostgres()
+			st.srv, st.err = startPostgres(sync)
 		}
-		pgState.took = time.Since(start)
+		st.took = time.Since(start)
 	})
-	srv, err := pgState.srv, pgState.err
+	srv, err := st.srv, st.err
 	var missing *missingError
 	if errors.As(err, &missing) {
 		reportMissing(tb, missing)
@@ -75,8 +95,12 @@ func Postgres(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("testenv: PostgreSQL: %v", err)
 	}
-	if pgState.logged.CompareAndSwap(false, true) {
-		tb.Logf("testenv: PostgreSQL (%s) ready in %v", srv.where, pgState.took.Round(time.Millisecond))
+	if st.logged.CompareAndSwap(false, true) {
+		kind := ""
+		if sync {
+			kind = ", durable"
+		}
+		tb.Logf("testenv: PostgreSQL (%s%s) ready in %v", srv.where, kind, st.took.Round(time.Millisecond))
 	}
 	name := databaseName(tb.Name())
 	if err := srv.createDatabase(name); err != nil {

@@ -113,7 +113,7 @@ func postgresCredential() (*syscall.Credential, error) {
 // startPostgres initialises a data directory in a new instance directory and
 // starts a server on a free loopback port. The server and the returned
 // admin pool are closed by Main.
-func startPostgres() (*pgServer, error) {
+func startPostgres(durable bool) (*pgServer, error) {
 	bin, err := findPostgresBin()
 	if err != nil {
 		return nil, err
@@ -140,7 +140,7 @@ func startPostgres() (*pgServer, error) {
 		return nil, errors.Join(fmt.Errorf("initdb: %w: %s", err, strings.TrimSpace(string(out))), os.RemoveAll(dir))
 	}
 	srv, port, err := startOnFreePort(func(port int) (*server, error) {
-		return runPostgres(bin, dir, data, port, cred)
+		return runPostgres(bin, dir, data, port, cred, durable)
 	})
 	if err != nil {
 		return nil, errors.Join(err, os.RemoveAll(dir))
@@ -157,15 +157,19 @@ func startPostgres() (*pgServer, error) {
 }
 
 // runPostgres starts the server on port and waits until it takes
-// connections. The settings trade durability for speed: test data is
-// thrown away.
-func runPostgres(bin, dir, data string, port int, cred *syscall.Credential) (*server, error) {
-	s, err := startServer("postgres", dir, syscall.SIGQUIT, cred, filepath.Join(bin, "postgres"),
-		"-D", data, "-p", strconv.Itoa(port), "-k", dir,
+// connections. Unless durable, the settings trade durability for speed:
+// test data is thrown away.
+func runPostgres(bin, dir, data string, port int, cred *syscall.Credential, durable bool) (*server, error) {
+	args := []string{"-D", data, "-p", strconv.Itoa(port), "-k", dir,
 		"-c", "listen_addresses=127.0.0.1",
-		"-c", "max_connections="+strconv.Itoa(postgresMaxConnections),
-		"-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
-		"-c", "wal_level=minimal", "-c", "max_wal_senders=0")
+		"-c", "max_connections=" + strconv.Itoa(postgresMaxConnections)}
+	if durable {
+		args = append(args, "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "full_page_writes=on")
+	} else {
+		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off",
+			"-c", "wal_level=minimal", "-c", "max_wal_senders=0")
+	}
+	s, err := startServer("postgres", dir, syscall.SIGQUIT, cred, filepath.Join(bin, "postgres"), args...)
 	if err != nil {
 		return nil, err
 	}

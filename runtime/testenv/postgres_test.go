@@ -67,7 +67,7 @@ func TestPostgresDatabasesAreIsolated(t *testing.T) {
 			t.Fatal("first subtest did not record its database")
 		}
 		var got int
-		err := pgState.srv.admin.QueryRowContext(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", firstName).Scan(&got)
+		err := fast.srv.admin.QueryRowContext(ctx, "SELECT count(*) FROM pg_database WHERE datname = $1", firstName).Scan(&got)
 		if err != nil {
 			t.Fatalf("look up database: %v", err)
 		}
@@ -104,7 +104,7 @@ func TestDatabaseName(t *testing.T) {
 // database, the cost every Postgres call adds to a test.
 func BenchmarkPostgresDatabase(b *testing.B) {
 	Postgres(b) // starts the server outside the timed loop
-	srv := pgState.srv
+	srv := fast.srv
 	var create, drop time.Duration
 	for b.Loop() {
 		name := databaseName("bench")
