@@ -165,6 +165,9 @@ func TestRefusals(t *testing.T) {
 	if h := resp.Header.Get("X-Ratelimit-Limit-Requests"); h != "" {
 		t.Errorf("a key without rpm got X-Ratelimit-Limit-Requests %q", h)
 	}
+	// The day's tokens are counted when the request settles, after the
+	// answer.
+	s.settled()
 
 	tests := []struct {
 		errorCase
@@ -458,7 +461,7 @@ func TestTenantIsolation(t *testing.T) {
 		t.Fatalf("team A: %d %s", resp.StatusCode, body)
 	}
 	// The settle runs after the answer: A's usage exists once it has.
-	s.waitRow(resp.Header.Get("X-Request-Id"))
+	s.settled()
 	resp, body = s.do(keyB, chatBody("qwen-32b", false, 5))
 	checkError(t, resp, body, errorCase{"b uses a's model", 403, oa.TypePermission, "model_not_allowed", false})
 

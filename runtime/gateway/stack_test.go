@@ -73,6 +73,17 @@ type stack struct {
 	opts   stackOpts
 	logs   *syncBuffer
 	url    string // the first gateway's base URL
+	// servers are the gateway replicas started, for settled.
+	servers []*Server
+}
+
+// settled waits until every replica has finished the work it does after
+// an answer (settles, token counts, queue wake-ups): what a test reads
+// next then shows the requests it sent.
+func (s *stack) settled() {
+	for _, gw := range s.servers {
+		gw.Wait()
+	}
 }
 
 func newStack(t *testing.T, o stackOpts) *stack {
@@ -203,6 +214,7 @@ func (s *stack) gateway(configure ...func(*Config)) string {
 		t.Fatal(err)
 	}
 	srv := httptest.NewServer(gw.Handler())
+	s.servers = append(s.servers, gw)
 	t.Cleanup(gw.Wait) // after the server closed: the last settles
 	t.Cleanup(srv.Close)
 	return srv.URL

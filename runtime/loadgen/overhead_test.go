@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -276,6 +277,13 @@ func serveHTTP(tb testing.TB, h http.Handler) string {
 type platformOpts struct {
 	// streamIdleTimeout is the gateway's (default its own).
 	streamIdleTimeout time.Duration
+	// durable runs the ledger on a PostgreSQL that syncs every commit to
+	// disk, as production does (testenv.DurablePostgres).
+	durable bool
+	// teams is how many teams get a key (default 1); startPlatform
+	// returns the first team's, and keys points at them all.
+	teams int
+	keys  *[]string
 }
 
 // nodeStarter starts the node "bench-node": an agent that dials wsURL with
@@ -317,7 +325,13 @@ func startPlatform(tb testing.TB, opts platformOpts, startNode nodeStarter) (str
 		}
 	})
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := store.Open(ctx, testenv.Postgres(tb))
+	dsn := ""
+	if opts.durable {
+		dsn = testenv.DurablePostgres(tb)
+	} else {
+		dsn = testenv.Postgres(tb)
+	}
+	db, err := store.Open(ctx, dsn)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -357,18 +371,25 @@ func startPlatform(tb testing.TB, opts platformOpts, startNode nodeStarter) (str
 		CompletionPriceMicroPerMTok: 500_000, MaxContextTokens: 8192, MaxOutputTokens: 4096}, now); err != nil {
 		tb.Fatal(err)
 	}
-	team, _, err := adm.CreateTeam(ctx, "bench", now)
-	if err != nil {
-		tb.Fatal(err)
+	var keys []string
+	for i := range max(1, opts.teams) {
+		team, _, err := adm.CreateTeam(ctx, fmt.Sprintf("bench-%d", i), now)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := led.AddCredit(ctx, team.ID, fmt.Sprintf("bench-%d", i), 1_000_000_000_000, "benchmark"); err != nil {
+			tb.Fatal(err)
+		}
+		// Limits far above the load, so that every check runs and none refuses.
+		key, err := adm.CreateKey(ctx, admin.CreateKeyRequest{TeamID: team.ID, Name: "bench",
+			RPM: 1_000_000, TokensPerDay: 1_000_000_000_000, MaxStreams: 10_000}, "", now)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		keys = append(keys, key.Secret)
 	}
-	if _, err := led.AddCredit(ctx, team.ID, "bench", 1_000_000_000_000, "benchmark"); err != nil {
-		tb.Fatal(err)
-	}
-	// Limits far above the load, so that every check runs and none refuses.
-	key, err := adm.CreateKey(ctx, admin.CreateKeyRequest{TeamID: team.ID, Name: "bench",
-		RPM: 1_000_000, TokensPerDay: 1_000_000_000_000, MaxStreams: 10_000}, "", now)
-	if err != nil {
-		tb.Fatal(err)
+	if opts.keys != nil {
+		*opts.keys = keys
 	}
 	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: db,
 		Redis: rdb, RedisPrefix: env.Prefix, Ledger: led, Dispatcher: o, URLGuard: &urlguard.Guard{AllowUnresolvable: true},
@@ -385,5 +406,5 @@ func startPlatform(tb testing.TB, opts platformOpts, startNode nodeStarter) (str
 			tb.Fatal("the node agent did not register")
 		}
 	}
-	return front.Base, key.Secret
+	return front.Base, keys[0]
 }
