@@ -1,0 +1,51 @@
+package loadgen_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/loadgen"
+)
+
+// TestLoadBurstAndRate: a burst sends exactly its requests, each timed
+// and its tokens counted, the mix split by model; a rate with a cap on
+// concurrency never has more in flight than the cap; a model the engine
+// does not serve is counted as its HTTP status.
+func TestLoadBurstAndRate(t *testing.T) {
+	_, url := serveSim(t, enginesim.Config{ServedModelName: "m", TimeScale: 50, Seed: 3})
+	ctx := context.Background()
+	rep, err := loadgen.Load(ctx, loadgen.Plan{BaseURL: url + "/v1", Models: []loadgen.Weighted{{Model: "m", Weight: 3}, {Model: "nope", Weight: 1}},
+		Burst: 80, PromptTokens: 50, MaxTokens: 8, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, nope := rep.Models["m"], rep.Models["nope"]
+	if rep.Overall.Requests != 80 || m.Requests+nope.Requests != 80 || m.Requests < 40 || nope.Requests < 5 {
+		t.Fatalf("requests: all %d, m %d, nope %d; want 80 split about 3:1", rep.Overall.Requests, m.Requests, nope.Requests)
+	}
+	if m.OK != m.Requests || len(m.Errors) != 0 || m.CompletionTokens != int64(8*m.Requests) || m.TTFT.P50 <= 0 || m.TTFT.P99 < m.TTFT.P50 {
+		t.Fatalf("served model: %+v", m)
+	}
+	if nope.OK != 0 || nope.Errors["404"] != nope.Requests {
+		t.Fatalf("unknown model: %+v, want every request a 404", nope)
+	}
+
+	maxInFlight := 0
+	rep, err = loadgen.Load(ctx, loadgen.Plan{BaseURL: url, Models: []loadgen.Weighted{{Model: "m", Weight: 1}},
+		Rate: 200, Duration: 2 * time.Second, Concurrency: 5, PromptTokens: 10, MaxTokens: 4, Seed: 2,
+		Progress: func(p loadgen.Progress) { maxInFlight = max(maxInFlight, p.InFlight) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Overall.Requests == 0 || rep.Overall.OK != rep.Overall.Requests || maxInFlight > 5 {
+		t.Fatalf("rate with a cap: %+v, at most %d in flight seen; want all answered, ≤ 5 in flight", rep.Overall, maxInFlight)
+	}
+	if _, err := loadgen.ParseMix("a:1,b:x"); err == nil {
+		t.Fatal("a mix with a bad weight was accepted")
+	}
+	if mix, err := loadgen.ParseMix("llama-8b:8, qwen-32b:1.5,llama-70b"); err != nil || len(mix) != 3 || mix[2].Weight != 1 {
+		t.Fatalf("ParseMix = %+v, %v", mix, err)
+	}
+}
