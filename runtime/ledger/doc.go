@@ -37,6 +37,11 @@
 //   - Sweep settles reservations older than Config.SweepAfter from the node's
 //     completion log, or cancels them, through the same Settle and Cancel.
 //
+// On PostgreSQL concurrent reservations, and concurrent settles and cancels,
+// are each combined into one statement and one commit (group commit,
+// batch.go); what a batch cannot decide exactly goes on alone through the
+// paths above.
+//
 // Usage reports are scoped by the team id the caller took from the verified
 // credential, never from the request.
 package ledger
