@@ -33,6 +33,17 @@ var (
 	scaledObjectGVR = schema.GroupVersionResource{Group: "keda.sh", Version: "v1alpha1", Resource: "scaledobjects"}
 )
 
+// scaledToZero is the deployment's second settings: a floor of zero with
+// a warm window, and a batch given instead of the planner's.
+const scaledToZero = `    min_replicas     = 0
+    max_num_seqs     = 24
+    warm = {
+      timezone = "Europe/Berlin"
+      start    = "0 8 * * 1-5"
+      end      = "0 19 * * 1-5"
+    }
+`
+
 // deployedModel is the model TestAccModelDeployment declares.
 const deployedModel = "qwen-32b"
 
@@ -192,14 +203,7 @@ func TestAccModelDeployment(t *testing.T) {
 			{
 				// In place: a new cap, a floor of zero with a warm window,
 				// and a batch given instead of the planner's.
-				Config: deploymentConfig(provider, 300000, 6, `    min_replicas     = 0
-    max_num_seqs     = 24
-    warm = {
-      timezone = "Europe/Berlin"
-      start    = "0 8 * * 1-5"
-      end      = "0 19 * * 1-5"
-    }
-`),
+				Config: deploymentConfig(provider, 300000, 6, scaledToZero),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("llmplat_model.m", plancheck.ResourceActionUpdate)}},
 				Check: resource.ComposeTestCheckFunc(
@@ -269,14 +273,7 @@ func TestAccModelDeployment(t *testing.T) {
 						t.Fatal(err)
 					}
 				},
-				Config: deploymentConfig(provider, 300000, 6, `    min_replicas     = 0
-    max_num_seqs     = 24
-    warm = {
-      timezone = "Europe/Berlin"
-      start    = "0 8 * * 1-5"
-      end      = "0 19 * * 1-5"
-    }
-`),
+				Config: deploymentConfig(provider, 300000, 6, scaledToZero),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("llmplat_model.m", plancheck.ResourceActionUpdate),
 					refreshedAs{"llmplat_model.m", map[string]string{

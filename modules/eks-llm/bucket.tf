@@ -59,16 +59,9 @@ resource "aws_s3_bucket_policy" "models" {
 }
 
 resource "aws_iam_role" "modelsync" {
-  name = "${var.name}-modelsync"
-  assume_role_policy = jsonencode({
-    Version = "2012-10-17"
-    Statement = [{
-      Effect    = "Allow"
-      Principal = { Service = "pods.eks.amazonaws.com" }
-      Action    = ["sts:AssumeRole", "sts:TagSession"]
-    }]
-  })
-  tags = local.tags
+  name               = "${var.name}-modelsync"
+  assume_role_policy = local.pod_identity_trust
+  tags               = local.tags
 }
 
 # Read only: list the bucket, get objects, decrypt with the key.

@@ -203,16 +203,9 @@ resource "aws_route53_record" "gateway" {
 # The AWS Load Balancer Controller, for the TargetGroupBinding only: it
 # registers the gateway pods' IPs in the target group.
 resource "aws_iam_role" "lb_controller" {
-  name = "${var.name}-lb-controller"
-  assume_role_policy = jsonencode({
-    Version = "2012-10-17"
-    Statement = [{
-      Effect    = "Allow"
-      Principal = { Service = "pods.eks.amazonaws.com" }
-      Action    = ["sts:AssumeRole", "sts:TagSession"]
-    }]
-  })
-  tags = local.tags
+  name               = "${var.name}-lb-controller"
+  assume_role_policy = local.pod_identity_trust
+  tags               = local.tags
 }
 
 resource "aws_iam_role_policy" "lb_controller" {

@@ -83,16 +83,9 @@ resource "aws_eks_access_policy_association" "admin" {
 
 # The system node group's role (its nodes join as EC2 Linux nodes).
 resource "aws_iam_role" "system_node" {
-  name = "${var.name}-system-node"
-  assume_role_policy = jsonencode({
-    Version = "2012-10-17"
-    Statement = [{
-      Effect    = "Allow"
-      Principal = { Service = "ec2.${local.dns_suffix}" }
-      Action    = "sts:AssumeRole"
-    }]
-  })
-  tags = local.tags
+  name               = "${var.name}-system-node"
+  assume_role_policy = local.ec2_trust
+  tags               = local.tags
 }
 
 locals {

@@ -5,16 +5,9 @@
 # a reclaimed spot node is drained before it goes.
 
 resource "aws_iam_role" "karpenter_node" {
-  name = "${var.name}-karpenter-node"
-  assume_role_policy = jsonencode({
-    Version = "2012-10-17"
-    Statement = [{
-      Effect    = "Allow"
-      Principal = { Service = "ec2.${local.dns_suffix}" }
-      Action    = "sts:AssumeRole"
-    }]
-  })
-  tags = local.tags
+  name               = "${var.name}-karpenter-node"
+  assume_role_policy = local.ec2_trust
+  tags               = local.tags
 }
 
 resource "aws_iam_role_policy_attachment" "karpenter_node" {
@@ -96,16 +89,9 @@ resource "aws_cloudwatch_event_target" "karpenter_interruption" {
 }
 
 resource "aws_iam_role" "karpenter" {
-  name = "${var.name}-karpenter"
-  assume_role_policy = jsonencode({
-    Version = "2012-10-17"
-    Statement = [{
-      Effect    = "Allow"
-      Principal = { Service = "pods.eks.amazonaws.com" }
-      Action    = ["sts:AssumeRole", "sts:TagSession"]
-    }]
-  })
-  tags = local.tags
+  name               = "${var.name}-karpenter"
+  assume_role_policy = local.pod_identity_trust
+  tags               = local.tags
 }
 
 # What the controller may do, scoped to this cluster's resources where the

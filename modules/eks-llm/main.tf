@@ -25,6 +25,25 @@ locals {
   discovery_tag = { "karpenter.sh/discovery" = var.name }
 
   model_bucket = coalesce(var.model_bucket_name, "${var.name}-models-${local.account_id}")
+
+  # Who may take the module's roles: pods through EKS Pod Identity
+  # (Karpenter, the load balancer controller, modelsync), or EC2 nodes.
+  pod_identity_trust = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Service = "pods.eks.amazonaws.com" }
+      Action    = ["sts:AssumeRole", "sts:TagSession"]
+    }]
+  })
+  ec2_trust = jsonencode({
+    Version = "2012-10-17"
+    Statement = [{
+      Effect    = "Allow"
+      Principal = { Service = "ec2.${local.dns_suffix}" }
+      Action    = "sts:AssumeRole"
+    }]
+  })
 }
 
 # One key for every data store and the cluster's Secrets.

@@ -108,24 +108,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		wg sync.WaitGroup
 	)
 	rng := rand.New(rand.NewPCG(cfg.Seed, cfg.Seed^0x9e3779b97f4a7c15))
-	start := time.Now()
-	next := start
-	for n := 0; ; n++ {
-		next = next.Add(time.Duration(rng.ExpFloat64() / cfg.Rate * float64(time.Second)))
-		if next.Sub(start) >= cfg.Duration {
-			break
-		}
-		if d := time.Until(next); d > 0 {
-			t := time.NewTimer(d)
-			select {
-			case <-ctx.Done():
-				t.Stop()
-			case <-t.C:
-			}
-		}
-		if ctx.Err() != nil {
-			break
-		}
+	poisson(ctx, rng, cfg.Rate, time.Now(), cfg.Duration, func(n int) {
 		i := n % len(cfg.Targets)
 		t := cfg.Targets[i]
 		id := fmt.Sprintf("req-%s-%d", t.Name, n)
@@ -152,9 +135,33 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 			r.Tokens += s.tokens
 			r.Chunks += s.chunks
 		}()
-	}
+	})
 	wg.Wait()
 	return results, ctx.Err()
+}
+
+// poisson calls send(n) at each arrival of a Poisson process of rate a
+// second, from start until d has passed or ctx ends.
+func poisson(ctx context.Context, rng *rand.Rand, rate float64, start time.Time, d time.Duration, send func(n int)) {
+	next := start
+	for n := 0; ; n++ {
+		next = next.Add(time.Duration(rng.ExpFloat64() / rate * float64(time.Second)))
+		if next.Sub(start) >= d {
+			return
+		}
+		if wait := time.Until(next); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+			case <-t.C:
+			}
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		send(n)
+	}
 }
 
 // sample is one request's measurements.

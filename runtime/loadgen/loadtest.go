@@ -240,25 +240,7 @@ func Load(ctx context.Context, p Plan) (Report, error) {
 			send(n)
 		}
 	} else {
-		next := start
-		for n := 0; ; n++ {
-			next = next.Add(time.Duration(rng.ExpFloat64() / p.Rate * float64(time.Second)))
-			if next.Sub(start) >= p.Duration {
-				break
-			}
-			if d := time.Until(next); d > 0 {
-				t := time.NewTimer(d)
-				select {
-				case <-arrivals.Done():
-					t.Stop()
-				case <-t.C:
-				}
-			}
-			if arrivals.Err() != nil {
-				break
-			}
-			send(n)
-		}
+		poisson(arrivals, rng, p.Rate, start, p.Duration, send)
 	}
 	wg.Wait()
 	close(progressDone)
