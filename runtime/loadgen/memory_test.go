@@ -28,8 +28,9 @@ const heldStreams = 2000
 var heldPrompt = strings.Repeat("Tell me about the sea. ", 260)
 
 // BenchmarkStreamMemory holds 2,000 streams open at once, first straight
-// to the engine and then through the platform, and reports what one
-// gateway and one orchestrator hold per open stream. The engine and its
+// to the engine, then through the platform, then through a bare
+// httputil.ReverseProxy in this process, and reports what the proxy holds per
+// open stream beside what one gateway and one orchestrator hold. The engine and its
 // node agent run in a child process, so this process holds the client and,
 // in the second phase, the gateway and the orchestrator: the live heap and
 // goroutine stacks (after a full collection) with the platform's streams
@@ -58,14 +59,20 @@ func BenchmarkStreamMemory(b *testing.B) {
 		}
 		return testenv.LiveBytes()
 	}
+	proxyURL := serveProxy(b, engineURL)
 	base, baseG := testenv.LiveBytes()
 	b.ResetTimer()
 	direct, directG := hold(loadgen.Target{Name: "direct", URL: engineURL, Model: overheadModel})
 	platform, platformG := hold(loadgen.Target{Name: "platform", URL: platformURL, Key: key, Model: overheadModel})
+	// The proxy last: its transport keeps its upstream connections idle
+	// after its streams, which would count against the platform.
+	proxy, proxyG := hold(loadgen.Target{Name: "proxy", URL: proxyURL, Model: overheadModel})
 	b.StopTimer()
 	perStream := func(x, y uint64) float64 { return (float64(x) - float64(y)) / heldStreams }
-	b.Logf("live: at rest %d KiB, %d direct streams %d KiB, %d platform streams %d KiB; goroutines %d, %d, %d",
-		base>>10, heldStreams, direct>>10, heldStreams, platform>>10, baseG, directG, platformG)
+	b.Logf("live: at rest %d KiB, %d direct streams %d KiB, proxied %d KiB, through the platform %d KiB; goroutines %d, %d, %d, %d",
+		base>>10, heldStreams, direct>>10, proxy>>10, platform>>10, baseG, directG, proxyG, platformG)
+	b.ReportMetric(perStream(proxy, direct)/1024, "proxy-KiB/stream")
+	b.ReportMetric(float64(proxyG-directG)/heldStreams, "proxy-goroutines/stream")
 	b.ReportMetric(perStream(platform, direct)/1024, "gateway+orchestrator-KiB/stream")
 	b.ReportMetric(float64(platformG-directG)/heldStreams, "gateway+orchestrator-goroutines/stream")
 	b.ReportMetric(perStream(direct, base)/1024, "client-KiB/stream")

@@ -85,20 +85,9 @@ func BenchmarkPlatformOverhead(b *testing.B) {
 	type q struct{ add50, add99, itl99 time.Duration }
 	got := map[string]q{}
 	for _, r := range res {
-		// The platform must not lose a request. The floor is judged more
-		// leniently: in many runs the bare proxy loses a few streams of its
-		// ~700 to an upstream connection its own transport closed ("use of
-		// closed network connection"; see docs/benchmarks.md), which is not
-		// ours to fix. They are reported as a metric; more than 5 % is a
-		// broken run.
-		if r.Name == "proxy" {
-			b.ReportMetric(float64(r.Errors), "proxy-lost-streams")
-		}
-		switch {
-		case r.Errors > 0 && r.Name == "platform", r.Errors*20 > r.Requests:
+		// No path may lose a request, the floor included.
+		if r.Errors > 0 {
 			b.Errorf("%s: %d of %d requests failed; first: %s", r.Name, r.Errors, r.Requests, r.FirstError)
-		case r.Errors > 0:
-			b.Logf("%s: %d of %d requests failed; first: %s", r.Name, r.Errors, r.Requests, r.FirstError)
 		}
 		added := engine.added(r.FirstToken)
 		if len(added) < len(r.FirstToken)*99/100 {
@@ -243,7 +232,23 @@ func serveProxy(tb testing.TB, engineURL string) string {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, 2048
 	p := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, FlushInterval: -1, Transport: tr}
-	return serveHTTP(tb, p)
+	return serveHTTP(tb, fullDuplex(p))
+}
+
+// fullDuplex lets h read the request's body after it began the response.
+// Without it a ReverseProxy in front of an engine loses streams: the engine
+// has the whole body and answers before the proxy's transport makes its
+// last read of the inbound body (the one that finds its end); writing the
+// answer's headers makes net/http's HTTP/1 server drain and close that
+// body, the late read fails ("invalid Read on closed Body"), and the
+// transport tears down the upstream connection under the stream it is
+// relaying ("use of closed network connection"; the Go issue 40747). Any
+// server that answers once it has the request, as vLLM does, triggers it.
+func fullDuplex(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex() // HTTP/1 supports it; HTTP/2 is full duplex already
+		h.ServeHTTP(w, r)
+	})
 }
 
 // serveHTTP serves h on loopback until the test ends.
