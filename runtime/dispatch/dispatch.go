@@ -43,6 +43,16 @@ type Stream interface {
 	Close() error
 }
 
+// Waiter is a Stream that can wait for its next event apart from taking
+// it. The gateway waits through it between events, so that the frames an
+// open stream waits in stay small: every open stream keeps its handler
+// goroutine, and the garbage collector halves a goroutine's stack only
+// when what the goroutine uses while it waits is under a quarter of it.
+type Waiter interface {
+	// Wait returns once Recv would not block.
+	Wait()
+}
+
 // Event is one server-sent event from the engine.
 type Event struct {
 	// Data is the event's JSON payload exactly as the engine sent it, for

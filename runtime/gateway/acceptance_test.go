@@ -384,6 +384,89 @@ func TestClientDisconnectSettlesPartial(t *testing.T) {
 	http.DefaultClient.CloseIdleConnections()
 }
 
+// TestHungEngineTimesOutTheFirstToken: an engine that takes the request
+// and never streams a token is given up on after the first-token timeout.
+// The engine answered its headers, so a streamed request has its 200 and
+// gets an error event that names the timeout; a non-streamed one gets a
+// 504. Nothing was generated, so nothing is charged, and the stream slot
+// is given back.
+func TestHungEngineTimesOutTheFirstToken(t *testing.T) {
+	s := newStack(t, stackOpts{timeScale: 20, firstTokenTimeout: 300 * time.Millisecond,
+		faults: enginesim.Faults{Hang: true}})
+	team := s.team("t", 100*credit)
+	key := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 1})
+	for _, streamed := range []bool{true, false} {
+		resp, err := s.post(context.Background(), s.url, key, fmt.Sprintf(
+			`{"model":"llama-8b","stream":%t,"max_tokens":50,"messages":[{"role":"user","content":"hello"}]}`, streamed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		want := http.StatusGatewayTimeout
+		if streamed {
+			want = http.StatusOK
+		}
+		if resp.StatusCode != want || !strings.Contains(string(body), `"code":"first_token_timeout"`) {
+			t.Fatalf("stream %t: status %d %s, want %d naming first_token_timeout", streamed, resp.StatusCode, body, want)
+		}
+		if row := s.waitRow(resp.Header.Get("X-Request-Id")); row.cost != 0 || row.completion != 0 {
+			t.Errorf("stream %t: row = %+v, want nothing charged", streamed, row)
+		}
+		// The slot came back (the test's one key has id 1).
+		for deadline := time.Now().Add(10 * time.Second); s.activeStreams(s.redis.Client(), 1) != 0; time.Sleep(10 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("stream %t: the stream slot was not given back", streamed)
+			}
+		}
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestMaxRequestDurationEndsTheStream: a stream that runs past the
+// request's whole-duration limit, though never silent for long, is cut
+// with an error event, and the ledger settles what was relayed.
+func TestMaxRequestDurationEndsTheStream(t *testing.T) {
+	s := newStack(t, stackOpts{timeScale: 1, maxRequestDuration: 500 * time.Millisecond, streamIdleTimeout: time.Hour})
+	team := s.team("t", 100*credit)
+	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	// In real time the engine streams about 40 tokens a second: 2,000
+	// tokens take far longer than the limit.
+	resp, err := s.post(context.Background(), s.url, key,
+		`{"model":"llama-8b","stream":true,"max_tokens":2000,"messages":[{"role":"user","content":"a long story"}]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	r := oa.NewSSEReader(resp.Body)
+	var content, errEvents int
+	var lastErr string
+	for done := false; !done; {
+		data, err := r.Next()
+		switch {
+		case err != nil:
+			t.Fatalf("stream ended with %v, want an error event and [DONE]", err)
+		case oa.IsDone(data):
+			done = true
+		case oa.StreamError(data) != nil:
+			errEvents++
+			lastErr = string(oa.StreamError(data).Code)
+		default:
+			content++
+		}
+	}
+	row := s.waitRow(resp.Header.Get("X-Request-Id"))
+	if errEvents != 1 || content == 0 || row.status != "settled" || row.from != "partial" || lastErr != `"request_timeout"` ||
+		row.completion == 0 || row.completion >= 2000 {
+		t.Errorf("%d content chunks, %d error events (last %q), row %+v; want some content, one request_timeout event and a partial settle",
+			content, errEvents, lastErr, row)
+	}
+	if strings.Contains(s.logs.String(), "engine went silent mid-stream") {
+		t.Error("a stream cut by its duration limit was logged as a silent engine")
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
 // TestStalledEngineEndsTheStream: an engine that goes silent mid-stream
 // (its connection open, as a wedged engine's is) ends the client's stream
 // after the idle timeout with an error event, and the ledger settles the

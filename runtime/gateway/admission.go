@@ -40,7 +40,7 @@ type admission struct {
 // The reservation in PostgreSQL comes last, and its refusal gives the slot
 // back.
 func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, req *openai.ChatCompletionRequest) (*admission, *rejection) {
-	a := &admission{p: p, requestID: c.GetString(ctxRequestID), model: req.Model, tokensLeft: -1}
+	a := &admission{p: p, requestID: requestIDOf(c), model: req.Model, tokensLeft: -1}
 	if r := s.checkLimits(c, ctx, p, a); r != nil {
 		return nil, r
 	}

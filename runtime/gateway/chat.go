@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -32,100 +33,194 @@ var errStreamIdle = errors.New("the engine went silent mid-stream")
 // chatCompletions serves POST /v1/chat/completions: authenticate, read and
 // check the body, admit, dispatch (queueing when no engine is free), relay,
 // then settle and give back the stream slot.
+//
+// It is two calls so that a stream waits in small frames: open runs the
+// deep work (decoding, the quota script, the ledger) in a large frame that
+// is gone by the time run waits for the engine's events. A goroutine's
+// stack grows during that work, and the garbage collector halves it again
+// only once what the goroutine uses while it waits is under a quarter of
+// it; every open stream keeps its handler goroutine, so those frames are
+// paid per stream (BenchmarkStreamMemory).
 func (s *Server) chatCompletions(c *gin.Context) {
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.MaxRequestDuration)
-	defer cancel()
+	if x := s.open(c); x != nil {
+		x.run()
+	}
+}
+
+// exchange is one chat completion, from its admission to its settle. It
+// lives on the heap: what it holds stays out of the frames the relay waits
+// in.
+type exchange struct {
+	s     *Server
+	c     *gin.Context
+	start time.Time
+	p     auth.Principal
+	a     *admission
+	// ctx is the request's, and ends with the client's; the timer ends it
+	// early with the cause of the limit that passed (see expire). One
+	// context and one timer serve the request from admission to settle:
+	// each is paid by every open stream.
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer
+	deadline time.Time   // the end of MaxRequestDuration
+	started  atomic.Bool // the engine's first event came
+	stream   dispatch.Stream
+	view     *clientView
+	rel      relay
+	// streamed and wantUsage are the request's: the prompt itself is not
+	// kept for the stream's minutes.
+	streamed, wantUsage bool
+}
+
+// open authenticates, reads, checks, admits and dispatches the request.
+// It answers the client and returns nil when the request ends there; the
+// admission (if any) is then given back, as it is when open panics.
+func (s *Server) open(c *gin.Context) *exchange {
+	x := &exchange{s: s, c: c, start: time.Now()}
+	x.deadline = x.start.Add(s.cfg.MaxRequestDuration)
 	p, ok := s.principal(c)
 	if !ok {
-		return
+		return nil
 	}
 	req, raw, ok := readRequest(c)
 	if !ok {
-		return
+		return nil
 	}
 	if r := s.checkBody(c, p, req, raw); r != nil {
 		s.write(c, r)
-		return
+		return nil
 	}
-	a, r := s.admit(c, ctx, p, req)
+	// Admission runs on the client's context: each of its steps has its
+	// own timeout, and the contexts they derive for it would leave their
+	// parent a map of children for the stream's life.
+	a, r := s.admit(c, c.Request.Context(), p, req)
 	if r != nil {
 		s.write(c, r)
-		return
+		return nil
 	}
-	// However the handler ends — an answer, a refusal, a panic in the
-	// relay — the row is settled from what the relay saw and the slot is
-	// given back (afterRelay). Until the relay returns, the outcome is a
-	// broken stream with the tokens counted so far.
-	var (
-		rel  relay
-		out  Outcome
-		view *clientView
-		done bool
-	)
+	x.p, x.a = p, a
+	// From the dispatch on, the first token has its own timeout, queueing
+	// included.
+	x.ctx, x.cancel = context.WithCancelCause(c.Request.Context())
+	x.timer = time.AfterFunc(min(s.cfg.FirstTokenTimeout, time.Until(x.deadline)), x.expire)
+	opened := false
 	defer func() {
-		if !done {
-			out = rel.out
-			out.State = Broken
-			out = withProgress(out, view)
+		if !opened {
+			x.timer.Stop()
+			x.cancel(nil)
 		}
-		s.afterRelay(a, out)
+	}()
+	// However the request ends — an answer, a refusal, a panic — the row
+	// is settled and the slot given back (afterRelay): here while there
+	// is no stream yet, by run once there is.
+	defer func() {
+		if !opened {
+			s.afterRelay(a, Outcome{State: Broken})
+		}
 	}()
 	// The engine may never generate more than the ledger reserved for.
 	if a.reserved.MaxOutputTokens > 0 {
 		n := a.reserved.MaxOutputTokens
 		req.MaxTokens, req.MaxCompletionTokens = &n, nil
 	}
-
-	dctx, dcancel := context.WithCancelCause(ctx)
-	defer dcancel(nil)
-	firstToken := time.AfterFunc(s.cfg.FirstTokenTimeout, func() { dcancel(errFirstTokenTimeout) })
-	defer firstToken.Stop()
-	stream, r := s.dispatch(dctx, a, req)
+	stream, r := s.dispatch(x.ctx, a, req)
 	if r != nil {
 		if c.Request.Context().Err() == nil {
 			s.write(c, r)
 		}
-		return
+		return nil
 	}
-	defer stream.Close()
-	view = newClientView(stream, a.model, wantsContinuousUsage(req))
-	stream = view
+	x.stream = stream
+	x.view = newClientView(stream, a.model, wantsContinuousUsage(req))
 	// The prompt went to the engine. Read what the relay needs now and use
 	// req no more, so the prompt is not kept alive for the stream's minutes.
-	streamed, wantUsage := req.Stream, req.WantsUsage()
+	x.streamed, x.wantUsage = req.Stream, req.WantsUsage()
 	s.cfg.Metrics.streamStarted(a.model)
-	defer s.cfg.Metrics.streamEnded(a.model)
-	// Once the first event came, silence longer than the idle timeout ends
-	// the stream: it breaks, the client gets an error event, and the
-	// ledger settles what was relayed.
-	idle := time.AfterFunc(time.Hour, func() { dcancel(errStreamIdle) })
-	idle.Stop()
-	defer idle.Stop()
-	rel = relay{c: c, stream: stream, held: holding{a.promptEstimate, a.reserved.MaxOutputTokens}, onFirst: func() {
-		firstToken.Stop()
-		s.cfg.Metrics.firstToken(a.model, time.Since(start))
-	}, onEvent: func() { idle.Reset(s.cfg.StreamIdleTimeout) }}
-	if streamed {
-		out = rel.streamed(wantUsage)
-	} else {
-		out = rel.buffered()
+	x.rel = relay{c: c, ctx: x.ctx, stream: x.view, held: holding{a.promptEstimate, a.reserved.MaxOutputTokens},
+		onFirst: x.onFirst, onEvent: x.onEvent}
+	opened = true
+	return x
+}
+
+// arm sets the timer to d from now, or to the request's deadline when
+// that comes first.
+func (x *exchange) arm(d time.Duration) { x.timer.Reset(min(d, time.Until(x.deadline))) }
+
+// expire ends the request when its timer fires, with the cause of the
+// limit that passed: the request's whole duration, the wait for the first
+// token, or — once the first event came — silence longer than the idle
+// timeout, after which the stream breaks, the client gets an error event
+// and the ledger settles what was relayed.
+func (x *exchange) expire() {
+	switch {
+	case !time.Now().Before(x.deadline):
+		x.cancel(context.DeadlineExceeded)
+	case x.started.Load():
+		x.cancel(errStreamIdle)
+	default:
+		x.cancel(errFirstTokenTimeout)
 	}
-	if rel.completion > 0 && rel.held.exceeded(rel.prompt, rel.completion) {
+}
+
+func (x *exchange) onFirst() {
+	x.started.Store(true)
+	x.s.cfg.Metrics.firstToken(x.a.model, time.Since(x.start))
+}
+
+// onEvent runs after every event, the first included.
+func (x *exchange) onEvent() { x.arm(x.s.cfg.StreamIdleTimeout) }
+
+// run relays the engine's stream to the client, then settles. Until the
+// relay returns, the outcome is a broken stream with the tokens counted so
+// far.
+func (x *exchange) run() {
+	var out *Outcome
+	defer func() { x.close(out) }()
+	if x.streamed {
+		out = x.end(x.rel.streamed(x.wantUsage))
+	} else {
+		out = x.end(x.rel.buffered())
+	}
+}
+
+// end reports and logs a relay that returned.
+func (x *exchange) end(out Outcome) *Outcome {
+	s, a := x.s, x.a
+	if x.rel.completion > 0 && x.rel.held.exceeded(x.rel.prompt, x.rel.completion) {
 		s.cfg.Metrics.overReservation(a.model)
 		s.cfg.Logger.Warn("engine went past the reservation; the stream was cut", "request_id", a.requestID, "model", a.model,
 			"max_output_tokens", a.reserved.MaxOutputTokens, "prompt_estimate", a.promptEstimate,
-			"prompt_tokens", rel.prompt, "completion_tokens", rel.completion)
+			"prompt_tokens", x.rel.prompt, "completion_tokens", x.rel.completion)
 	}
-	if errors.Is(context.Cause(dctx), errStreamIdle) {
+	if errors.Is(context.Cause(x.ctx), errStreamIdle) {
 		s.cfg.Logger.Warn("engine went silent mid-stream", "request_id", a.requestID, "model", a.model,
 			"idle_timeout", s.cfg.StreamIdleTimeout.String())
 	}
-	out, done = withProgress(out, view), true
-	s.cfg.Metrics.finished(a.model, out, time.Since(start))
-	s.cfg.Logger.Info("chat completion", "request_id", a.requestID, "team", p.TeamName, "model", a.model,
-		"stream", streamed, "prompt_tokens", out.PromptTokens, "completion_tokens", out.CompletionTokens,
-		"outcome", out.State.String(), "ms", time.Since(start).Milliseconds())
+	out = withProgress(out, x.view)
+	s.cfg.Metrics.finished(a.model, out, time.Since(x.start))
+	s.cfg.Logger.Info("chat completion", "request_id", a.requestID, "team", x.p.TeamName, "model", a.model,
+		"stream", x.streamed, "prompt_tokens", out.PromptTokens, "completion_tokens", out.CompletionTokens,
+		"outcome", out.State.String(), "ms", time.Since(x.start).Milliseconds())
+	return &out
+}
+
+// close ends the exchange: the timer, the stream (so the engine's place
+// is free before the settle), the settle of out — or, when the relay did
+// not return (out is nil), of a broken stream with what it counted — and
+// the request's contexts.
+func (x *exchange) close(out *Outcome) {
+	x.timer.Stop()
+	x.s.cfg.Metrics.streamEnded(x.a.model)
+	_ = x.stream.Close()
+	x.cancel(nil)
+	if out == nil {
+		o := x.rel.out
+		o.State = Broken
+		o = withProgress(o, x.view)
+		out = &o
+	}
+	x.s.afterRelay(x.a, *out)
 }
 
 // principal authenticates the request or answers 400/401/503. Two

@@ -40,6 +40,19 @@ func (s *clientView) Recv() (dispatch.Event, error) {
 	if err != nil || ev.Err != nil {
 		return ev, err
 	}
+	return s.show(ev), nil
+}
+
+// Wait implements dispatch.Waiter for the streams that do.
+func (s *clientView) Wait() {
+	if w, ok := s.Stream.(dispatch.Waiter); ok {
+		w.Wait()
+	}
+}
+
+// show is what the client sees of ev. It is apart from Recv so that the
+// frame a stream waits in stays small (see chatCompletions).
+func (s *clientView) show(ev dispatch.Event) dispatch.Event {
 	if ev.Progress != nil {
 		u := *ev.Progress
 		s.progress = &u
@@ -48,7 +61,7 @@ func (s *clientView) Recv() (dispatch.Event, error) {
 		}
 	}
 	ev.Data = renameModel(ev.Data, s.quoted)
-	return ev, nil
+	return ev
 }
 
 // stripUsage returns chunk without its "usage" member (an object of

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -41,7 +42,9 @@ type Outcome struct {
 
 // relay copies one engine stream to one client.
 type relay struct {
-	c       *gin.Context
+	c *gin.Context
+	// ctx is the request's; its cause names a limit that ended it.
+	ctx     context.Context
 	stream  dispatch.Stream
 	onFirst func()
 	// onEvent runs after every event, the first included.
@@ -49,6 +52,7 @@ type relay struct {
 	// held is what the ledger reserved for; the zero value holds nothing
 	// back.
 	held    holding
+	sse     *openai.SSEWriter // the streamed answer's, once begun
 	started bool
 	out     Outcome
 	// prompt and completion are the highest counts seen: the engine's
@@ -105,57 +109,92 @@ func (r *relay) next() (dispatch.Event, error) {
 	return ev, nil
 }
 
-// stream relays server-sent events as they arrive, dropping the usage
-// chunk the client did not ask for.
+// streamed relays server-sent events as they arrive, dropping the usage
+// chunk the client did not ask for. Between events it waits in wait, not
+// in step: the frames an open stream waits in stay small (see
+// chatCompletions).
 func (r *relay) streamed(wantUsage bool) Outcome {
+	r.begin()
+	for r.wait(); r.step(wantUsage); r.wait() {
+	}
+	return r.out
+}
+
+// begin commits to 200: the engine accepted the job, so the client gets
+// its headers (x-request-id among them) before the first token; a failure
+// from here on is an error event, as vLLM sends it.
+func (r *relay) begin() {
 	w := r.c.Writer
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream; charset=utf-8")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	// The engine accepted the job: commit to 200 now so the client has its
-	// headers (x-request-id among them) before the first token; a failure
-	// from here on is an error event, as vLLM sends it.
 	w.Flush()
-	sse := openai.NewSSEWriter(w)
-	for {
-		ev, err := r.next()
-		if errors.Is(err, io.EOF) {
-			_ = sse.WriteDone()
-			w.Flush()
-			return r.out
-		}
-		if errors.Is(err, errOverReservation) {
-			r.out.State = Broken
-			_ = sse.WriteJSON(openai.NewError(openai.TypeServer, "reservation_exceeded", "",
-				"the engine went past the output this request reserved; the answer is cut here"))
-			_ = sse.WriteDone()
-			w.Flush()
-			return r.out
-		}
-		if err != nil {
-			if r.c.Request.Context().Err() != nil {
-				r.out.State = ClientGone
-				return r.out
-			}
-			r.out.State = Broken
-			_ = sse.WriteJSON(openai.NewError(openai.TypeServer, "engine_failed", "", "the engine failed mid-stream"))
-			_ = sse.WriteDone()
-			w.Flush()
-			return r.out
-		}
-		if ev.Usage != nil && !wantUsage {
-			continue
-		}
-		if ev.Err != nil {
-			r.out.State = Broken
-		}
-		if err := sse.WriteData(ev.Data); err != nil {
-			r.out.State = ClientGone
-			return r.out
-		}
+	r.sse = openai.NewSSEWriter(w)
+}
+
+// wait returns once the stream's next event is there, when the stream can
+// say so.
+func (r *relay) wait() {
+	if w, ok := r.stream.(dispatch.Waiter); ok {
+		w.Wait()
+	}
+}
+
+// step relays the next event; it reports false once the stream ended.
+func (r *relay) step(wantUsage bool) bool {
+	w, sse := r.c.Writer, r.sse
+	ev, err := r.next()
+	if errors.Is(err, io.EOF) {
+		_ = sse.WriteDone()
 		w.Flush()
+		return false
+	}
+	if errors.Is(err, errOverReservation) {
+		r.out.State = Broken
+		_ = sse.WriteJSON(openai.NewError(openai.TypeServer, "reservation_exceeded", "",
+			"the engine went past the output this request reserved; the answer is cut here"))
+		_ = sse.WriteDone()
+		w.Flush()
+		return false
+	}
+	if err != nil {
+		if r.c.Request.Context().Err() != nil {
+			r.out.State = ClientGone
+			return false
+		}
+		r.out.State = Broken
+		_ = sse.WriteJSON(brokenEvent(context.Cause(r.ctx)))
+		_ = sse.WriteDone()
+		w.Flush()
+		return false
+	}
+	if ev.Usage != nil && !wantUsage {
+		return true
+	}
+	if ev.Err != nil {
+		r.out.State = Broken
+	}
+	if err := sse.WriteData(ev.Data); err != nil {
+		r.out.State = ClientGone
+		return false
+	}
+	w.Flush()
+	return true
+}
+
+// brokenEvent is the error event of a stream that broke with cause: the
+// request's own limits name themselves; anything else is the engine's
+// failure.
+func brokenEvent(cause error) *openai.ErrorBody {
+	switch {
+	case errors.Is(cause, errFirstTokenTimeout):
+		return openai.NewError(openai.TypeServer, "first_token_timeout", "", "the engine sent no token in time")
+	case errors.Is(cause, context.DeadlineExceeded):
+		return openai.NewError(openai.TypeServer, "request_timeout", "", "the request ran past its time limit; the answer is cut here")
+	default:
+		return openai.NewError(openai.TypeServer, "engine_failed", "", "the engine failed mid-stream")
 	}
 }
 
@@ -182,6 +221,10 @@ func (r *relay) buffered() Outcome {
 			r.out.State = Broken
 			if r.c.Request.Context().Err() != nil {
 				r.out.State = ClientGone
+				return r.out
+			}
+			if cause := context.Cause(r.ctx); err != nil && (errors.Is(cause, errFirstTokenTimeout) || errors.Is(cause, context.DeadlineExceeded)) {
+				writeError(r.c, http.StatusGatewayTimeout, brokenEvent(cause))
 				return r.out
 			}
 			writeError(r.c, http.StatusBadGateway, openai.NewError(openai.TypeServer, "engine_failed", "", "the engine failed before the answer was complete"))

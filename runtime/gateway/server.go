@@ -110,19 +110,22 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) recovered(c *gin.Context, err any) {
-	s.cfg.Logger.Error("handler panic", "request_id", c.GetString(ctxRequestID), "panic", err, "stack", string(debug.Stack()))
+	s.cfg.Logger.Error("handler panic", "request_id", requestIDOf(c), "panic", err, "stack", string(debug.Stack()))
 	writeError(c, http.StatusInternalServerError, openai.NewError(openai.TypeServer, "internal_error", "", "internal error"))
 }
 
-const ctxRequestID = "request_id"
+// requestIDHeader carries a request's id back to its client.
+const requestIDHeader = "X-Request-Id"
 
 // requestID gives every request an id, returned in x-request-id.
 func requestID(c *gin.Context) {
-	id := newRequestID()
-	c.Set(ctxRequestID, id)
-	c.Header("X-Request-Id", id)
+	c.Header(requestIDHeader, newRequestID())
 	c.Next()
 }
+
+// requestIDOf is the id requestID gave c. It is kept only in the response's
+// header: a value in gin's map would cost every open stream that map.
+func requestIDOf(c *gin.Context) string { return c.Writer.Header().Get(requestIDHeader) }
 
 func newRequestID() string {
 	var b [16]byte

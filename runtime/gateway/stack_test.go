@@ -45,7 +45,9 @@ type stackOpts struct {
 	queueLimit        time.Duration // 0 means the default
 	firstTokenTimeout time.Duration
 	streamIdleTimeout time.Duration
-	faults            enginesim.Faults
+	// maxRequestDuration is the gateways'; 0 means the default.
+	maxRequestDuration time.Duration
+	faults             enginesim.Faults
 	// engine, when set, serves llama-8b instead of a simulator: a
 	// hand-written engine for streams the simulator does not make.
 	engine http.Handler
@@ -193,18 +195,19 @@ func (s *stack) gateway(configure ...func(*Config)) string {
 		led = s.opts.wrapLedger(led)
 	}
 	cfg := Config{
-		Dispatcher:        s.direct,
-		Catalog:           NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
-		Auth:              &auth.Authenticator{Keys: keys},
-		Limits:            lim,
-		Queue:             q,
-		Ledger:            led,
-		URLGuard:          &urlguard.Guard{Resolver: noDNS{}},
-		QueueLimit:        s.opts.queueLimit,
-		FirstTokenTimeout: s.opts.firstTokenTimeout,
-		StreamIdleTimeout: s.opts.streamIdleTimeout,
-		RedisTimeout:      s.opts.redisTimeout,
-		Logger:            slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Dispatcher:         s.direct,
+		Catalog:            NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
+		Auth:               &auth.Authenticator{Keys: keys},
+		Limits:             lim,
+		Queue:              q,
+		Ledger:             led,
+		URLGuard:           &urlguard.Guard{Resolver: noDNS{}},
+		QueueLimit:         s.opts.queueLimit,
+		FirstTokenTimeout:  s.opts.firstTokenTimeout,
+		StreamIdleTimeout:  s.opts.streamIdleTimeout,
+		MaxRequestDuration: s.opts.maxRequestDuration,
+		RedisTimeout:       s.opts.redisTimeout,
+		Logger:             slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range configure {
 		f(&cfg)

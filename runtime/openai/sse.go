@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 )
 
 // DoneData is the payload of the event that ends every stream.
@@ -19,19 +20,30 @@ const MaxEventBytes = 1 << 20
 // SSEWriter writes server-sent events in the exact framing vLLM uses:
 // "data: <payload>\n\n".
 type SSEWriter struct {
-	w   io.Writer
-	buf []byte
+	w io.Writer
 }
 
 // NewSSEWriter returns a writer of events to w.
 func NewSSEWriter(w io.Writer) *SSEWriter { return &SSEWriter{w: w} }
 
+// eventBufs holds the buffers events are framed in: shared, so that an
+// open stream, which writes now and then, does not keep one of its own.
+var eventBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxPooledEvent is the largest buffer eventBufs keeps.
+const maxPooledEvent = 64 << 10
+
 // WriteData writes one event whose payload is data.
 func (s *SSEWriter) WriteData(data []byte) error {
-	s.buf = append(s.buf[:0], "data: "...)
-	s.buf = append(s.buf, data...)
-	s.buf = append(s.buf, '\n', '\n')
-	_, err := s.w.Write(s.buf)
+	bp := eventBufs.Get().(*[]byte)
+	buf := append((*bp)[:0], "data: "...)
+	buf = append(buf, data...)
+	buf = append(buf, '\n', '\n')
+	_, err := s.w.Write(buf)
+	if cap(buf) <= maxPooledEvent {
+		*bp = buf
+		eventBufs.Put(bp)
+	}
 	return err
 }
 

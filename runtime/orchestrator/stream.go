@@ -70,7 +70,8 @@ type reqStream struct {
 	ctxErr  func() error
 
 	// The consumer's side; only Recv and Close touch it.
-	pending  nodeproto.Frame // the first frame, taken by Dispatch
+	pending  nodeproto.Frame // the next frame, taken by first or Wait
+	waitErr  error           // the next error, taken by Wait
 	nextSeq  int64
 	unacked  int   // chunks read since the last grant
 	finished bool  // Recv has returned the end
@@ -89,7 +90,10 @@ func (s *reqStream) watch(ctx context.Context) {
 	s.ctxErr = func() error { return fmt.Errorf("request ended: %w", context.Cause(ctx)) }
 }
 
-var _ dispatch.Stream = (*reqStream)(nil)
+var (
+	_ dispatch.Stream = (*reqStream)(nil)
+	_ dispatch.Waiter = (*reqStream)(nil)
+)
 
 func newReqStream(id, nodeID string, epoch int64, window int, l link, onClose func()) *reqStream {
 	return &reqStream{
@@ -127,6 +131,10 @@ func (s *reqStream) next(ctx context.Context) (nodeproto.Frame, error) {
 	if f := s.pending; f != nil {
 		s.pending = nil
 		return f, nil
+	}
+	if err := s.waitErr; err != nil {
+		s.waitErr = nil
+		return nil, err
 	}
 	select {
 	case f := <-s.ch:
@@ -167,12 +175,28 @@ func (s *reqStream) first(ctx context.Context) error {
 	return nil
 }
 
+// Wait implements dispatch.Waiter: it takes the next frame (or the
+// error) ahead, for Recv.
+func (s *reqStream) Wait() {
+	if s.finished || s.pending != nil || s.waitErr != nil {
+		return
+	}
+	s.pending, s.waitErr = s.next(context.Background())
+}
+
 // Recv implements dispatch.Stream.
 func (s *reqStream) Recv() (dispatch.Event, error) {
 	if s.finished {
 		return dispatch.Event{}, s.endErr
 	}
 	f, err := s.next(context.Background())
+	return s.take(f, err)
+}
+
+// take turns the next frame into Recv's answer. It is apart from Recv so
+// that the frame a stream waits in stays small (see the gateway's
+// chatCompletions).
+func (s *reqStream) take(f nodeproto.Frame, err error) (dispatch.Event, error) {
 	if err != nil {
 		s.settled = errors.Is(err, errGone)
 		return s.end(fmt.Errorf("%w: %w", dispatch.ErrStreamBroken, err))
