@@ -18,6 +18,9 @@ func TestMain(m *testing.M) {
 	if raw := os.Getenv(nodeProcessEnv); raw != "" {
 		os.Exit(nodeProcessMain(raw))
 	}
+	if raw := os.Getenv(clientProcessEnv); raw != "" {
+		os.Exit(clientProcessMain(raw))
+	}
 	testenv.MainWithLeakCheck(m)
 }
 

@@ -289,6 +289,11 @@ type platformOpts struct {
 	// returns the first team's, and keys points at them all.
 	teams int
 	keys  *[]string
+	// cloud are engines the orchestrator reaches over HTTP, as on EKS;
+	// each of their models is registered with the platform. cloudClient
+	// is the orchestrator's client for them (default its own).
+	cloud       []orchestrator.CloudNode
+	cloudClient *http.Client
 }
 
 // nodeStarter starts the node "bench-node": an agent that dials wsURL with
@@ -352,7 +357,8 @@ func startPlatform(tb testing.TB, opts platformOpts, startNode nodeStarter) (str
 	}
 	tokens := admin.NewSQLNodeTokens(db)
 	o, err := orchestrator.New(orchestrator.Config{ID: "bench", Redis: rdb, Registry: reg, Tokens: tokens,
-		Events: orchestrator.NewEvents(db, nil), ShutdownGrace: 2 * time.Second, Logger: logger})
+		Events: orchestrator.NewEvents(db, nil), ShutdownGrace: 2 * time.Second, Logger: logger,
+		CloudNodes: opts.cloud, CloudClient: opts.cloudClient})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -372,9 +378,17 @@ func startPlatform(tb testing.TB, opts platformOpts, startNode nodeStarter) (str
 	g.Go(func() error { return led.Run(gctx) })
 	adm := admin.NewSQLStore(db)
 	now := time.Now()
-	if _, _, err := adm.PutModel(ctx, overheadModel, admin.ModelSpec{ServedName: overheadModel, PromptPriceMicroPerMTok: 100_000,
-		CompletionPriceMicroPerMTok: 500_000, MaxContextTokens: 8192, MaxOutputTokens: 4096}, now); err != nil {
-		tb.Fatal(err)
+	models := map[string]string{overheadModel: overheadModel} // platform name → served name
+	for _, n := range opts.cloud {
+		for _, m := range n.Models {
+			models[m.Name] = m.ServedName
+		}
+	}
+	for name, served := range models {
+		if _, _, err := adm.PutModel(ctx, name, admin.ModelSpec{ServedName: served, PromptPriceMicroPerMTok: 100_000,
+			CompletionPriceMicroPerMTok: 500_000, MaxContextTokens: 8192, MaxOutputTokens: 4096}, now); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	var keys []string
 	for i := range max(1, opts.teams) {

@@ -21,6 +21,13 @@ const childWait = 30 * time.Second
 // child's stdin, the child's signal to stop, and waits for it to exit.
 func StartChild(tb testing.TB, env string, config any) string {
 	tb.Helper()
+	return StartChildWithin(tb, env, config, childWait)
+}
+
+// StartChildWithin is StartChild for a child that may take up to ready to
+// print its line: one that does long work before it is ready.
+func StartChildWithin(tb testing.TB, env string, config any, ready time.Duration) string {
+	tb.Helper()
 	exe, err := os.Executable()
 	if err != nil {
 		tb.Fatal(err)
@@ -69,7 +76,7 @@ func StartChild(tb testing.TB, env string, config any) string {
 			tb.Fatalf("child %s exited before it was ready", env)
 		}
 		return strings.TrimSpace(line)
-	case <-time.After(childWait):
+	case <-time.After(ready):
 		_ = cmd.Process.Kill()
 		tb.Fatalf("child %s did not start", env)
 		return ""
