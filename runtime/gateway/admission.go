@@ -174,15 +174,49 @@ func (s *Server) afterRelay(a *admission, out Outcome) {
 }
 
 // giveBackSlot releases the stream slot, if one was taken. It runs after
-// the client left too, so ctx is not the request's.
+// the client left too, so ctx is not the request's. A release that fails
+// (Redis slow under a mass disconnect, or down) is retried in the
+// background: a slot left held would count against the key's max_streams
+// until its deadline, the whole request duration.
 func (s *Server) giveBackSlot(ctx context.Context, a *admission) {
-	if a.slot {
-		// A slot not given back (Redis down) frees itself at its deadline.
-		rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
-		_ = s.cfg.Limits.ReleaseStream(rctx, a.p.QuotaID(), a.requestID)
-		cancel()
-		a.slot = false
+	if !a.slot {
+		return
 	}
+	a.slot = false
+	if s.releaseSlot(ctx, a) == nil {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		pause := slotRetryPause
+		for deadline := time.Now().Add(slotRetryFor); ; {
+			time.Sleep(pause) // a pause between attempts, not a wait for a condition
+			err := s.releaseSlot(context.WithoutCancel(ctx), a)
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				// It frees itself at its deadline.
+				s.cfg.Logger.Warn("stream slot not given back", "request_id", a.requestID, "err", err)
+				return
+			}
+			pause = min(2*pause, time.Second)
+		}
+	}()
+}
+
+// How long and how often a failed slot release is retried.
+const (
+	slotRetryPause = 50 * time.Millisecond
+	slotRetryFor   = time.Minute
+)
+
+// releaseSlot makes one attempt at giving back a's stream slot.
+func (s *Server) releaseSlot(ctx context.Context, a *admission) error {
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	defer cancel()
+	return s.cfg.Limits.ReleaseStream(rctx, a.p.QuotaID(), a.requestID)
 }
 
 // settleOf is the one rule for how a request's row ends: the engine's

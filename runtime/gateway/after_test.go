@@ -2,9 +2,11 @@ package gateway
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -149,5 +151,49 @@ func TestPanicInTheRelayStillSettles(t *testing.T) {
 	}
 	if !strings.Contains(s.logs.String(), "handler panic") {
 		t.Error("the panic was not logged")
+	}
+}
+
+// failingReleases is a Limiter whose first releases fail, as they do when
+// Redis is slow under a mass disconnect.
+type failingReleases struct {
+	Limiter
+	failures atomic.Int64 // releases still to fail
+}
+
+func (f *failingReleases) ReleaseStream(ctx context.Context, keyID, requestID string) error {
+	if f.failures.Add(-1) >= 0 {
+		return errors.New("redis: i/o timeout")
+	}
+	return f.Limiter.ReleaseStream(ctx, keyID, requestID)
+}
+
+// TestFailedSlotReleaseIsRetried: a stream slot whose release fails is
+// given back by a retry, not left to count against the key's max_streams
+// until its deadline.
+func TestFailedSlotReleaseIsRetried(t *testing.T) {
+	f := &failingReleases{}
+	f.failures.Store(3)
+	s := newStack(t, stackOpts{wrapLimits: func(l Limiter) Limiter { f.Limiter = l; return f }})
+	team := s.team("t", 100*credit)
+	key := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 1})
+	for i := range 2 { // the second request needs the first one's slot
+		resp, err := s.post(context.Background(), s.url, key,
+			`{"model":"llama-8b","max_tokens":5,"messages":[{"role":"user","content":"hello"}]}`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: status %d %s", i, resp.StatusCode, body)
+		}
+		s.settled() // the retries run in the background; settled waits for them
+		if n := s.activeStreams(s.redis.Client(), 1); n != 0 {
+			t.Fatalf("request %d: %d slots held after the retries", i, n)
+		}
+	}
+	if f.failures.Load() >= 0 {
+		t.Errorf("the release failed %d times fewer than asked", f.failures.Load()+1)
 	}
 }

@@ -53,6 +53,8 @@ type stackOpts struct {
 	engine http.Handler
 	// wrapLedger, when set, wraps the ledger the gateways use.
 	wrapLedger func(Ledger) Ledger
+	// wrapLimits, when set, wraps the limiter the gateways use.
+	wrapLimits func(Limiter) Limiter
 	// redisTimeout, when set, replaces the gateways' budget for a Redis
 	// call: a test of a limit under a burst of hundreds of requests on a
 	// loaded machine must not turn into a test of that budget, whose
@@ -190,6 +192,10 @@ func (s *stack) gateway(configure ...func(*Config)) string {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var limits Limiter = lim
+	if s.opts.wrapLimits != nil {
+		limits = s.opts.wrapLimits(limits)
+	}
 	var led Ledger = s.led
 	if s.opts.wrapLedger != nil {
 		led = s.opts.wrapLedger(led)
@@ -198,7 +204,7 @@ func (s *stack) gateway(configure ...func(*Config)) string {
 		Dispatcher:         s.direct,
 		Catalog:            NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
 		Auth:               &auth.Authenticator{Keys: keys},
-		Limits:             lim,
+		Limits:             limits,
 		Queue:              q,
 		Ledger:             led,
 		URLGuard:           &urlguard.Guard{Resolver: noDNS{}},
