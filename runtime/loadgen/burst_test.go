@@ -5,6 +5,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/loadgen"
+	"github.com/llmplat/llmplat/runtime/platformtest"
 )
 
 // burstStreams is the seed's peak, arriving at once from one team.
@@ -19,7 +20,7 @@ const burstStreams = 200
 func BenchmarkBurst(b *testing.B) {
 	// The engine 20 times faster than an L40S: its own queueing would
 	// otherwise hide what the paths add.
-	sim, engine := serveSim(b, enginesim.Config{ServedModelName: overheadModel, Seed: 1, TimeScale: 20})
+	sim, engine := platformtest.ServeSim(b, enginesim.Config{ServedModelName: overheadModel, Seed: 1, TimeScale: 20})
 	proxyURL := serveProxy(b, engine)
 	platformURL, key := startPlatform(b, platformOpts{durable: true}, localNode(b, sim, engine, enginesim.DefaultMaxNumSeqs))
 	client := loadgen.NewClient()

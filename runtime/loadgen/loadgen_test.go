@@ -3,7 +3,6 @@ package loadgen_test
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/loadgen"
+	"github.com/llmplat/llmplat/runtime/platformtest"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -24,32 +24,11 @@ func TestMain(m *testing.M) {
 	testenv.MainWithLeakCheck(m)
 }
 
-// serveSim runs a simulator on loopback until the test ends.
-func serveSim(tb testing.TB, cfg enginesim.Config) (*enginesim.Sim, string) {
-	tb.Helper()
-	sim, err := enginesim.New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = sim.Serve(ctx, ln)
-	}()
-	tb.Cleanup(func() { cancel(); <-done })
-	return sim, "http://" + ln.Addr().String()
-}
-
 // TestRunMeasuresEveryRequest: arrivals alternate between the targets and
 // every request is timed: one TTFT each, one gap per content chunk after
 // the first, and the usage's tokens equal what the engine generated.
 func TestRunMeasuresEveryRequest(t *testing.T) {
-	sim, url := serveSim(t, enginesim.Config{ServedModelName: "m", TimeScale: 20, Seed: 3})
+	sim, url := platformtest.ServeSim(t, enginesim.Config{ServedModelName: "m", TimeScale: 20, Seed: 3})
 	targets := []loadgen.Target{{Name: "a", URL: url, Model: "m"}, {Name: "b", URL: url, Model: "m"}}
 	client := loadgen.NewClient()
 	defer client.CloseIdleConnections()
@@ -95,7 +74,7 @@ func TestRunMeasuresEveryRequest(t *testing.T) {
 // TestRunEndsOnCancel: ending the context aborts the streams in flight
 // and Run returns at once with them counted as errors.
 func TestRunEndsOnCancel(t *testing.T) {
-	sim, url := serveSim(t, enginesim.Config{ServedModelName: "m", TimeScale: 20})
+	sim, url := platformtest.ServeSim(t, enginesim.Config{ServedModelName: "m", TimeScale: 20})
 	sim.SetFaults(enginesim.Faults{Hang: true})
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/loadgen"
+	"github.com/llmplat/llmplat/runtime/platformtest"
 )
 
 // TestLoadBurstAndRate: a burst sends exactly its requests, each timed
@@ -14,7 +15,7 @@ import (
 // concurrency never has more in flight than the cap; a model the engine
 // does not serve is counted as its HTTP status.
 func TestLoadBurstAndRate(t *testing.T) {
-	_, url := serveSim(t, enginesim.Config{ServedModelName: "m", TimeScale: 50, Seed: 3})
+	_, url := platformtest.ServeSim(t, enginesim.Config{ServedModelName: "m", TimeScale: 50, Seed: 3})
 	ctx := context.Background()
 	rep, err := loadgen.Load(ctx, loadgen.Plan{BaseURL: url + "/v1", Models: []loadgen.Weighted{{Model: "m", Weight: 3}, {Model: "nope", Weight: 1}},
 		Burst: 80, PromptTokens: 50, MaxTokens: 8, Seed: 1})

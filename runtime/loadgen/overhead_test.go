@@ -3,11 +3,9 @@ package loadgen_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -16,21 +14,14 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sync/errgroup"
-
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
-	"github.com/llmplat/llmplat/runtime/frontdoor"
-	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
-	"github.com/llmplat/llmplat/runtime/registry"
-	"github.com/llmplat/llmplat/runtime/store"
-	"github.com/llmplat/llmplat/runtime/testenv"
-	"github.com/llmplat/llmplat/runtime/urlguard"
+	"github.com/llmplat/llmplat/runtime/platformtest"
 )
 
 // The seed's load: about 200 concurrent streams. An answer of 100 tokens at
@@ -132,7 +123,7 @@ func serveTimedSim(tb testing.TB, cfg enginesim.Config) (*enginesim.Sim, *timedE
 	done := make(chan error, 1)
 	go func() { done <- sim.Run(ctx) }()
 	e := &timedEngine{h: sim.Handler(), ttf: map[string]time.Duration{}}
-	e.url = serveHTTP(tb, e)
+	e.url = platformtest.Serve(tb, e)
 	tb.Cleanup(func() { cancel(); <-done }) // runs before the server's cleanup: streams end first
 	return sim, e
 }
@@ -232,7 +223,7 @@ func serveProxy(tb testing.TB, engineURL string) string {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, 2048
 	p := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, FlushInterval: -1, Transport: tr}
-	return serveHTTP(tb, fullDuplex(p))
+	return platformtest.Serve(tb, fullDuplex(p))
 }
 
 // fullDuplex lets h read the request's body after it began the response.
@@ -249,29 +240,6 @@ func fullDuplex(h http.Handler) http.Handler {
 		_ = http.NewResponseController(w).EnableFullDuplex() // HTTP/1 supports it; HTTP/2 is full duplex already
 		h.ServeHTTP(w, r)
 	})
-}
-
-// serveHTTP serves h on loopback until the test ends.
-func serveHTTP(tb testing.TB, h http.Handler) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		srv.Close()
-		<-done
-	})
-	return "http://" + ln.Addr().String()
 }
 
 // startPlatform runs the platform on real PostgreSQL and Redis: an
@@ -326,104 +294,26 @@ func localNode(tb testing.TB, sim *enginesim.Sim, engineURL string, maxNumSeqs i
 
 func startPlatform(tb testing.TB, opts platformOpts, startNode nodeStarter) (string, string) {
 	tb.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	g, gctx := errgroup.WithContext(ctx)
-	tb.Cleanup(func() {
-		cancel()
-		if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-			tb.Errorf("platform: %v", err)
-		}
-	})
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	dsn := ""
-	if opts.durable {
-		dsn = testenv.DurablePostgres(tb)
-	} else {
-		dsn = testenv.Postgres(tb)
-	}
-	db, err := store.Open(ctx, dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	if err := db.Migrate(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	env := testenv.Redis(tb)
-	rdb := env.Client()
-	reg, err := registry.New(rdb, registry.Config{Prefix: env.Prefix, Logger: logger})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tokens := admin.NewSQLNodeTokens(db)
-	o, err := orchestrator.New(orchestrator.Config{ID: "bench", Redis: rdb, Registry: reg, Tokens: tokens,
-		Events: orchestrator.NewEvents(db, nil), ShutdownGrace: 2 * time.Second, Logger: logger,
-		CloudNodes: opts.cloud, CloudClient: opts.cloudClient})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	g.Go(func() error { return o.Run(gctx) })
-	wsURL := "ws" + serveHTTP(tb, o.Handler())[len("http"):] + orchestrator.ConnectPath
-
-	issued, err := tokens.Issue(ctx, "bench-node", "bench-node", time.Now())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	startNode(wsURL, issued.Token)
-
-	led, err := ledger.New(db, ledger.Config{Completions: orchestrator.NewCompletionLog(rdb, env.Prefix), Logger: logger})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	g.Go(func() error { return led.Run(gctx) })
-	adm := admin.NewSQLStore(db)
-	now := time.Now()
-	models := map[string]string{overheadModel: overheadModel} // platform name → served name
+	p := platformtest.Start(tb, platformtest.Options{Durable: opts.durable, StreamIdleTimeout: opts.streamIdleTimeout,
+		Cloud: opts.cloud, CloudClient: opts.cloudClient})
+	startNode(p.WSURL, p.NodeToken("bench-node"))
+	p.Model(overheadModel, overheadModel)
 	for _, n := range opts.cloud {
 		for _, m := range n.Models {
-			models[m.Name] = m.ServedName
-		}
-	}
-	for name, served := range models {
-		if _, _, err := adm.PutModel(ctx, name, admin.ModelSpec{ServedName: served, PromptPriceMicroPerMTok: 100_000,
-			CompletionPriceMicroPerMTok: 500_000, MaxContextTokens: 8192, MaxOutputTokens: 4096}, now); err != nil {
-			tb.Fatal(err)
+			p.Model(m.Name, m.ServedName)
 		}
 	}
 	var keys []string
 	for i := range max(1, opts.teams) {
-		team, _, err := adm.CreateTeam(ctx, fmt.Sprintf("bench-%d", i), now)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		if _, err := led.AddCredit(ctx, team.ID, fmt.Sprintf("bench-%d", i), 1_000_000_000_000, "benchmark"); err != nil {
-			tb.Fatal(err)
-		}
+		team := p.Team(fmt.Sprintf("bench-%d", i), 1_000_000_000_000)
 		// Limits far above the load, so that every check runs and none refuses.
-		key, err := adm.CreateKey(ctx, admin.CreateKeyRequest{TeamID: team.ID, Name: "bench",
-			RPM: 1_000_000, TokensPerDay: 1_000_000_000_000, MaxStreams: 10_000}, "", now)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		keys = append(keys, key.Secret)
+		keys = append(keys, p.Key(admin.CreateKeyRequest{TeamID: team, Name: "bench",
+			RPM: 1_000_000, TokensPerDay: 1_000_000_000_000, MaxStreams: 10_000}))
 	}
 	if opts.keys != nil {
 		*opts.keys = keys
 	}
-	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: db,
-		Redis: rdb, RedisPrefix: env.Prefix, Ledger: led, Dispatcher: o, URLGuard: &urlguard.Guard{AllowUnresolvable: true},
-		StreamIdleTimeout: opts.streamIdleTimeout, Logger: logger})
-	if err != nil {
-		tb.Fatal(err)
-	}
 	// The orchestrator routes to the node once its snapshot shows it.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		if n, err := reg.Get(ctx, "bench-node"); err == nil && n.Owner == "bench" {
-			break
-		}
-		if time.Now().After(deadline) {
-			tb.Fatal("the node agent did not register")
-		}
-	}
-	return front.Base, keys[0]
+	p.WaitNode("bench-node")
+	return p.URL, keys[0]
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/loadgen"
+	"github.com/llmplat/llmplat/runtime/platformtest"
 )
 
 // Closed-loop throughput: throughputWorkers clients each send a 1-token,
@@ -32,7 +33,7 @@ const (
 // request on one team's balance row) and with four. The ratios
 // platform/proxy are the figures the mission sets (at least 1/4).
 func BenchmarkThroughput(b *testing.B) {
-	sim, engine := serveSim(b, enginesim.Config{ServedModelName: overheadModel, Seed: 1, TimeScale: 1000})
+	sim, engine := platformtest.ServeSim(b, enginesim.Config{ServedModelName: overheadModel, Seed: 1, TimeScale: 1000})
 	proxyURL := serveProxy(b, engine)
 	var keys []string
 	platformURL, key := startPlatform(b, platformOpts{durable: true, teams: 4, keys: &keys},
