@@ -1,0 +1,414 @@
+package chaos_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/loadgen"
+	"github.com/llmplat/llmplat/runtime/nodeproto"
+	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/platformtest"
+	"github.com/llmplat/llmplat/runtime/quota"
+	"github.com/llmplat/llmplat/runtime/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.MainWithLeakCheck(m) }
+
+// sizeEnv set to "full" runs every scenario at the seed's size (make
+// chaos); otherwise each runs reduced, small enough for make test.
+const sizeEnv = "LLMPLAT_CHAOS_SIZE"
+
+// size is reduced, or full under LLMPLAT_CHAOS_SIZE=full.
+func size(t *testing.T, reduced, full int) int {
+	switch v := os.Getenv(sizeEnv); v {
+	case "", "reduced":
+		return reduced
+	case "full":
+		return full
+	default:
+		t.Fatalf("%s=%q: want full or reduced", sizeEnv, v)
+		return 0
+	}
+}
+
+// figure prints a scenario's measured result in the form make chaos and
+// docs/reliability.md show.
+func figure(t *testing.T, format string, args ...any) {
+	t.Helper()
+	t.Logf("chaos: %s: %s", t.Name(), fmt.Sprintf(format, args...))
+}
+
+// model is the one model the scenarios serve.
+const model = "llama-8b"
+
+// start runs a platform with the model registered.
+func start(t *testing.T) *platformtest.Platform {
+	t.Helper()
+	p := platformtest.Start(t, platformtest.Options{StreamIdleTimeout: time.Hour})
+	p.Model(model, model)
+	return p
+}
+
+// checkBooks fails the test unless the ledger's invariant holds and no
+// reservation is left open, waiting for the settles the gateway runs
+// after each answer. It returns the books.
+func checkBooks(t *testing.T, p *platformtest.Platform) platformtest.Books {
+	t.Helper()
+	var (
+		b   platformtest.Books
+		err error
+	)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		b, err = p.CheckBooks(context.Background())
+		if err == nil && b.Reserved == 0 {
+			return b
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("books after 30 s: %+v, %v", b, err)
+		}
+	}
+}
+
+// streamBody is a streamed request for maxTokens with the running usage.
+func streamBody(i, maxTokens int) string {
+	return fmt.Sprintf(`{"model":%q,"stream":true,"max_tokens":%d,"stream_options":{"include_usage":true,"continuous_usage_stats":true},"messages":[{"role":"user","content":"chaos %d"}]}`,
+		model, maxTokens, i)
+}
+
+// post sends one chat completion with key.
+func post(ctx context.Context, client *http.Client, url, key, body string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader([]byte(body)))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	return client.Do(req)
+}
+
+// TestEngineKilledMidStream: the engine dies while every stream is
+// mid-answer. Each client gets an error event and [DONE] — none hangs —
+// and the ledger settles what each stream produced, never more than the
+// engine generated.
+func TestEngineKilledMidStream(t *testing.T) {
+	n := size(t, 20, 200)
+	p := start(t)
+	// Answers run to max_tokens (a mean far above it): 400 tokens, ten
+	// seconds in real time, so every stream is still mid-answer when the
+	// engine dies.
+	node := p.StartNode("node-1", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 1,
+		MeanAnswerTokens: 1_000_000}, 2*n)
+	team := p.Team("t", 1_000_000_000)
+	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k"})
+	client := loadgen.NewClient()
+	defer client.CloseIdleConnections()
+
+	var (
+		wg              sync.WaitGroup
+		started         sync.WaitGroup
+		errEvents, hung atomic.Int64
+		relayed         atomic.Int64
+		slowest         atomic.Int64 // ns from the kill to a stream's end
+		killedAt        atomic.Int64
+		firstErr        atomic.Value
+		ctx, cancel     = context.WithTimeout(context.Background(), 2*time.Minute)
+		startedOnce     = make([]sync.Once, n)
+	)
+	defer cancel()
+	started.Add(n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer startedOnce[i].Do(started.Done)
+			resp, err := post(ctx, client, p.URL, key, streamBody(i, 400))
+			if err != nil {
+				firstErr.CompareAndSwap(nil, err.Error())
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b, _ := io.ReadAll(resp.Body)
+				firstErr.CompareAndSwap(nil, fmt.Sprintf("%s %s", resp.Status, b))
+				return
+			}
+			r := openai.NewSSEReader(resp.Body)
+			for {
+				data, err := r.Next()
+				if err != nil {
+					hung.Add(1) // the body ended without [DONE]
+					return
+				}
+				switch {
+				case openai.IsDone(data):
+					if k := killedAt.Load(); k != 0 {
+						slowest.Store(max(slowest.Load(), time.Now().UnixNano()-k))
+					}
+					return
+				case openai.StreamError(data) != nil:
+					errEvents.Add(1)
+				case bytes.Contains(data, []byte(`"content":"`)) && !bytes.Contains(data, []byte(`"content":""`)):
+					relayed.Add(1)
+					startedOnce[i].Do(started.Done)
+				}
+			}
+		}()
+	}
+	started.Wait()
+	killedAt.Store(time.Now().UnixNano())
+	node.Sim.SetFaults(enginesim.Faults{Dead: true})
+	wg.Wait()
+	if f := firstErr.Load(); f != nil {
+		t.Fatalf("a request failed before streaming: %v", f)
+	}
+	if errEvents.Load() != int64(n) || hung.Load() != 0 {
+		t.Errorf("%d of %d streams got an error event, %d ended without [DONE]", errEvents.Load(), n, hung.Load())
+	}
+	b := checkBooks(t, p)
+	generated := node.Sim.Stats().GenerationTokens
+	if b.Settled != n || b.CompletionTokens > generated || b.CompletionTokens < relayed.Load() {
+		t.Errorf("books %+v: want %d rows settled with at least the %d content chunks relayed and at most the %d tokens generated",
+			b, n, relayed.Load(), generated)
+	}
+	figure(t, "%d streams cut mid-answer: %d error events, %d hung, the last ended %v after the kill; settled %d rows (%d cancelled), %d completion tokens of %d generated (%d content chunks relayed)",
+		n, errEvents.Load(), hung.Load(), time.Duration(slowest.Load()).Round(time.Millisecond), b.Settled, b.Cancelled, b.CompletionTokens, generated, relayed.Load())
+}
+
+// TestMaxStreamsHolds: one key with max_streams opens many streams at
+// once; exactly max_streams are served at a time and the rest are refused
+// with 429, and every slot is given back afterwards.
+func TestMaxStreamsHolds(t *testing.T) {
+	n := size(t, 100, 500)
+	limit := n / 5
+	p := start(t)
+	// The engine stalls every stream after its first token, so the
+	// admitted streams stay open until their clients leave.
+	p.StartNode("node-1", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 5,
+		Faults: enginesim.Faults{StallAfterTokens: 1}}, 2*n)
+	team := p.Team("t", 1_000_000_000)
+	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k", MaxStreams: limit})
+	client := loadgen.NewClient()
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	var (
+		ok, refused, other atomic.Int64
+		firstOther         atomic.Value
+		wg                 sync.WaitGroup
+		gate               = make(chan struct{})
+		holding            = make(chan struct{}, n)
+		release            = make(chan struct{})
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			resp, err := post(ctx, client, p.URL, key, streamBody(i, 200))
+			if err != nil {
+				other.Add(1)
+				firstOther.CompareAndSwap(nil, err.Error())
+				return
+			}
+			defer platformtest.Discard(resp)
+			switch resp.StatusCode {
+			case http.StatusOK:
+				ok.Add(1)
+				holding <- struct{}{}
+				<-release // hold the stream open until every request was answered
+			case http.StatusTooManyRequests:
+				refused.Add(1)
+			default:
+				other.Add(1)
+				b, _ := io.ReadAll(resp.Body)
+				firstOther.CompareAndSwap(nil, fmt.Sprintf("%s %s", resp.Status, b))
+			}
+		}()
+	}
+	close(gate)
+	// Every request is answered (200 and held, or refused) before any
+	// admitted stream ends.
+	for deadline := time.Now().Add(time.Minute); ok.Load()+refused.Load()+other.Load() < int64(n); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after a minute: %d admitted, %d refused, %d other of %d", ok.Load(), refused.Load(), other.Load(), n)
+		}
+	}
+	held := slots(t, p)
+	close(release)
+	cancel() // the held streams end: their clients leave
+	wg.Wait()
+	if ok.Load() != int64(limit) || refused.Load() != int64(n-limit) || other.Load() != 0 || held != int64(limit) {
+		t.Errorf("%d admitted, %d refused with 429, %d other (first: %v), %d slots held; want %d, %d, 0, %d",
+			ok.Load(), refused.Load(), other.Load(), firstOther.Load(), held, limit, n-limit, limit)
+	}
+	for deadline := time.Now().Add(30 * time.Second); slots(t, p) != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d stream slots still held 30 s after every client left", slots(t, p))
+		}
+	}
+	b := checkBooks(t, p)
+	figure(t, "%d streams opened at once on a key with max_streams %d: %d served, %d refused with 429, %d slots held at the peak, 0 after; books: %d settled, %d cancelled, none reserved",
+		n, limit, ok.Load(), refused.Load(), held, b.Settled, b.Cancelled)
+}
+
+// slots counts the stream slots held in Redis across keys.
+func slots(t *testing.T, p *platformtest.Platform) int64 {
+	t.Helper()
+	ctx := context.Background()
+	keys := quota.NewKeys(p.Redis.Prefix)
+	var total int64
+	iter := p.Redis.Client().Scan(ctx, 0, keys.Streams("*"), 0).Iterator()
+	for iter.Next(ctx) {
+		n, err := p.Redis.Client().ZCard(ctx, iter.Val()).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		total += n
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return total
+}
+
+// TestAbandonedStreams: clients open many streams and leave mid-answer.
+// Goroutines, memory, the engine's running sequences, stream slots and
+// reservations all return to where they were.
+func TestAbandonedStreams(t *testing.T) {
+	n := size(t, 300, 3000)
+	p := start(t)
+	// The engine stalls each stream after its first tokens: the streams
+	// stay open without the engine's work growing with their number.
+	node := p.StartNode("node-1", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 5,
+		Faults: enginesim.Faults{StallAfterTokens: 2}}, 2*n)
+	team := p.Team("t", 1_000_000_000)
+	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k", MaxStreams: 2 * n})
+	client := loadgen.NewClient()
+	baseLive, baseG := testenv.LiveBytes()
+
+	h := loadgen.Hold(context.Background(), client, loadgen.Target{Name: "platform", URL: p.URL, Key: key, Model: model}, n, "chaos", 16)
+	if h.Opened != n {
+		h.Close()
+		t.Fatalf("%d of %d streams opened; first error: %s", h.Opened, n, h.FirstError)
+	}
+	openLive, openG := testenv.LiveBytes()
+	left := time.Now()
+	h.Close() // every client leaves mid-answer
+	client.CloseIdleConnections()
+	var g int
+	var live uint64
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		live, g = testenv.LiveBytes()
+		// A few goroutines may stay: the engine connections the agent
+		// keeps idle.
+		if g <= baseG+16 && node.Sim.Stats().Running == 0 && slots(t, p) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a minute after the clients left: %d goroutines (%d before), engine running %d, %d slots held",
+				g, baseG, node.Sim.Stats().Running, slots(t, p))
+		}
+	}
+	back := time.Since(left)
+	b := checkBooks(t, p)
+	if b.Settled+b.Cancelled != n {
+		t.Errorf("books %+v: want all %d rows ended", b, n)
+	}
+	// Memory comes back with the goroutines. What stays is the pools the
+	// burst grew (database and Redis connections, buffers), not the
+	// streams: at most a fifth of what they held.
+	if live > baseLive && live-baseLive > (openLive-baseLive)/5 {
+		t.Errorf("live memory %d KiB after, %d KiB before, %d KiB with the streams open: more than a fifth stayed",
+			live>>10, baseLive>>10, openLive>>10)
+	}
+	figure(t, "%d streams opened (%d goroutines, %d KiB live) and abandoned: back to %d goroutines (%d before) and %d KiB live (%d before) in %v; engine running 0, 0 slots held, %d rows settled and %d cancelled, none reserved",
+		n, openG, openLive>>10, g, baseG, live>>10, baseLive>>10, back.Round(time.Millisecond), b.Settled, b.Cancelled)
+}
+
+// requestsSeen is how many requests an engine took in.
+func requestsSeen(sim *enginesim.Sim) int64 {
+	st := sim.Stats()
+	return st.Finished + st.Aborted + int64(st.Running) + int64(st.Waiting)
+}
+
+// TestSocketCut: an on-prem node's socket is cut while streams run on it
+// and stays down a while. Its streams end with an error event, the
+// requests that come meanwhile are all served by the other node and none
+// reaches the cut one, and once the link is back the node's agent
+// reconnects by itself (its backoff) and takes work again.
+func TestSocketCut(t *testing.T) {
+	n := size(t, 20, 200)
+	p := start(t)
+	link := p.NodeLink()
+	// Answers run to max_tokens: 400 tokens, about ten seconds.
+	cut := p.StartNodeVia(link, "node-cut", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 1,
+		MeanAnswerTokens: 1_000_000}, 2*n)
+	other := p.StartNode("node-other", model, enginesim.Config{ServedModelName: model, Seed: 2, TimeScale: 1,
+		MeanAnswerTokens: 1_000_000}, 4*n)
+	team := p.Team("t", 1_000_000_000)
+	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k"})
+	client := loadgen.NewClient()
+	defer client.CloseIdleConnections()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// n long streams, spread over both nodes by the router.
+	h := loadgen.Hold(ctx, client, loadgen.Target{Name: "platform", URL: p.URL, Key: key, Model: model}, n, "chaos", 400)
+	defer h.Close()
+	if h.Opened != n {
+		t.Fatalf("%d of %d streams opened; first error: %s", h.Opened, n, h.FirstError)
+	}
+	onCut := cut.Sim.Stats().Running
+	if onCut == 0 {
+		t.Fatalf("the router put none of %d streams on the node to cut", n)
+	}
+	epoch := p.WaitRegistered("node-cut", 0, time.Second)
+	cutAt := time.Now()
+	link.SetDown(true)
+	// The cut node's streams end: its engine is told to stop them once the
+	// agent sees its socket go.
+	for deadline := time.Now().Add(30 * time.Second); cut.Sim.Stats().Running != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the cut the cut node's engine still runs %d streams", cut.Sim.Stats().Running)
+		}
+	}
+	stopped := time.Since(cutAt)
+	// While the link is down every request is served, by the other node.
+	seenCut := requestsSeen(cut.Sim)
+	var served int
+	for i := range n {
+		resp, err := post(ctx, client, p.URL, key, fmt.Sprintf(
+			`{"model":%q,"max_tokens":3,"messages":[{"role":"user","content":"during the cut %d"}]}`, model, i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		platformtest.Discard(resp)
+		if resp.StatusCode == http.StatusOK {
+			served++
+		}
+	}
+	if served != n || requestsSeen(cut.Sim) != seenCut {
+		t.Errorf("during the cut %d of %d requests served; the cut node took %d", served, n, requestsSeen(cut.Sim)-seenCut)
+	}
+	back := time.Now()
+	link.SetDown(false)
+	// The agent comes back at its next attempt: its backoff's ceiling
+	// doubled with every refused one, up to the seed's 60 s.
+	p.WaitRegistered("node-cut", epoch, nodeproto.BackoffCap+30*time.Second)
+	reconnected := time.Since(back)
+	h.Close() // the streams still open on the other node end: their clients leave
+	b := checkBooks(t, p)
+	figure(t, "%d streams, %d on the cut node: its engine stopped them %v after the cut; %d of %d requests served during the cut, all by the other node (%d taken in all), none by the cut one; it re-registered %v after the link came back; books: %d settled, %d cancelled, none reserved",
+		n, onCut, stopped.Round(time.Millisecond), served, n, requestsSeen(other.Sim), reconnected.Round(time.Millisecond), b.Settled, b.Cancelled)
+}
