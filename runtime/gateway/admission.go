@@ -58,8 +58,12 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 			// now, idempotently, rather than hold the team's credit until
 			// the sweeper's window.
 			cctx, cancel := context.WithTimeout(bg, settleTimeout)
-			_, _ = s.cfg.Ledger.Cancel(cctx, a.requestID)
+			_, cerr := s.cfg.Ledger.Cancel(cctx, a.requestID)
 			cancel()
+			if cerr != nil && !errors.Is(cerr, ledger.ErrNotFound) {
+				// The database is down: keep the cancel for replay.
+				s.keep(a, ledger.Usage{}, ledger.SourcePartial, false, cerr)
+			}
 		}
 		return nil, reserveRejection(err)
 	}
@@ -191,12 +195,17 @@ func (s *Server) giveBackSlot(ctx context.Context, a *admission) {
 		defer s.bg.Done()
 		pause := slotRetryPause
 		for deadline := time.Now().Add(slotRetryFor); ; {
-			time.Sleep(pause) // a pause between attempts, not a wait for a condition
+			stopping := false
+			select {
+			case <-time.After(pause): // a pause between attempts
+			case <-s.stopping: // one last attempt, then the shutdown goes on
+				stopping = true
+			}
 			err := s.releaseSlot(context.WithoutCancel(ctx), a)
 			if err == nil {
 				return
 			}
-			if time.Now().After(deadline) {
+			if stopping || time.Now().After(deadline) {
 				// It frees itself at its deadline.
 				s.cfg.Logger.Warn("stream slot not given back", "request_id", a.requestID, "err", err)
 				return
@@ -242,12 +251,18 @@ func settleOf(a *admission, out Outcome) (u ledger.Usage, src ledger.Source, set
 const keepTimeout = 2 * time.Second
 
 // keep saves a settle the database refused for the settle log's replayer
-// (tokens were delivered: they must be billed once the database is back).
-// A refused cancel needs nothing: the sweeper cancels the row.
+// (tokens were delivered: they must be billed once the database is back),
+// and a refused cancel too: the team's credit comes back as soon as the
+// database does, not at the sweeper's window.
 func (s *Server) keep(a *admission, u ledger.Usage, src ledger.Source, settle bool, cause error) {
-	if !settle || s.cfg.Settles == nil {
+	if s.cfg.Settles == nil {
 		s.cfg.Logger.Error("settle failed; the sweeper will close the row", "request_id", a.requestID, "err", cause)
 		return
+	}
+	if !settle {
+		// A cancel is kept as what it is: a settle of nothing produced,
+		// which the ledger turns into a cancel when it is replayed.
+		u, src = ledger.Usage{}, ledger.SourcePartial
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), keepTimeout)
 	defer cancel()

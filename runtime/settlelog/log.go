@@ -121,7 +121,12 @@ func (l *Log) Replay(ctx context.Context, s Settler, onSettled func(context.Cont
 		}
 		if ok {
 			out, err := s.Settle(ctx, id, e.Usage, e.Source)
-			if err != nil {
+			switch {
+			case errors.Is(err, ledger.ErrNotFound):
+				// No such row: a kept cancel of a reservation whose commit
+				// never happened. There is nothing to settle.
+				l.logger.Info("kept settle of a row that does not exist dropped", "request_id", id)
+			case err != nil:
 				return done, fmt.Errorf("replay settle of %s: %w", id, err)
 			}
 			if out.Status == ledger.StatusSettled && onSettled != nil {

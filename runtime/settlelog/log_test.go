@@ -55,6 +55,11 @@ func TestKeepAndReplay(t *testing.T) {
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	log.now = func() time.Time { clock = clock.Add(time.Second); return clock }
 	u1, u2 := ledger.Usage{PromptTokens: 10, CompletionTokens: 7}, ledger.Usage{PromptTokens: 9, CompletionTokens: 3}
+	// A kept cancel of a reservation that never committed: its row does
+	// not exist, and the replay drops it instead of stopping at it.
+	if err := log.Keep(ctx, "req_0", ledger.Usage{}, ledger.SourcePartial); err != nil {
+		t.Fatal(err)
+	}
 	if err := log.Keep(ctx, "req_1", u1, ledger.SourceExact); err != nil {
 		t.Fatal(err)
 	}
@@ -69,8 +74,8 @@ func TestKeepAndReplay(t *testing.T) {
 	}
 	var told []string
 	n, err := log.Replay(ctx, led, func(_ context.Context, o ledger.Outcome) { told = append(told, o.RequestID) })
-	if err != nil || n != 2 {
-		t.Fatalf("Replay = %d, %v; want both applied", n, err)
+	if err != nil || n != 3 {
+		t.Fatalf("Replay = %d, %v; want the unknown row dropped and both settles applied", n, err)
 	}
 	if len(told) != 2 || told[0] != "req_1" || told[1] != "req_2" {
 		t.Errorf("told %v, want req_1 then req_2", told)
