@@ -34,6 +34,10 @@ type Server struct {
 	// bg counts the work that runs after a response is complete: settles
 	// and queue wake-ups (afterRelay).
 	bg sync.WaitGroup
+	// stopping closes when Serve begins to shut down: background retries
+	// give up then rather than hold the shutdown.
+	stopping     chan struct{}
+	stoppingOnce sync.Once
 }
 
 // Wait returns once the work started after every finished response (the
@@ -48,7 +52,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{cfg: cfg, engine: gin.New()}
+	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{})}
 	// The recovery logs through the gateway's logger only: gin's own
 	// writer would dump the request's headers to stderr.
 	s.engine.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), requestID)
@@ -102,6 +106,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
 	defer cancel()
 	err := srv.Shutdown(sctx)
+	s.stoppingOnce.Do(func() { close(s.stopping) })
 	s.Wait() // the last responses' settles
 	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(err, serveErr)
