@@ -375,7 +375,7 @@ func TestSocketCut(t *testing.T) {
 	}
 	epoch := p.WaitRegistered("node-cut", 0, time.Second)
 	cutAt := time.Now()
-	link.SetDown(true)
+	link.Cut()
 	// The cut node's streams end: its engine is told to stop them once the
 	// agent sees its socket go.
 	for deadline := time.Now().Add(30 * time.Second); cut.Sim.Stats().Running != 0; time.Sleep(20 * time.Millisecond) {
@@ -402,7 +402,7 @@ func TestSocketCut(t *testing.T) {
 		t.Errorf("during the cut %d of %d requests served; the cut node took %d", served, n, requestsSeen(cut.Sim)-seenCut)
 	}
 	back := time.Now()
-	link.SetDown(false)
+	link.Restore()
 	// The agent comes back at its next attempt: its backoff's ceiling
 	// doubled with every refused one, up to the seed's 60 s.
 	p.WaitRegistered("node-cut", epoch, nodeproto.BackoffCap+30*time.Second)
@@ -411,4 +411,100 @@ func TestSocketCut(t *testing.T) {
 	b := checkBooks(t, p)
 	figure(t, "%d streams, %d on the cut node: its engine stopped them %v after the cut; %d of %d requests served during the cut, all by the other node (%d taken in all), none by the cut one; it re-registered %v after the link came back; books: %d settled, %d cancelled, none reserved",
 		n, onCut, stopped.Round(time.Millisecond), served, n, requestsSeen(other.Sim), reconnected.Round(time.Millisecond), b.Settled, b.Cancelled)
+}
+
+// TestDatastoreOutage: under a steady load, Redis — then, separately,
+// PostgreSQL — goes away (every connection cut and new ones refused, as
+// a restart looks to its clients) and comes back. Clients get answers or
+// clear 503s, never another status; service comes back by itself; and
+// once the settles the outage held back are in, the ledger's invariant
+// holds with no reservation left open.
+func TestDatastoreOutage(t *testing.T) {
+	for _, which := range []string{"redis", "postgres"} {
+		t.Run(which, func(t *testing.T) {
+			outage := time.Duration(size(t, 2, 10)) * time.Second
+			p := platformtest.Start(t, platformtest.Options{StreamIdleTimeout: time.Hour, Proxied: true})
+			p.Model(model, model)
+			p.StartNode("node-1", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 50}, 256)
+			team := p.Team("t", 1_000_000_000)
+			key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k", RPM: 1_000_000, MaxStreams: 1000})
+			proxy := p.RedisProxy
+			if which == "postgres" {
+				proxy = p.PostgresProxy
+			}
+			client := loadgen.NewClient()
+			defer client.CloseIdleConnections()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			var (
+				mu       sync.Mutex
+				statuses = map[string]int{}
+				lastOK   time.Time
+				wg       sync.WaitGroup
+			)
+			for w := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := 0; ctx.Err() == nil; i++ {
+						resp, err := post(ctx, client, p.URL, key, fmt.Sprintf(
+							`{"model":%q,"max_tokens":5,"messages":[{"role":"user","content":"load %d %d"}]}`, model, w, i))
+						if ctx.Err() != nil {
+							return
+						}
+						status := "error"
+						if err == nil {
+							status = resp.Status
+							platformtest.Discard(resp)
+						}
+						mu.Lock()
+						statuses[status]++
+						if err == nil && resp.StatusCode == http.StatusOK {
+							lastOK = time.Now()
+						}
+						mu.Unlock()
+						if err != nil || resp.StatusCode != http.StatusOK {
+							time.Sleep(20 * time.Millisecond) // pacing after a refusal, not a wait for a condition
+						}
+					}
+				}()
+			}
+			okSince := func(t0 time.Time) bool {
+				mu.Lock()
+				defer mu.Unlock()
+				return lastOK.After(t0)
+			}
+			for deadline := time.Now().Add(30 * time.Second); !okSince(time.Time{}); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatal("no request served before the outage")
+				}
+			}
+			time.Sleep(time.Second) // a second of load before the outage: the scenario's input
+			proxy.Cut()
+			time.Sleep(outage) // the outage's length: the scenario's input, not a wait for a condition
+			proxy.Restore()
+			restored := time.Now()
+			for deadline := time.Now().Add(2 * time.Minute); !okSince(restored); time.Sleep(10 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("no request served in 2 minutes after %s came back", which)
+				}
+			}
+			recovery := time.Since(restored)
+			time.Sleep(time.Second) // a second of load after the recovery: the scenario's input
+			cancel()
+			wg.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			for status, n := range statuses {
+				if status != "200 OK" && status != "503 Service Unavailable" {
+					t.Errorf("%d answers %q: the clients must get answers or clear 503s", n, status)
+				}
+			}
+			booksFrom := time.Now()
+			b := checkBooks(t, p)
+			figure(t, "%s away for %v under 8 closed-loop clients (a second of load before and after): %d answered, %d refused with 503, nothing else; served again %v after it came back; books closed %v later: %d settled, %d cancelled, none reserved, balances equal credits less settled costs",
+				which, outage, statuses["200 OK"], statuses["503 Service Unavailable"], recovery.Round(time.Millisecond),
+				time.Since(booksFrom).Round(time.Millisecond), b.Settled, b.Cancelled)
+		})
+	}
 }

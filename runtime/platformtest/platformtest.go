@@ -14,7 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
+	"net/url"
 	"testing"
 	"time"
 
@@ -54,6 +54,9 @@ type Options struct {
 	CloudClient *http.Client
 	// Logger receives every part's logs; nil discards them.
 	Logger *slog.Logger
+	// Proxied puts PostgreSQL and Redis behind fault proxies (the
+	// Platform's PostgresProxy and RedisProxy) that a test can cut.
+	Proxied bool
 }
 
 // Platform is a running platform. Its parts stop when the test ends.
@@ -68,8 +71,11 @@ type Platform struct {
 	tokens       *admin.SQLNodeTokens
 	// URL is the gateway's base URL; WSURL the orchestrator's node socket.
 	URL, WSURL string
-	wsAddr     string // the orchestrator's host:port
-	logger     *slog.Logger
+	// PostgresProxy and RedisProxy stand between every part and the
+	// servers when Options.Proxied is set.
+	PostgresProxy, RedisProxy *testenv.FaultProxy
+	wsAddr                    string // the orchestrator's host:port
+	logger                    *slog.Logger
 }
 
 // Start runs a platform until the test ends.
@@ -77,12 +83,6 @@ func Start(tb testing.TB, opts Options) *Platform {
 	tb.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	g, gctx := errgroup.WithContext(ctx)
-	tb.Cleanup(func() {
-		cancel()
-		if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-			tb.Errorf("platform: %v", err)
-		}
-	})
 	logger := opts.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -93,16 +93,42 @@ func Start(tb testing.TB, opts Options) *Platform {
 	} else {
 		dsn = testenv.Postgres(tb)
 	}
+	redisEnv := testenv.Redis(tb)
+	var pgProxy, redisProxy *testenv.FaultProxy
+	if opts.Proxied {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		pgProxy = testenv.NewFaultProxy(tb, u.Host)
+		u.Host = pgProxy.Addr()
+		dsn = u.String()
+		redisProxy = testenv.NewFaultProxy(tb, redisEnv.Addr)
+		ru, err := url.Parse(redisEnv.URL)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		ru.Host = redisProxy.Addr()
+		redisEnv.Addr, redisEnv.URL = redisProxy.Addr(), ru.String()
+	}
 	db, err := store.Open(ctx, dsn)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
+	// Registered after the servers and their proxies, so it runs before
+	// they stop: the platform shuts down while it can still reach them.
+	tb.Cleanup(func() {
+		cancel()
+		if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+			tb.Errorf("platform: %v", err)
+		}
+	})
 	if err := db.Migrate(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	p := &Platform{tb: tb, DB: db, Redis: testenv.Redis(tb), Admin: admin.NewSQLStore(db), tokens: admin.NewSQLNodeTokens(db),
-		logger: logger}
+	p := &Platform{tb: tb, DB: db, Redis: redisEnv, Admin: admin.NewSQLStore(db), tokens: admin.NewSQLNodeTokens(db),
+		PostgresProxy: pgProxy, RedisProxy: redisProxy, logger: logger}
 	rdb := p.Redis.Client()
 	if p.Registry, err = registry.New(rdb, registry.Config{Prefix: p.Redis.Prefix, Logger: logger}); err != nil {
 		tb.Fatal(err)
@@ -213,7 +239,7 @@ func (p *Platform) StartNode(id, model string, cfg enginesim.Config, maxNumSeqs 
 
 // StartNodeVia is StartNode for a node whose socket to the orchestrator
 // goes through link (nil: straight).
-func (p *Platform) StartNodeVia(link *Link, id, model string, cfg enginesim.Config, maxNumSeqs int) *Node {
+func (p *Platform) StartNodeVia(link *testenv.FaultProxy, id, model string, cfg enginesim.Config, maxNumSeqs int) *Node {
 	p.tb.Helper()
 	cfg.MaxNumSeqs = maxNumSeqs
 	sim, url := ServeSim(p.tb, cfg)
@@ -352,99 +378,7 @@ func Discard(resp *http.Response) {
 	resp.Body.Close()
 }
 
-// NodeLink is a Link to the orchestrator's node socket, for StartNodeVia.
-func (p *Platform) NodeLink() *Link { return NewLink(p.tb, p.wsAddr) }
-
-// Link forwards TCP connections to a target, and can cut them: a node's
-// socket to the orchestrator through a Link is a network path a test can
-// break.
-type Link struct {
-	ln     net.Listener
-	target string
-	mu     sync.Mutex
-	conns  map[net.Conn]struct{}
-	down   bool
-	wg     sync.WaitGroup
-}
-
-// NewLink forwards connections made to its Addr to target (host:port)
-// until the test ends.
-func NewLink(tb testing.TB, target string) *Link {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	l := &Link{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	l.wg.Add(1)
-	go l.accept()
-	tb.Cleanup(func() {
-		ln.Close()
-		l.Cut()
-		l.wg.Wait()
-	})
-	return l
-}
-
-// Addr is where to connect to reach the target through the link.
-func (l *Link) Addr() string { return l.ln.Addr().String() }
-
-// Cut closes every connection through the link now.
-func (l *Link) Cut() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for c := range l.conns {
-		c.Close()
-	}
-}
-
-// SetDown cuts the link and, while down, closes new connections at once;
-// SetDown(false) lets them through again.
-func (l *Link) SetDown(down bool) {
-	l.mu.Lock()
-	l.down = down
-	l.mu.Unlock()
-	if down {
-		l.Cut()
-	}
-}
-
-func (l *Link) accept() {
-	defer l.wg.Done()
-	for {
-		in, err := l.ln.Accept()
-		if err != nil {
-			return
-		}
-		l.mu.Lock()
-		down := l.down
-		l.mu.Unlock()
-		if down {
-			in.Close()
-			continue
-		}
-		out, err := net.Dial("tcp", l.target)
-		if err != nil {
-			in.Close()
-			continue
-		}
-		l.mu.Lock()
-		l.conns[in], l.conns[out] = struct{}{}, struct{}{}
-		l.mu.Unlock()
-		l.wg.Add(2)
-		go l.pipe(in, out)
-		go l.pipe(out, in)
-	}
-}
-
-// pipe copies src to dst; when either side ends, both are closed.
-func (l *Link) pipe(dst, src net.Conn) {
-	defer l.wg.Done()
-	_, _ = io.Copy(dst, src)
-	dst.Close()
-	src.Close()
-	l.mu.Lock()
-	delete(l.conns, dst)
-	delete(l.conns, src)
-	l.mu.Unlock()
-}
+// NodeLink is a fault proxy in front of the orchestrator's node socket,
+// for StartNodeVia: a network path between a node and the platform that a
+// test can cut or freeze.
+func (p *Platform) NodeLink() *testenv.FaultProxy { return testenv.NewFaultProxy(p.tb, p.wsAddr) }
