@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
@@ -62,10 +63,10 @@ func start(t *testing.T) *platformtest.Platform {
 // checkBooks fails the test unless the ledger's invariant holds and no
 // reservation is left open, waiting for the settles the gateway runs
 // after each answer. It returns the books.
-func checkBooks(t *testing.T, p *platformtest.Platform) platformtest.Books {
+func checkBooks(t *testing.T, p *platformtest.Platform) ledger.Books {
 	t.Helper()
 	var (
-		b   platformtest.Books
+		b   ledger.Books
 		err error
 	)
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {

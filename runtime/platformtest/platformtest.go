@@ -9,7 +9,6 @@ package platformtest
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -313,64 +312,8 @@ func Serve(tb testing.TB, h http.Handler) string {
 	return "http://" + ln.Addr().String()
 }
 
-// Books is the ledger's state, recomputed from its rows.
-type Books struct {
-	// Teams is how many teams were checked.
-	Teams int
-	// Reserved counts the rows still reserved.
-	Reserved int
-	// Settled and Cancelled count the rows that ended so.
-	Settled, Cancelled int
-	// CompletionTokens is the settled rows' completion tokens.
-	CompletionTokens int64
-}
-
-// CheckBooks returns the ledger's state, and an error for every team whose
-// balance is not its credits less its settled costs, whose reserved
-// amount is not the sum of its open reservations, or that has an
-// unsettled row carrying a cost.
-func (p *Platform) CheckBooks(ctx context.Context) (Books, error) {
-	var b Books
-	rows, err := p.DB.QueryContext(ctx, `SELECT t.id, t.balance_microcredits, t.reserved_microcredits,
-		(SELECT COALESCE(CAST(SUM(c.amount_microcredits) AS BIGINT), 0) FROM credit_entries c WHERE c.team_id = t.id),
-		(SELECT COALESCE(CAST(SUM(u.cost_microcredits) AS BIGINT), 0) FROM usage_ledger u WHERE u.team_id = t.id AND u.status = 'settled'),
-		(SELECT COALESCE(CAST(SUM(u.reserved_microcredits) AS BIGINT), 0) FROM usage_ledger u WHERE u.team_id = t.id AND u.status = 'reserved'),
-		(SELECT COUNT(*) FROM usage_ledger u WHERE u.team_id = t.id AND u.status <> 'settled' AND u.cost_microcredits <> 0)
-		FROM teams t ORDER BY t.id`)
-	if err != nil {
-		return b, fmt.Errorf("read books: %w", err)
-	}
-	defer rows.Close()
-	var errs []error
-	for rows.Next() {
-		var id, balance, reserved, credits, costs, open, stray int64
-		if err := rows.Scan(&id, &balance, &reserved, &credits, &costs, &open, &stray); err != nil {
-			return b, fmt.Errorf("read books: %w", err)
-		}
-		b.Teams++
-		if balance != credits-costs {
-			errs = append(errs, fmt.Errorf("team %d: balance %d, want credits %d − settled costs %d", id, balance, credits, costs))
-		}
-		if reserved != open {
-			errs = append(errs, fmt.Errorf("team %d: reserved %d, want the open reservations' %d", id, reserved, open))
-		}
-		if stray != 0 {
-			errs = append(errs, fmt.Errorf("team %d: %d unsettled rows carry a cost", id, stray))
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return b, fmt.Errorf("read books: %w", err)
-	}
-	err = p.DB.QueryRowContext(ctx, `SELECT
-		COUNT(*) FILTER (WHERE status = 'reserved'), COUNT(*) FILTER (WHERE status = 'settled'),
-		COUNT(*) FILTER (WHERE status = 'cancelled'),
-		COALESCE(CAST(SUM(completion_tokens) FILTER (WHERE status = 'settled') AS BIGINT), 0)
-		FROM usage_ledger`).Scan(&b.Reserved, &b.Settled, &b.Cancelled, &b.CompletionTokens)
-	if err != nil {
-		return b, fmt.Errorf("count rows: %w", err)
-	}
-	return b, errors.Join(errs...)
-}
+// CheckBooks audits the ledger (ledger.Audit).
+func (p *Platform) CheckBooks(ctx context.Context) (ledger.Books, error) { return p.Ledger.Audit(ctx) }
 
 // Discard reads and closes resp's body, so its connection can be reused.
 func Discard(resp *http.Response) {
