@@ -49,7 +49,10 @@ type Config struct {
 	QueueLimit        time.Duration
 	FirstTokenTimeout time.Duration
 	StreamIdleTimeout time.Duration
-	Logger            *slog.Logger
+	// RedisTimeout bounds each Redis call on a request's path (zero: the
+	// gateway's default).
+	RedisTimeout time.Duration
+	Logger       *slog.Logger
 }
 
 // Front is a running front door.
@@ -140,6 +143,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		QueueLimit:        cfg.QueueLimit,
 		FirstTokenTimeout: cfg.FirstTokenTimeout,
 		StreamIdleTimeout: cfg.StreamIdleTimeout,
+		RedisTimeout:      cfg.RedisTimeout,
 		Logger:            cfg.Logger,
 	})
 	if err != nil {

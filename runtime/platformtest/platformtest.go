@@ -44,9 +44,9 @@ type Options struct {
 	// Durable runs the ledger on a PostgreSQL that syncs every commit to
 	// disk (testenv.DurablePostgres).
 	Durable bool
-	// StreamIdleTimeout and FirstTokenTimeout are the gateway's (zero: its
-	// defaults).
-	StreamIdleTimeout, FirstTokenTimeout time.Duration
+	// StreamIdleTimeout, FirstTokenTimeout and RedisTimeout are the
+	// gateway's (zero: its defaults).
+	StreamIdleTimeout, FirstTokenTimeout, RedisTimeout time.Duration
 	// Cloud are engines the orchestrator reaches over HTTP, as on EKS;
 	// CloudClient is its client for them (nil: its own).
 	Cloud       []orchestrator.CloudNode
@@ -147,7 +147,7 @@ func Start(tb testing.TB, opts Options) *Platform {
 	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: db,
 		Redis: rdb, RedisPrefix: p.Redis.Prefix, Ledger: p.Ledger, Dispatcher: p.Orchestrator,
 		URLGuard: &urlguard.Guard{AllowUnresolvable: true}, StreamIdleTimeout: opts.StreamIdleTimeout,
-		FirstTokenTimeout: opts.FirstTokenTimeout, Logger: logger})
+		FirstTokenTimeout: opts.FirstTokenTimeout, RedisTimeout: opts.RedisTimeout, Logger: logger})
 	if err != nil {
 		tb.Fatal(err)
 	}
