@@ -286,6 +286,9 @@ func slots(t *testing.T, p *platformtest.Platform) int64 {
 	return total
 }
 
+// poolSlack is the memory a burst may leave in the pools it grew.
+const poolSlack = 16 << 20
+
 // TestAbandonedStreams: clients open many streams and leave mid-answer.
 // Goroutines, memory, the engine's running sequences, stream slots and
 // reservations all return to where they were.
@@ -315,26 +318,23 @@ func TestAbandonedStreams(t *testing.T) {
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		live, g = testenv.LiveBytes()
 		// A few goroutines may stay: the engine connections the agent
-		// keeps idle.
-		if g <= baseG+16 && node.Sim.Stats().Running == 0 && slots(t, p) == 0 {
+		// keeps idle. Memory comes back with the goroutines; what may
+		// stay is the pools the burst grew (database and Redis
+		// connections, buffers: a few MiB whatever the number of
+		// streams), and at most a tenth of what the streams held.
+		memoryBack := live <= baseLive || live-baseLive <= poolSlack+(openLive-baseLive)/10
+		if g <= baseG+16 && memoryBack && node.Sim.Stats().Running == 0 && slots(t, p) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a minute after the clients left: %d goroutines (%d before), engine running %d, %d slots held",
-				g, baseG, node.Sim.Stats().Running, slots(t, p))
+			t.Fatalf("a minute after the clients left: %d goroutines (%d before), %d KiB live (%d before, %d with the streams open), engine running %d, %d slots held",
+				g, baseG, live>>10, baseLive>>10, openLive>>10, node.Sim.Stats().Running, slots(t, p))
 		}
 	}
 	back := time.Since(left)
 	b := checkBooks(t, p)
 	if b.Settled+b.Cancelled != n {
 		t.Errorf("books %+v: want all %d rows ended", b, n)
-	}
-	// Memory comes back with the goroutines. What stays is the pools the
-	// burst grew (database and Redis connections, buffers), not the
-	// streams: at most a fifth of what they held.
-	if live > baseLive && live-baseLive > (openLive-baseLive)/5 {
-		t.Errorf("live memory %d KiB after, %d KiB before, %d KiB with the streams open: more than a fifth stayed",
-			live>>10, baseLive>>10, openLive>>10)
 	}
 	figure(t, "%d streams opened (%d goroutines, %d KiB live) and abandoned: back to %d goroutines (%d before) and %d KiB live (%d before) in %v; engine running 0, 0 slots held, %d rows settled and %d cancelled, none reserved",
 		n, openG, openLive>>10, g, baseG, live>>10, baseLive>>10, back.Round(time.Millisecond), b.Settled, b.Cancelled)
