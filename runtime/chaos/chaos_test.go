@@ -72,13 +72,15 @@ func checkBooks(t *testing.T, p *platformtest.Platform) ledger.Books {
 		b   ledger.Books
 		err error
 	)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	// The settles a database outage held back come in at the settle log's
+	// next replay.
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		b, err = p.CheckBooks(context.Background())
 		if err == nil && b.Reserved == 0 {
 			return b
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("books after 30 s: %+v, %v", b, err)
+			t.Fatalf("books after 2 minutes: %+v, %v", b, err)
 		}
 	}
 }
