@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/wsconn"
@@ -36,23 +37,27 @@ type nodeConn struct {
 	queue []nodeproto.Frame
 	wake  chan struct{}
 
-	mu       sync.Mutex
-	sinks    map[string]sink // requests running on the node
-	draining bool            // drain sent: no new work
-	leaving  bool            // superseded, revoked or shutting down: no new work
-	closed   bool            // the connection ended
+	mu    sync.Mutex
+	sinks map[string]sink // requests running on the node
+	// unheard are the requests in sinks the node has sent nothing for.
+	unheard  map[string]struct{}
+	draining bool // drain sent: no new work
+	leaving  bool // superseded, revoked or shutting down: no new work
+	closed   bool // the connection ended
 	idleOnce sync.Once
 	why      error // why the connection is leaving: its close cause once idle
 
 	// engineDown is the last beat's engine_down; the read loop's alone.
 	engineDown string
+	// heard is when the read loop last read a frame (Unix nanoseconds).
+	heard atomic.Int64
 }
 
 func newNodeConn(o *Orchestrator, ws *wsconn.Conn, rec registry.NodeRecord, epoch int64, token nodeproto.Secret, cancel context.CancelCauseFunc) *nodeConn {
 	return &nodeConn{
 		o: o, ws: ws, rec: rec, epoch: epoch, token: token, cancel: cancel,
 		wake:  make(chan struct{}, 1),
-		sinks: make(map[string]sink),
+		sinks: make(map[string]sink), unheard: make(map[string]struct{}),
 	}
 }
 
@@ -92,6 +97,7 @@ func (c *nodeConn) assign(a *nodeproto.Assign, s sink) error {
 		return fmt.Errorf("%w: request %s already runs on node %s", errLost, a.RequestID, c.rec.ID)
 	}
 	c.sinks[a.RequestID] = s
+	c.unheard[a.RequestID] = struct{}{}
 	c.send(a)
 	return nil
 }
@@ -112,6 +118,7 @@ func (c *nodeConn) abort(requestID, reason string) {
 func (c *nodeConn) forget(requestID string) {
 	c.mu.Lock()
 	delete(c.sinks, requestID)
+	delete(c.unheard, requestID)
 	c.checkIdle()
 	c.mu.Unlock()
 }
@@ -121,11 +128,69 @@ func (c *nodeConn) take(requestID string, end bool) sink {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s := c.sinks[requestID]
+	if len(c.unheard) > 0 {
+		delete(c.unheard, requestID)
+	}
 	if end && s != nil {
 		delete(c.sinks, requestID)
 		c.checkIdle()
 	}
 	return s
+}
+
+// silentAfter is how long a node may send nothing before the requests
+// it has sent nothing for are taken back: two heartbeat intervals, after
+// which the router already leaves the node out (registry.HealthyWithin;
+// seed: "remove the node after 2 missed heartbeats and retry once if
+// nothing was streamed"). The socket itself lives until ReadTimeout, so a
+// node that speaks again keeps the streams it had started.
+const silentAfter = registry.HealthyWithin
+
+// watchSilence takes back the requests the node has sent nothing for once
+// it has been silent for silentAfter, until ctx ends. The read loop only
+// stamps heard: the timer is re-armed when it fires, not per frame.
+func (c *nodeConn) watchSilence(ctx context.Context) {
+	c.heard.Store(time.Now().UnixNano())
+	var timer atomic.Pointer[time.Timer]
+	timer.Store(time.AfterFunc(silentAfter, func() {
+		if ctx.Err() != nil {
+			return
+		}
+		if quiet := time.Since(time.Unix(0, c.heard.Load())); quiet < silentAfter {
+			timer.Load().Reset(silentAfter - quiet)
+			return
+		}
+		c.takeBackUnheard()
+		timer.Load().Reset(silentAfter)
+	}))
+	context.AfterFunc(ctx, func() { timer.Load().Stop() })
+}
+
+// takeBackUnheard fails, as lost, every request the node has sent
+// nothing for, so that each is retried once on another node, and cancels
+// them on the node in case it wakes.
+func (c *nodeConn) takeBackUnheard() {
+	c.mu.Lock()
+	lost := make([]sink, 0, len(c.unheard))
+	ids := make([]string, 0, len(c.unheard))
+	for id := range c.unheard {
+		if s, ok := c.sinks[id]; ok {
+			lost, ids = append(lost, s), append(ids, id)
+			delete(c.sinks, id)
+		}
+		delete(c.unheard, id)
+	}
+	c.checkIdle()
+	c.mu.Unlock()
+	if len(lost) == 0 {
+		return
+	}
+	c.o.cfg.Logger.Warn("node silent for two heartbeat intervals: its requests that streamed nothing are retried elsewhere",
+		"node_id", c.rec.ID, "requests", len(lost))
+	for i, s := range lost {
+		c.send(&nodeproto.Cancel{RequestID: ids[i], Reason: "node_silent"})
+		s.fail(fmt.Errorf("%w: node %s silent for %v", errLost, c.rec.ID, silentAfter))
+	}
 }
 
 // checkIdle closes idle once a leaving connection has no requests. The

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/llmplat/llmplat/runtime/wsconn"
 
@@ -11,13 +12,19 @@ import (
 	"github.com/llmplat/llmplat/runtime/registry"
 )
 
-// readLoop reads the node's frames until the link ends. A read that sees
-// nothing for ReadTimeout (three heartbeats) drops a half-open link.
+// readLoop reads the node's frames until the link ends. After two
+// heartbeat intervals of silence the requests the node sent nothing for
+// are retried elsewhere (watchSilence); a read that sees nothing for
+// ReadTimeout (three heartbeats) drops a half-open link.
 func (c *nodeConn) readLoop(ctx context.Context) error {
+	c.watchSilence(ctx)
 	for {
 		rctx, cancel := context.WithTimeout(ctx, nodeproto.ReadTimeout)
 		msg, err := c.ws.Read(rctx)
 		cancel()
+		if err == nil {
+			c.heard.Store(time.Now().UnixNano())
+		}
 		if err != nil {
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
