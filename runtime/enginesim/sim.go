@@ -78,6 +78,10 @@ func (s *Sim) ServedModelName() string { return s.cfg.ServedModelName }
 // MaxModelLen returns the longest context the simulator accepts.
 func (s *Sim) MaxModelLen() int64 { return s.cfg.MaxModelLen }
 
+// MaxNumSeqs is how many requests the engine runs at once (vLLM's
+// --max-num-seqs).
+func (s *Sim) MaxNumSeqs() int { return s.cfg.MaxNumSeqs }
+
 // Stats returns a snapshot of the engine's state and counters.
 func (s *Sim) Stats() Stats {
 	st := s.sched.snapshot()

@@ -15,11 +15,8 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	if raw := os.Getenv(nodeProcessEnv); raw != "" {
-		os.Exit(nodeProcessMain(raw))
-	}
-	if raw := os.Getenv(clientProcessEnv); raw != "" {
-		os.Exit(clientProcessMain(raw))
+	if code, ok := platformtest.Child(); ok {
+		os.Exit(code)
 	}
 	testenv.MainWithLeakCheck(m)
 }

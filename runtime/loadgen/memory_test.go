@@ -1,28 +1,21 @@
 package loadgen_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"runtime"
 	"runtime/pprof"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/loadgen"
-	"github.com/llmplat/llmplat/runtime/nodeagent"
-	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/platformtest"
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
@@ -53,14 +46,14 @@ func BenchmarkStreamMemory(b *testing.B) {
 	var engineURL string
 	// The cloud node's engine, in a process of its own, serves the model
 	// under another platform name, so that a stream's path is its model's.
-	cloudURL := startNodeProcess(b, nodeProcessConfig{MaxNumSeqs: 2 * heldStreams, StallAfterTokens: 1})
+	cloudURL := platformtest.StartNodeProcess(b, platformtest.NodeProcess{Model: overheadModel, MaxNumSeqs: 2 * heldStreams, StallAfterTokens: 1})
 	cloudClient := dispatch.NewEngineClient()
 	platformURL, key := startPlatform(b, platformOpts{streamIdleTimeout: time.Hour, cloudClient: cloudClient,
 		cloud: []orchestrator.CloudNode{{ID: "bench-cloud", URL: cloudURL, Models: []registry.ModelSlot{{
 			Name: cloudModel, ServedName: overheadModel, MaxNumSeqs: 2 * heldStreams, MaxModelLen: enginesim.DefaultMaxModelLen,
 			KVCapacityTokens: 1 << 30}}}}}, // room for every held stream
 		func(wsURL, token string) {
-			engineURL = startNodeProcess(b, nodeProcessConfig{ServerURL: wsURL, Token: token, MaxNumSeqs: 2 * heldStreams, StallAfterTokens: 1})
+			engineURL = platformtest.StartNodeProcess(b, platformtest.NodeProcess{Model: overheadModel, NodeID: "bench-node", ServerURL: wsURL, Token: token, MaxNumSeqs: 2 * heldStreams, StallAfterTokens: 1})
 		})
 	waitRoutable(b, platformURL, key, cloudModel)
 	client := loadgen.NewClient()
@@ -143,19 +136,15 @@ const manyStreams = 10_000
 // and stacks with the streams open, less at rest, is theirs. Prompts are
 // short: the engine's KV cache must hold every stream.
 func BenchmarkTenThousandStreams(b *testing.B) {
-	engineURL := startNodeProcess(b, nodeProcessConfig{MaxNumSeqs: 2 * manyStreams, StallAfterTokens: 1})
+	engineURL := platformtest.StartNodeProcess(b, platformtest.NodeProcess{Model: overheadModel, MaxNumSeqs: 2 * manyStreams, StallAfterTokens: 1})
 	platformURL, key := startPlatform(b, platformOpts{streamIdleTimeout: time.Hour}, func(wsURL, token string) {
-		startNodeProcess(b, nodeProcessConfig{ServerURL: wsURL, Token: token, EngineURL: engineURL, MaxNumSeqs: 2 * manyStreams})
+		platformtest.StartNodeProcess(b, platformtest.NodeProcess{Model: overheadModel, NodeID: "bench-node", ServerURL: wsURL, Token: token, EngineURL: engineURL, MaxNumSeqs: 2 * manyStreams})
 	})
 	base, baseG := testenv.LiveBytes()
 	b.ResetTimer()
-	line := testenv.StartChildWithin(b, clientProcessEnv, clientProcessConfig{
+	held, _ := platformtest.StartClientProcess(b, platformtest.ClientProcess{
 		Target: loadgen.Target{Name: "platform", URL: platformURL, Key: key, Model: overheadModel}, Streams: manyStreams, Prompt: "hi"},
 		5*time.Minute)
-	var held clientProcessResult
-	if err := json.Unmarshal([]byte(line), &held); err != nil {
-		b.Fatalf("client process said %q: %v", line, err)
-	}
 	if held.Opened != manyStreams {
 		b.Fatalf("%d of %d streams opened, %d failed; first: %s", held.Opened, manyStreams, held.Errors, held.FirstError)
 	}
@@ -167,45 +156,6 @@ func BenchmarkTenThousandStreams(b *testing.B) {
 	b.ReportMetric((float64(live)-float64(base))/manyStreams/1024, "gateway+orchestrator-KiB/stream")
 	b.ReportMetric(float64(g-baseG)/manyStreams, "gateway+orchestrator-goroutines/stream")
 	b.ReportMetric(0, "ns/op")
-}
-
-// clientProcessEnv, when set to a JSON clientProcessConfig, makes the test
-// binary hold streams open (clientProcessMain) instead of running tests.
-const clientProcessEnv = "LOADGEN_TEST_CLIENT"
-
-// clientProcessConfig is what the client child needs.
-type clientProcessConfig struct {
-	Target  loadgen.Target
-	Streams int
-	Prompt  string
-}
-
-// clientProcessResult is the client child's line once its streams opened.
-type clientProcessResult struct {
-	Opened, Errors int
-	FirstError     string
-	Seconds        float64
-}
-
-// clientProcessMain opens the streams, prints a clientProcessResult, and
-// holds them open until stdin closes.
-func clientProcessMain(raw string) int {
-	var cfg clientProcessConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "client process: config:", err)
-		return 2
-	}
-	client := loadgen.NewClient()
-	start := time.Now()
-	h := loadgen.Hold(context.Background(), client, cfg.Target, cfg.Streams, cfg.Prompt, 16)
-	res := clientProcessResult{Opened: h.Opened, Errors: h.Errors, FirstError: h.FirstError, Seconds: time.Since(start).Seconds()}
-	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
-		return 1
-	}
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	h.Close()
-	client.CloseIdleConnections()
-	return 0
 }
 
 // cloudModel is the platform's name for the model the cloud node serves.
@@ -236,91 +186,4 @@ func waitRoutable(tb testing.TB, platformURL, key, model string) {
 			tb.Fatalf("%s is not served through the platform after 30 s (last: %v)", model, err)
 		}
 	}
-}
-
-// nodeProcessEnv, when set to a JSON nodeProcessConfig, makes the test
-// binary run a node (a simulated engine and its agent) instead of tests.
-const nodeProcessEnv = "LOADGEN_TEST_NODE"
-
-// nodeProcessConfig is what the child needs.
-type nodeProcessConfig struct {
-	ServerURL, Token string
-	// EngineURL, when set, runs only the agent, for the engine there.
-	EngineURL        string
-	MaxNumSeqs       int
-	StallAfterTokens int64
-}
-
-// nodeProcessMain serves a simulated engine and runs the node agent
-// "bench-node" beside it, or only one of the two (see nodeProcessConfig),
-// prints the engine's address, and runs until stdin closes.
-func nodeProcessMain(raw string) int {
-	var pc nodeProcessConfig
-	if err := json.Unmarshal([]byte(raw), &pc); err != nil {
-		fmt.Fprintln(os.Stderr, "node process: config:", err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop()
-	}()
-	var parts []func() error
-	engineURL := pc.EngineURL
-	if engineURL == "" {
-		// Fifty times real time: 2,000 prompts of the seed's size are
-		// prefilled in seconds, not minutes.
-		sim, err := enginesim.New(enginesim.Config{ServedModelName: overheadModel, Seed: 1, MaxNumSeqs: pc.MaxNumSeqs, TimeScale: 50,
-			Faults: enginesim.Faults{StallAfterTokens: pc.StallAfterTokens}})
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "node process:", err)
-			return 1
-		}
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "node process:", err)
-			return 1
-		}
-		engineURL = "http://" + ln.Addr().String()
-		parts = append(parts, func() error { return sim.Serve(ctx, ln) })
-	}
-	if pc.ServerURL != "" { // else a cloud node: the engine alone, reached over HTTP
-		agent, err := nodeagent.New(nodeagent.Config{ServerURL: pc.ServerURL, NodeID: "bench-node", Token: nodeproto.Secret(pc.Token),
-			EngineURL: engineURL, Logger: slog.New(slog.DiscardHandler),
-			Models: []nodeproto.Model{{Name: overheadModel, ServedName: overheadModel, MaxNumSeqs: pc.MaxNumSeqs,
-				MaxModelLen: enginesim.DefaultMaxModelLen, KVCapacityTokens: 1 << 30}}}) // room for every held stream
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "node process:", err)
-			return 1
-		}
-		parts = append(parts, func() error { return agent.Run(ctx) })
-	}
-	done := make(chan error, len(parts))
-	for _, run := range parts {
-		go func() { done <- run() }()
-	}
-	if err := json.NewEncoder(os.Stdout).Encode(engineURL); err != nil {
-		return 1
-	}
-	code := 0
-	for range parts {
-		if err := <-done; err != nil {
-			fmt.Fprintln(os.Stderr, "node process:", err)
-			code = 1
-		}
-	}
-	return code
-}
-
-// startNodeProcess runs a node in a child process until the test ends and
-// returns its engine's URL.
-func startNodeProcess(tb testing.TB, pc nodeProcessConfig) string {
-	tb.Helper()
-	line := testenv.StartChild(tb, nodeProcessEnv, pc)
-	var engineURL string
-	if err := json.Unmarshal([]byte(line), &engineURL); err != nil {
-		tb.Fatalf("node process said %q: %v", line, err)
-	}
-	return engineURL
 }

@@ -9,23 +9,31 @@ package platformtest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
@@ -56,25 +64,39 @@ type Options struct {
 	// Proxied puts PostgreSQL and Redis behind fault proxies (the
 	// Platform's PostgresProxy and RedisProxy) that a test can cut.
 	Proxied bool
+	// QueueLimit is the gateway's longest wait for an engine (zero: its
+	// default).
+	QueueLimit time.Duration
+	// Replicas is how many orchestrator replicas run (zero: one). The
+	// gateway dispatches through the first, as the local mode does; the
+	// others reach nodes through it over Redis.
+	Replicas int
+	// RegistrationsPerSecond is the replicas' cluster-wide registration
+	// rate (zero: the orchestrator's default).
+	RegistrationsPerSecond int
 }
 
 // Platform is a running platform. Its parts stop when the test ends.
 type Platform struct {
-	tb           testing.TB
-	DB           *store.DB
-	Redis        testenv.RedisEnv
-	Registry     *registry.Registry
-	Orchestrator *orchestrator.Orchestrator
-	Ledger       *ledger.Ledger
-	Admin        *admin.SQLStore
-	tokens       *admin.SQLNodeTokens
-	// URL is the gateway's base URL; WSURL the orchestrator's node socket.
+	tb       testing.TB
+	DB       *store.DB
+	Redis    testenv.RedisEnv
+	Registry *registry.Registry
+	// Replicas are the orchestrator replicas; RestartOrchestrators
+	// replaces their instances.
+	Replicas []*Replica
+	Ledger   *ledger.Ledger
+	Admin    *admin.SQLStore
+	tokens   *admin.SQLNodeTokens
+	// URL is the gateway's base URL; WSURL the first replica's node
+	// socket.
 	URL, WSURL string
 	// PostgresProxy and RedisProxy stand between every part and the
 	// servers when Options.Proxied is set.
 	PostgresProxy, RedisProxy *testenv.FaultProxy
-	wsAddr                    string // the orchestrator's host:port
+	wsAddr                    string // the first replica's host:port
 	logger                    *slog.Logger
+	orchCfg                   orchestrator.Config // every replica's, but its ID and Metrics
 }
 
 // Start runs a platform until the test ends.
@@ -115,10 +137,13 @@ func Start(tb testing.TB, opts Options) *Platform {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
+	p := &Platform{tb: tb, DB: db, Redis: redisEnv, Admin: admin.NewSQLStore(db), tokens: admin.NewSQLNodeTokens(db),
+		PostgresProxy: pgProxy, RedisProxy: redisProxy, logger: logger}
 	// Registered after the servers and their proxies, so it runs before
 	// they stop: the platform shuts down while it can still reach them.
 	tb.Cleanup(func() {
 		cancel()
+		p.haltReplicas()
 		if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 			tb.Errorf("platform: %v", err)
 		}
@@ -126,28 +151,31 @@ func Start(tb testing.TB, opts Options) *Platform {
 	if err := db.Migrate(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	p := &Platform{tb: tb, DB: db, Redis: redisEnv, Admin: admin.NewSQLStore(db), tokens: admin.NewSQLNodeTokens(db),
-		PostgresProxy: pgProxy, RedisProxy: redisProxy, logger: logger}
 	rdb := p.Redis.Client()
 	if p.Registry, err = registry.New(rdb, registry.Config{Prefix: p.Redis.Prefix, Logger: logger}); err != nil {
 		tb.Fatal(err)
 	}
-	if p.Orchestrator, err = orchestrator.New(orchestrator.Config{ID: "orch-1", Redis: rdb, Registry: p.Registry, Tokens: p.tokens,
-		Events: orchestrator.NewEvents(db, nil), ShutdownGrace: 2 * time.Second, Logger: logger,
-		CloudNodes: opts.Cloud, CloudClient: opts.CloudClient}); err != nil {
+	queue, err := quota.NewQueue(rdb, quota.Config{Prefix: p.Redis.Prefix})
+	if err != nil {
 		tb.Fatal(err)
 	}
-	g.Go(func() error { return p.Orchestrator.Run(gctx) })
-	p.wsAddr = Serve(tb, p.Orchestrator.Handler())[len("http://"):]
-	p.WSURL = "ws://" + p.wsAddr + orchestrator.ConnectPath
+	p.orchCfg = orchestrator.Config{Redis: rdb, Registry: p.Registry, Tokens: p.tokens,
+		Events: orchestrator.NewEvents(db, nil), ShutdownGrace: 2 * time.Second, Logger: logger,
+		CloudNodes: opts.Cloud, CloudClient: opts.CloudClient, RegistrationsPerSecond: opts.RegistrationsPerSecond,
+		Pending: queue.Depth, Models: p.declaredModels}
+	for i := range max(opts.Replicas, 1) {
+		p.Replicas = append(p.Replicas, p.startReplica(fmt.Sprintf("orch-%d", i+1)))
+	}
+	p.WSURL = p.Replicas[0].WSURL
+	p.wsAddr = strings.TrimSuffix(strings.TrimPrefix(p.WSURL, "ws://"), orchestrator.ConnectPath)
 	if p.Ledger, err = ledger.New(db, ledger.Config{Completions: orchestrator.NewCompletionLog(rdb, p.Redis.Prefix), Logger: logger}); err != nil {
 		tb.Fatal(err)
 	}
 	g.Go(func() error { return p.Ledger.Run(gctx) })
 	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: db,
-		Redis: rdb, RedisPrefix: p.Redis.Prefix, Ledger: p.Ledger, Dispatcher: p.Orchestrator,
+		Redis: rdb, RedisPrefix: p.Redis.Prefix, Ledger: p.Ledger, Dispatcher: p.Replicas[0],
 		URLGuard: &urlguard.Guard{AllowUnresolvable: true}, StreamIdleTimeout: opts.StreamIdleTimeout,
-		FirstTokenTimeout: opts.FirstTokenTimeout, RedisTimeout: opts.RedisTimeout, Logger: logger})
+		FirstTokenTimeout: opts.FirstTokenTimeout, RedisTimeout: opts.RedisTimeout, QueueLimit: opts.QueueLimit, Logger: logger})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -242,14 +270,31 @@ func (p *Platform) StartNodeVia(link *testenv.FaultProxy, id, model string, cfg 
 	p.tb.Helper()
 	cfg.MaxNumSeqs = maxNumSeqs
 	sim, url := ServeSim(p.tb, cfg)
-	st := sim.Stats()
 	serverURL := p.WSURL
 	if link != nil {
-		serverURL = "ws://" + link.Addr() + orchestrator.ConnectPath
+		serverURL = LinkURL(link)
 	}
+	p.StartAgent(serverURL, id, model, sim, url)
+	p.WaitNode(id)
+	return &Node{ID: id, Sim: sim, URL: url}
+}
+
+// LinkURL is the node socket's URL through link, a fault proxy in front of
+// a replica (NodeLink).
+func LinkURL(link *testenv.FaultProxy) string {
+	return "ws://" + link.Addr() + orchestrator.ConnectPath
+}
+
+// StartAgent runs a node agent that dials serverURL and registers as node
+// id, serving model on sim (at engineURL) with room for the simulator's
+// MaxNumSeqs streams. It does not wait for the registration. The agent
+// stops when the test ends.
+func (p *Platform) StartAgent(serverURL, id, model string, sim *enginesim.Sim, engineURL string) *nodeagent.Agent {
+	p.tb.Helper()
+	st := sim.Stats()
 	agent, err := nodeagent.New(nodeagent.Config{ServerURL: serverURL, NodeID: id, Token: nodeproto.Secret(p.NodeToken(id)),
-		EngineURL: url, Logger: p.logger,
-		Models: []nodeproto.Model{{Name: model, ServedName: sim.ServedModelName(), MaxNumSeqs: maxNumSeqs,
+		EngineURL: engineURL, Logger: p.logger,
+		Models: []nodeproto.Model{{Name: model, ServedName: sim.ServedModelName(), MaxNumSeqs: sim.MaxNumSeqs(),
 			MaxModelLen: int(sim.MaxModelLen()), KVCapacityTokens: st.KVBlocksTotal * 16}}})
 	if err != nil {
 		p.tb.Fatal(err)
@@ -263,8 +308,7 @@ func (p *Platform) StartNodeVia(link *testenv.FaultProxy, id, model string, cfg 
 			p.tb.Errorf("agent %s: %v", id, err)
 		}
 	})
-	p.WaitNode(id)
-	return &Node{ID: id, Sim: sim, URL: url}
+	return agent
 }
 
 // ServeSim runs a simulator configured by cfg on loopback until the test
@@ -325,3 +369,146 @@ func Discard(resp *http.Response) {
 // for StartNodeVia: a network path between a node and the platform that a
 // test can cut or freeze.
 func (p *Platform) NodeLink() *testenv.FaultProxy { return testenv.NewFaultProxy(p.tb, p.wsAddr) }
+
+// Replica is one orchestrator replica: an instance behind a fixed address
+// that RestartOrchestrators replaces, as a restarted pod keeps its
+// Service's address. It is also the gateway's dispatcher.
+type Replica struct {
+	ID string
+	// WSURL is where nodes dial this replica.
+	WSURL   string
+	p       *Platform
+	cur     atomic.Pointer[orchestrator.Orchestrator]
+	metrics atomic.Pointer[prometheus.Registry]
+	mu      sync.Mutex
+	stop    context.CancelFunc
+	done    chan error
+}
+
+// startReplica serves replica id and starts its first instance.
+func (p *Platform) startReplica(id string) *Replica {
+	p.tb.Helper()
+	r := &Replica{ID: id, p: p}
+	base := Serve(p.tb, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		o := r.cur.Load()
+		if o == nil {
+			http.Error(w, "replica restarting", http.StatusServiceUnavailable)
+			return
+		}
+		o.Handler().ServeHTTP(w, req)
+	}))
+	r.WSURL = "ws" + strings.TrimPrefix(base, "http") + orchestrator.ConnectPath
+	r.start()
+	return r
+}
+
+// start runs a new instance of the replica and waits until it is ready.
+func (r *Replica) start() {
+	r.p.tb.Helper()
+	cfg := r.p.orchCfg
+	reg := prometheus.NewRegistry()
+	cfg.ID, cfg.Metrics = r.ID, orchestrator.NewMetrics(reg)
+	o, err := orchestrator.New(cfg)
+	if err != nil {
+		r.p.tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	select {
+	case <-o.Ready():
+	case err := <-done:
+		cancel()
+		r.p.tb.Fatalf("replica %s stopped at start: %v", r.ID, err)
+	}
+	r.mu.Lock()
+	r.stop, r.done = cancel, done
+	r.mu.Unlock()
+	r.metrics.Store(reg)
+	r.cur.Store(o)
+}
+
+// halt stops the running instance, as a terminated pod does.
+func (r *Replica) halt() {
+	r.mu.Lock()
+	stop, done := r.stop, r.done
+	r.stop, r.done = nil, nil
+	r.mu.Unlock()
+	if stop == nil {
+		return
+	}
+	r.cur.Store(nil)
+	stop()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		r.p.tb.Errorf("replica %s: %v", r.ID, err)
+	}
+}
+
+// Orchestrator is the replica's running instance (nil while it restarts).
+func (r *Replica) Orchestrator() *orchestrator.Orchestrator { return r.cur.Load() }
+
+// Dispatch implements dispatch.Dispatcher through the running instance;
+// while the replica restarts there is no capacity, and the gateway queues.
+func (r *Replica) Dispatch(ctx context.Context, job *dispatch.Job) (dispatch.Stream, error) {
+	o := r.cur.Load()
+	if o == nil {
+		return nil, dispatch.ErrNoCapacity
+	}
+	return o.Dispatch(ctx, job)
+}
+
+// Counter sums the running instance's counter name over its labels (0
+// when it has none yet).
+func (r *Replica) Counter(name string) float64 {
+	r.p.tb.Helper()
+	families, err := r.metrics.Load().Gather()
+	if err != nil {
+		r.p.tb.Fatal(err)
+	}
+	var sum float64
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// Orchestrator is the first replica's running instance.
+func (p *Platform) Orchestrator() *orchestrator.Orchestrator { return p.Replicas[0].Orchestrator() }
+
+// RestartOrchestrators stops every replica at once, as a rollout gone wrong
+// or a cluster restart does, then starts each again under its address.
+func (p *Platform) RestartOrchestrators() {
+	p.tb.Helper()
+	p.haltReplicas()
+	for _, r := range p.Replicas {
+		r.start()
+	}
+}
+
+// haltReplicas stops every replica's instance at once.
+func (p *Platform) haltReplicas() {
+	var wg sync.WaitGroup
+	for _, r := range p.Replicas {
+		wg.Go(r.halt)
+	}
+	wg.Wait()
+}
+
+// declaredModels names the models the admin API declares, for the
+// orchestrators' pending gauge.
+func (p *Platform) declaredModels(ctx context.Context) ([]string, error) {
+	models, err := p.Admin.OpenAIModels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(models))
+	for _, m := range models {
+		names = append(names, m.ID)
+	}
+	return names, nil
+}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -27,6 +28,16 @@ func StartChild(tb testing.TB, env string, config any) string {
 // StartChildWithin is StartChild for a child that may take up to ready to
 // print its line: one that does long work before it is ready.
 func StartChildWithin(tb testing.TB, env string, config any, ready time.Duration) string {
+	tb.Helper()
+	line, _ := StartStoppableChild(tb, env, config, ready)
+	return line
+}
+
+// StartStoppableChild is StartChildWithin that also returns stop, which
+// closes the child's stdin and waits for it to exit, before the test ends
+// (the test's end then does nothing more). Stop is safe to call more than
+// once.
+func StartStoppableChild(tb testing.TB, env string, config any, ready time.Duration) (string, func()) {
 	tb.Helper()
 	exe, err := os.Executable()
 	if err != nil {
@@ -57,7 +68,7 @@ func StartChildWithin(tb testing.TB, env string, config any, ready time.Duration
 		lines <- line
 		exited <- cmd.Wait() // after the read: Wait closes stdout
 	}()
-	tb.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		stdin.Close()
 		select {
 		case err := <-exited:
@@ -70,15 +81,16 @@ func StartChildWithin(tb testing.TB, env string, config any, ready time.Duration
 			tb.Errorf("child %s did not exit when asked", env)
 		}
 	})
+	tb.Cleanup(stop)
 	select {
 	case line := <-lines:
 		if line == "" {
 			tb.Fatalf("child %s exited before it was ready", env)
 		}
-		return strings.TrimSpace(line)
+		return strings.TrimSpace(line), stop
 	case <-time.After(ready):
 		_ = cmd.Process.Kill()
 		tb.Fatalf("child %s did not start", env)
-		return ""
+		return "", stop
 	}
 }

@@ -1,0 +1,192 @@
+package platformtest
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/loadgen"
+	"github.com/llmplat/llmplat/runtime/nodeagent"
+	"github.com/llmplat/llmplat/runtime/nodeproto"
+	"github.com/llmplat/llmplat/runtime/testenv"
+)
+
+// A process here may hold 20,000 descriptors and may not raise that, and
+// every open stream holds one in the client, the gateway, the node agent
+// and the engine: tests of 10,000 streams run each of those but the
+// gateway in a child process (testenv.StartChild). A test package that
+// uses them calls Child from its TestMain.
+
+// Environment variables that make the test binary run a child part
+// instead of its tests.
+const (
+	nodeProcessEnv   = "LLMPLAT_TEST_NODE"
+	clientProcessEnv = "LLMPLAT_TEST_CLIENT"
+)
+
+// Child runs the child part the environment names, if any, and reports its
+// exit code; ok is false in a process that is not a child. A test
+// package's TestMain calls it first:
+//
+//	if code, ok := platformtest.Child(); ok {
+//		os.Exit(code)
+//	}
+func Child() (code int, ok bool) {
+	if raw := os.Getenv(nodeProcessEnv); raw != "" {
+		return nodeProcessMain(raw), true
+	}
+	if raw := os.Getenv(clientProcessEnv); raw != "" {
+		return clientProcessMain(raw), true
+	}
+	return 0, false
+}
+
+// NodeProcess configures a node run in a child process.
+type NodeProcess struct {
+	// Model is the model the engine serves and the agent declares.
+	Model string
+	// ServerURL and Token are the orchestrator's node socket and the
+	// node's token; without a ServerURL only the engine runs (a cloud node,
+	// or the engine another child's agent uses).
+	ServerURL, Token string
+	// NodeID is the agent's node id.
+	NodeID string
+	// EngineURL, when set, runs only the agent, for the engine there.
+	EngineURL        string
+	MaxNumSeqs       int
+	StallAfterTokens int64
+}
+
+// StartNodeProcess runs a node in a child process until the test ends and
+// returns its engine's URL.
+func StartNodeProcess(tb testing.TB, pc NodeProcess) string {
+	tb.Helper()
+	line := testenv.StartChild(tb, nodeProcessEnv, pc)
+	var engineURL string
+	if err := json.Unmarshal([]byte(line), &engineURL); err != nil {
+		tb.Fatalf("node process said %q: %v", line, err)
+	}
+	return engineURL
+}
+
+// nodeProcessMain serves a simulated engine and runs a node agent beside
+// it, or only one of the two (see NodeProcess), prints the engine's
+// address, and runs until stdin closes.
+func nodeProcessMain(raw string) int {
+	var pc NodeProcess
+	if err := json.Unmarshal([]byte(raw), &pc); err != nil {
+		fmt.Fprintln(os.Stderr, "node process: config:", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+	var parts []func() error
+	engineURL := pc.EngineURL
+	if engineURL == "" {
+		// Fifty times real time: 2,000 prompts of the seed's size are
+		// prefilled in seconds, not minutes.
+		sim, err := enginesim.New(enginesim.Config{ServedModelName: pc.Model, Seed: 1, MaxNumSeqs: pc.MaxNumSeqs, TimeScale: 50,
+			Faults: enginesim.Faults{StallAfterTokens: pc.StallAfterTokens}})
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "node process:", err)
+			return 1
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "node process:", err)
+			return 1
+		}
+		engineURL = "http://" + ln.Addr().String()
+		parts = append(parts, func() error { return sim.Serve(ctx, ln) })
+	}
+	if pc.ServerURL != "" {
+		agent, err := nodeagent.New(nodeagent.Config{ServerURL: pc.ServerURL, NodeID: pc.NodeID, Token: nodeproto.Secret(pc.Token),
+			EngineURL: engineURL, Logger: slog.New(slog.DiscardHandler),
+			Models: []nodeproto.Model{{Name: pc.Model, ServedName: pc.Model, MaxNumSeqs: pc.MaxNumSeqs,
+				MaxModelLen: enginesim.DefaultMaxModelLen, KVCapacityTokens: 1 << 30}}}) // room for every held stream
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "node process:", err)
+			return 1
+		}
+		parts = append(parts, func() error { return agent.Run(ctx) })
+	}
+	done := make(chan error, len(parts))
+	for _, run := range parts {
+		go func() { done <- run() }()
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(engineURL); err != nil {
+		return 1
+	}
+	code := 0
+	for range parts {
+		if err := <-done; err != nil {
+			fmt.Fprintln(os.Stderr, "node process:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// ClientProcess configures a client child that holds streams open.
+type ClientProcess struct {
+	Target  loadgen.Target
+	Streams int
+	Prompt  string
+	// MaxTokens is each stream's max_tokens (default 16).
+	MaxTokens int
+}
+
+// ClientResult is what the client child reports once its streams opened.
+type ClientResult struct {
+	Opened, Errors int
+	FirstError     string
+	Seconds        float64
+}
+
+// StartClientProcess opens the streams from a child process, waiting up
+// to ready for them, and returns its report and leave: leave ends the
+// child, and with it every stream at once, as clients that go away do.
+func StartClientProcess(tb testing.TB, cp ClientProcess, ready time.Duration) (ClientResult, func()) {
+	tb.Helper()
+	line, leave := testenv.StartStoppableChild(tb, clientProcessEnv, cp, ready)
+	var res ClientResult
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		tb.Fatalf("client process said %q: %v", line, err)
+	}
+	return res, leave
+}
+
+// clientProcessMain opens the streams, prints a ClientResult, and holds
+// them open until stdin closes.
+func clientProcessMain(raw string) int {
+	var cp ClientProcess
+	if err := json.Unmarshal([]byte(raw), &cp); err != nil {
+		fmt.Fprintln(os.Stderr, "client process: config:", err)
+		return 2
+	}
+	client := loadgen.NewClient()
+	start := time.Now()
+	h := loadgen.Hold(context.Background(), client, cp.Target, cp.Streams, cp.Prompt, cmp.Or(cp.MaxTokens, 16))
+	res := ClientResult{Opened: h.Opened, Errors: h.Errors, FirstError: h.FirstError, Seconds: time.Since(start).Seconds()}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		return 1
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	h.Close()
+	client.CloseIdleConnections()
+	return 0
+}
