@@ -23,7 +23,12 @@ import (
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.MainWithLeakCheck(m) }
+func TestMain(m *testing.M) {
+	if code, ok := platformtest.Child(); ok {
+		os.Exit(code)
+	}
+	testenv.MainWithLeakCheck(m)
+}
 
 // sizeEnv set to "full" runs every scenario at the seed's size (make
 // chaos); otherwise each runs reduced, small enough for make test.
@@ -291,46 +296,50 @@ func slots(t *testing.T, p *platformtest.Platform) int64 {
 // poolSlack is the memory a burst may leave in the pools it grew.
 const poolSlack = 16 << 20
 
-// TestAbandonedStreams: clients open many streams and leave mid-answer.
-// Goroutines, memory, the engine's running sequences, stream slots and
-// reservations all return to where they were.
+// TestAbandonedStreams: clients open many streams and leave mid-answer,
+// all at once. Goroutines, memory, stream slots and reservations all
+// return to where they were. Each stream holds
+// a descriptor in the client, the gateway, the node agent and the engine,
+// and a process here may hold 20,000: the client, the agent and the engine
+// run in child processes of their own, and this one holds the gateway and
+// the orchestrator, whose goroutines and memory are measured.
 func TestAbandonedStreams(t *testing.T) {
-	n := size(t, 300, 3000)
+	n := size(t, 300, 10_000)
 	p := start(t)
 	// The engine stalls each stream after its first tokens: the streams
 	// stay open without the engine's work growing with their number.
-	node := p.StartNode("node-1", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 5,
-		Faults: enginesim.Faults{StallAfterTokens: 2}}, 2*n)
+	engineURL := platformtest.StartNodeProcess(t, platformtest.NodeProcess{Model: model, MaxNumSeqs: 2 * n, StallAfterTokens: 2})
+	platformtest.StartNodeProcess(t, platformtest.NodeProcess{Model: model, NodeID: "node-1", ServerURL: p.WSURL,
+		Token: p.NodeToken("node-1"), EngineURL: engineURL, MaxNumSeqs: 2 * n})
+	p.WaitNode("node-1")
 	team := p.Team("t", 1_000_000_000)
 	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k", MaxStreams: 2 * n})
-	client := loadgen.NewClient()
 	baseLive, baseG := testenv.LiveBytes()
 
-	h := loadgen.Hold(context.Background(), client, loadgen.Target{Name: "platform", URL: p.URL, Key: key, Model: model}, n, "chaos", 16)
-	if h.Opened != n {
-		h.Close()
-		t.Fatalf("%d of %d streams opened; first error: %s", h.Opened, n, h.FirstError)
+	held, leave := platformtest.StartClientProcess(t, platformtest.ClientProcess{
+		Target: loadgen.Target{Name: "platform", URL: p.URL, Key: key, Model: model}, Streams: n, Prompt: "chaos"}, 10*time.Minute)
+	if held.Opened != n {
+		t.Fatalf("%d of %d streams opened; first error: %s", held.Opened, n, held.FirstError)
 	}
 	openLive, openG := testenv.LiveBytes()
 	left := time.Now()
-	h.Close() // every client leaves mid-answer
-	client.CloseIdleConnections()
+	leave() // every client leaves mid-answer: the client process ends
 	var g int
 	var live uint64
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(100 * time.Millisecond) {
 		live, g = testenv.LiveBytes()
-		// A few goroutines may stay: the engine connections the agent
-		// keeps idle. Memory comes back with the goroutines; what may
-		// stay is the pools the burst grew (database and Redis
-		// connections, buffers: a few MiB whatever the number of
-		// streams), and at most a tenth of what the streams held.
+		// A few goroutines may stay: idle connections. Memory comes back
+		// with the goroutines; what may stay is the pools the burst grew
+		// (database and Redis connections, buffers: a few MiB whatever
+		// the number of streams), and at most a tenth of what the streams
+		// held.
 		memoryBack := live <= baseLive || live-baseLive <= poolSlack+(openLive-baseLive)/10
-		if g <= baseG+16 && memoryBack && node.Sim.Stats().Running == 0 && slots(t, p) == 0 {
+		if g <= baseG+16 && memoryBack && slots(t, p) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("a minute after the clients left: %d goroutines (%d before), %d KiB live (%d before, %d with the streams open), engine running %d, %d slots held",
-				g, baseG, live>>10, baseLive>>10, openLive>>10, node.Sim.Stats().Running, slots(t, p))
+			t.Fatalf("2 minutes after the clients left: %d goroutines (%d before), %d KiB live (%d before, %d with the streams open), %d slots held",
+				g, baseG, live>>10, baseLive>>10, openLive>>10, slots(t, p))
 		}
 	}
 	back := time.Since(left)
@@ -338,8 +347,8 @@ func TestAbandonedStreams(t *testing.T) {
 	if b.Settled+b.Cancelled != n {
 		t.Errorf("books %+v: want all %d rows ended", b, n)
 	}
-	figure(t, "%d streams opened (%d goroutines, %d KiB live) and abandoned: back to %d goroutines (%d before) and %d KiB live (%d before) in %v; engine running 0, 0 slots held, %d rows settled and %d cancelled, none reserved",
-		n, openG, openLive>>10, g, baseG, live>>10, baseLive>>10, back.Round(time.Millisecond), b.Settled, b.Cancelled)
+	figure(t, "%d streams opened in %.1f s (gateway and orchestrator: %d goroutines, %d KiB live) and abandoned at once: back to %d goroutines (%d before) and %d KiB live (%d before) in %v; 0 slots held, %d rows settled and %d cancelled, none reserved",
+		n, held.Seconds, openG, openLive>>10, g, baseG, live>>10, baseLive>>10, back.Round(time.Millisecond), b.Settled, b.Cancelled)
 }
 
 // requestsSeen is how many requests an engine took in.
