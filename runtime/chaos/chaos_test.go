@@ -430,7 +430,9 @@ func TestSocketCut(t *testing.T) {
 
 // TestDatastoreOutage: under a steady load, Redis — then, separately,
 // PostgreSQL — goes away (every connection cut and new ones refused, as
-// a restart looks to its clients) and comes back. Clients get answers or
+// a restart looks to its clients) and comes back; Redis comes back empty,
+// as one without persistence does (node records, slots, counters, queues
+// and the settle log gone). Clients get answers or
 // clear 503s, never another status; service comes back by itself; and
 // once the settles the outage held back are in, the ledger's invariant
 // holds with no reservation left open.
@@ -496,6 +498,11 @@ func TestDatastoreOutage(t *testing.T) {
 			}
 			time.Sleep(time.Second) // a second of load before the outage: the scenario's input
 			proxy.Cut()
+			if which == "redis" {
+				// A restart of a Redis without persistence: its data is
+				// gone when it comes back.
+				p.LoseRedisData()
+			}
 			time.Sleep(outage) // the outage's length: the scenario's input, not a wait for a condition
 			proxy.Restore()
 			restored := time.Now()
@@ -517,6 +524,9 @@ func TestDatastoreOutage(t *testing.T) {
 			}
 			booksFrom := time.Now()
 			b := checkBooks(t, p)
+			if which == "redis" {
+				which = "redis (back empty)"
+			}
 			figure(t, "%s away for %v under 8 closed-loop clients (a second of load before and after): %d answered, %d refused with 503, nothing else; served again %v after it came back; books closed %v later: %d settled, %d cancelled, none reserved, balances equal credits less settled costs",
 				which, outage, statuses["200 OK"], statuses["503 Service Unavailable"], recovery.Round(time.Millisecond),
 				time.Since(booksFrom).Round(time.Millisecond), b.Settled, b.Cancelled)

@@ -94,7 +94,8 @@ type Platform struct {
 	// PostgresProxy and RedisProxy stand between every part and the
 	// servers when Options.Proxied is set.
 	PostgresProxy, RedisProxy *testenv.FaultProxy
-	wsAddr                    string // the first replica's host:port
+	redisDirect               testenv.RedisEnv // the server itself, not through RedisProxy
+	wsAddr                    string           // the first replica's host:port
 	logger                    *slog.Logger
 	orchCfg                   orchestrator.Config // every replica's, but its ID and Metrics
 }
@@ -115,6 +116,7 @@ func Start(tb testing.TB, opts Options) *Platform {
 		dsn = testenv.Postgres(tb)
 	}
 	redisEnv := testenv.Redis(tb)
+	redisDirect := redisEnv
 	var pgProxy, redisProxy *testenv.FaultProxy
 	if opts.Proxied {
 		u, err := url.Parse(dsn)
@@ -137,7 +139,7 @@ func Start(tb testing.TB, opts Options) *Platform {
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() { db.Close() })
-	p := &Platform{tb: tb, DB: db, Redis: redisEnv, Admin: admin.NewSQLStore(db), tokens: admin.NewSQLNodeTokens(db),
+	p := &Platform{tb: tb, DB: db, Redis: redisEnv, redisDirect: redisDirect, Admin: admin.NewSQLStore(db), tokens: admin.NewSQLNodeTokens(db),
 		PostgresProxy: pgProxy, RedisProxy: redisProxy, logger: logger}
 	// Registered after the servers and their proxies, so it runs before
 	// they stop: the platform shuts down while it can still reach them.
@@ -354,6 +356,24 @@ func Serve(tb testing.TB, h http.Handler) string {
 		<-done
 	})
 	return "http://" + ln.Addr().String()
+}
+
+// LoseRedisData deletes everything the platform keeps in Redis, as a
+// restart of a Redis without persistence does: node records, stream
+// slots, counters, queues, the settle log.
+func (p *Platform) LoseRedisData() {
+	p.tb.Helper()
+	ctx := context.Background()
+	rdb := p.redisDirect.Client()
+	iter := rdb.Scan(ctx, 0, p.redisDirect.Prefix+"*", 1000).Iterator()
+	for iter.Next(ctx) {
+		if err := rdb.Del(ctx, iter.Val()).Err(); err != nil {
+			p.tb.Fatal(err)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		p.tb.Fatal(err)
+	}
 }
 
 // CheckBooks audits the ledger (ledger.Audit).
