@@ -39,6 +39,7 @@ type apiKeyModel struct {
 	RPM             types.Int64  `tfsdk:"rpm"`
 	TokensPerDay    types.Int64  `tfsdk:"tokens_per_day"`
 	MaxStreams      types.Int64  `tfsdk:"max_streams"`
+	MaxTokens       types.Int64  `tfsdk:"max_tokens"`
 	ExpiresAt       types.String `tfsdk:"expires_at"`
 	Rotation        types.String `tfsdk:"rotation"`
 	SecretWO        types.String `tfsdk:"secret_wo"`
@@ -76,6 +77,7 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"rpm":            limit("Requests per minute"),
 			"tokens_per_day": limit("Tokens (prompt and completion) per day"),
 			"max_streams":    limit("Concurrent streams"),
+			"max_tokens":     limit("Output tokens per request: a request that asks for more, or names no `max_tokens`, is clamped to it (not refused)"),
 			"expires_at": schema.StringAttribute{Optional: true,
 				Description: "When the key stops working (RFC 3339); it must be in the future when set. Unset means never.",
 				Validators:  []validator.String{rfc3339Validator{}}},
@@ -173,7 +175,7 @@ func (r *apiKeyResource) Create(ctx context.Context, req resource.CreateRequest,
 	}
 	creq := admin.CreateKeyRequest{TeamID: team, Name: plan.Name.ValueString(), RPM: int(plan.RPM.ValueInt64()),
 		TokensPerDay: plan.TokensPerDay.ValueInt64(), MaxStreams: int(plan.MaxStreams.ValueInt64()),
-		Key: cfg.SecretWO.ValueString()}
+		MaxTokens: int(plan.MaxTokens.ValueInt64()), Key: cfg.SecretWO.ValueString()}
 	resp.Diagnostics.Append(plan.ModelAllowlist.ElementsAs(ctx, &creq.ModelAllowlist, true)...)
 	if t, ok := expiry(plan.ExpiresAt, &resp.Diagnostics); ok {
 		creq.ExpiresAt = t
@@ -202,6 +204,7 @@ func (m *apiKeyModel) setKey(k admin.Key) {
 	m.RPM = types.Int64Value(int64(k.RPM))
 	m.TokensPerDay = types.Int64Value(k.TokensPerDay)
 	m.MaxStreams = types.Int64Value(int64(k.MaxStreams))
+	m.MaxTokens = types.Int64Value(int64(k.MaxTokens))
 	m.Prefix = types.StringValue(k.Prefix)
 	m.Status = types.StringValue(k.Status)
 	if len(k.ModelAllowlist) > 0 || !m.ModelAllowlist.IsNull() {
@@ -257,9 +260,11 @@ func (r *apiKeyResource) Update(ctx context.Context, req resource.UpdateRequest,
 		return
 	}
 	name, rpm, streams, tpd := plan.Name.ValueString(), int(plan.RPM.ValueInt64()), int(plan.MaxStreams.ValueInt64()), plan.TokensPerDay.ValueInt64()
+	maxTokens := int(plan.MaxTokens.ValueInt64())
 	allow := []string{}
 	resp.Diagnostics.Append(plan.ModelAllowlist.ElementsAs(ctx, &allow, true)...)
-	ureq := admin.UpdateKeyRequest{Name: &name, RPM: &rpm, MaxStreams: &streams, TokensPerDay: &tpd, ModelAllowlist: &allow}
+	ureq := admin.UpdateKeyRequest{Name: &name, RPM: &rpm, MaxStreams: &streams, TokensPerDay: &tpd, MaxTokens: &maxTokens,
+		ModelAllowlist: &allow}
 	t, ok := expiry(plan.ExpiresAt, &resp.Diagnostics)
 	if !ok {
 		return

@@ -16,8 +16,9 @@ import (
 	"github.com/llmplat/llmplat/runtime/auth"
 )
 
-// keyConfig is a team, a credit and a key with rpm and rotation.
-func keyConfig(p *platform, rpm int, rotation string) string {
+// keyConfig is a team, a credit and a key with rpm, max_tokens and
+// rotation.
+func keyConfig(p *platform, rpm, maxTokens int, rotation string) string {
 	return p.providerBlock() + fmt.Sprintf(`
 resource "llmplat_team" "t" {
   name = "apps"
@@ -32,16 +33,20 @@ resource "llmplat_api_key" "k" {
   model_allowlist = [%q]
   rpm             = %d
   max_streams     = 4
+  max_tokens      = %d
   expires_at      = %q
   rotation        = %q
 }
-`, testModel, rpm, time.Now().Add(90*24*time.Hour).UTC().Truncate(time.Hour).Format(time.RFC3339), rotation)
+`, testModel, rpm, maxTokens, time.Now().Add(90*24*time.Hour).UTC().Truncate(time.Hour).Format(time.RFC3339), rotation)
 }
 
-// TestAccAPIKey: a key made by Terraform streams a completion; lowering its
-// rpm in place is enforced on the next request, with the same id and
-// secret; changing rotation gives a new secret under the same id and the
-// old one is refused; import by id; destroy revokes.
+// TestAccAPIKey: a key made by Terraform streams a completion, its
+// reservation clamped to the key's max_tokens; lowering its rpm in place
+// is enforced on the next request, with the same id and secret; changing
+// rotation gives a new secret under the same id and the old one is
+// refused; import by id; max_tokens changed in place, then removed, holds
+// the next request's reservation to it, then to the client's ask; destroy
+// revokes.
 func TestAccAPIKey(t *testing.T) {
 	p := startPlatform(t)
 	var id, secret string
@@ -58,22 +63,22 @@ func TestAccAPIKey(t *testing.T) {
 		},
 		Steps: []resource.TestStep{
 			{
-				Config: keyConfig(p, 100, "r1"),
+				Config: keyConfig(p, 100, 4, "r1"),
 				Check: func(s *terraform.State) error {
 					id, secret = attr(s, "id"), attr(s, "secret")
-					if !auth.LooksLikeKey(secret) || attr(s, "prefix") != secret[:12] {
-						return fmt.Errorf("secret %q, prefix %q", secret, attr(s, "prefix"))
+					if !auth.LooksLikeKey(secret) || attr(s, "prefix") != secret[:12] || attr(s, "max_tokens") != "4" {
+						return fmt.Errorf("secret %q, prefix %q, max_tokens %q", secret, attr(s, "prefix"), attr(s, "max_tokens"))
 					}
 					if code := p.complete(t, secret); code != http.StatusOK {
 						return fmt.Errorf("a completion with the new key answered %d", code)
 					}
-					return nil
+					return p.checkReserved(t, id, 4)
 				},
 			},
 			{
 				// rpm 1: the request of the check above already used the
 				// minute's one, so the next is refused at once.
-				Config: keyConfig(p, 1, "r1"),
+				Config: keyConfig(p, 1, 4, "r1"),
 				Check: func(s *terraform.State) error {
 					if attr(s, "id") != id || attr(s, "secret") != secret {
 						return fmt.Errorf("a limit change replaced the key or its secret")
@@ -85,7 +90,7 @@ func TestAccAPIKey(t *testing.T) {
 				},
 			},
 			{
-				Config: keyConfig(p, 1000, "r2"),
+				Config: keyConfig(p, 1000, 6, "r2"),
 				Check: func(s *terraform.State) error {
 					newSecret := attr(s, "secret")
 					if attr(s, "id") != id || newSecret == secret || !auth.LooksLikeKey(newSecret) {
@@ -98,7 +103,7 @@ func TestAccAPIKey(t *testing.T) {
 						return fmt.Errorf("the new secret answers %d", code)
 					}
 					secret = newSecret
-					return nil
+					return p.checkReserved(t, id, 6)
 				},
 			},
 			{
@@ -106,6 +111,20 @@ func TestAccAPIKey(t *testing.T) {
 				ImportState:             true,
 				ImportStateVerify:       true,
 				ImportStateVerifyIgnore: []string{"secret", "rotation"},
+			},
+			{
+				// max_tokens 0 removes the cap: the request's own 8.
+				Config: keyConfig(p, 1000, 0, "r2"),
+				Check: func(s *terraform.State) error {
+					if attr(s, "id") != id || attr(s, "secret") != secret || attr(s, "max_tokens") != "0" {
+						return fmt.Errorf("removing max_tokens: id %s (was %s), secret kept %v, max_tokens %q",
+							attr(s, "id"), id, attr(s, "secret") == secret, attr(s, "max_tokens"))
+					}
+					if code := p.complete(t, secret); code != http.StatusOK {
+						return fmt.Errorf("a completion without the cap answered %d", code)
+					}
+					return p.checkReserved(t, id, completeMaxTokens)
+				},
 			},
 		},
 	})
@@ -229,6 +248,7 @@ func TestAccAPIKeyInvalid(t *testing.T) {
 	p := startPlatform(t)
 	for _, tc := range []struct{ body, want string }{
 		{`rpm = -1`, `(?s)Negative limit.*rpm`},
+		{`max_tokens = -1`, `(?s)Negative limit.*max_tokens`},
 		{`expires_at = "2001-01-01T00:00:00Z"`, `(?s)expires_at in the past`},
 		{`expires_at = "tomorrow"`, `(?s)Invalid time.*expires_at`},
 		{`secret_wo = "sk-123"`, `(?s)Invalid key secret.*secret_wo`},
@@ -242,4 +262,20 @@ func TestAccAPIKeyInvalid(t *testing.T) {
 			}},
 		})
 	}
+}
+
+// checkReserved fails unless the key with id's latest request reserved
+// want output tokens: what the gateway sent the engine as max_tokens.
+func (p *platform) checkReserved(t *testing.T, id string, want int64) error {
+	t.Helper()
+	var got int64
+	err := p.db.QueryRowContext(t.Context(),
+		"SELECT max_output_tokens FROM usage_ledger WHERE key_id = $1 ORDER BY id DESC LIMIT 1", id).Scan(&got)
+	if err != nil {
+		return fmt.Errorf("read the key's last reservation: %w", err)
+	}
+	if got != want {
+		return fmt.Errorf("the key's last request reserved %d output tokens, want %d", got, want)
+	}
+	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -168,11 +169,15 @@ func (p *platform) orchestrator(t *testing.T) string {
 // testModel is the model the platform under test serves.
 const testModel = "llama-8b"
 
+// completeMaxTokens is the max_tokens complete asks for.
+const completeMaxTokens = 8
+
 // complete streams a short chat completion with secret through the
 // gateway and returns the HTTP status, having read the whole answer.
 func (p *platform) complete(t *testing.T, secret string) int {
 	t.Helper()
-	body := `{"model":"` + testModel + `","stream":true,"max_tokens":8,"messages":[{"role":"user","content":"hi"}]}`
+	body := `{"model":"` + testModel + `","stream":true,"max_tokens":` + strconv.Itoa(completeMaxTokens) +
+		`,"messages":[{"role":"user","content":"hi"}]}`
 	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, p.base+"/v1/chat/completions", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)

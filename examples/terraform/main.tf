@@ -94,7 +94,8 @@ resource "llmplat_credit" "research_q4" {
   note                = "2026 Q4"
 }
 
-# The search team's service: the small model only, a tight rate.
+# The search team's service: the small model only, a tight rate, answers
+# of at most 1,024 tokens.
 resource "llmplat_api_key" "search_service" {
   team_id         = llmplat_team.search.id
   name            = "search service"
@@ -102,6 +103,7 @@ resource "llmplat_api_key" "search_service" {
   rpm             = 600
   tokens_per_day  = 5000000
   max_streams     = 16
+  max_tokens      = 1024
   rotation        = "2026-12"
 }
 

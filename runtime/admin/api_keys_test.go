@@ -2,8 +2,10 @@ package admin
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"reflect"
@@ -23,7 +25,7 @@ func TestKeyLifecycleAPI(t *testing.T) {
 			team := h.team(t, "search")
 			expires := h.clock.Now().Add(30 * 24 * time.Hour)
 			req := CreateKeyRequest{TeamID: team, Name: "ci", ModelAllowlist: []string{"llama-8b"}, RPM: 600,
-				TokensPerDay: 2_000_000, MaxStreams: 4, ExpiresAt: &expires}
+				TokensPerDay: 2_000_000, MaxStreams: 4, MaxTokens: 2048, ExpiresAt: &expires}
 			created, err := c.CreateKey(ctx, req, "tf-create-1")
 			if err != nil {
 				t.Fatalf("CreateKey: %v", err)
@@ -32,7 +34,7 @@ func TestKeyLifecycleAPI(t *testing.T) {
 				t.Fatalf("CreateKey = %+v; want a fresh active key with its secret", created.Key)
 			}
 			rec, err := h.store.LookupKey(ctx, auth.HashKey(created.Secret))
-			wantLimits := auth.Limits{ModelAllowlist: []string{"llama-8b"}, RPM: 600, TokensPerDay: 2_000_000, MaxStreams: 4}
+			wantLimits := auth.Limits{ModelAllowlist: []string{"llama-8b"}, RPM: 600, TokensPerDay: 2_000_000, MaxStreams: 4, MaxTokens: 2048}
 			if err != nil || rec.ID != created.ID || rec.TeamID != team || !reflect.DeepEqual(rec.Limits, wantLimits) || !rec.ExpiresAt.Equal(expires) {
 				t.Errorf("LookupKey(created) = %+v, %v; want id %d, limits %+v, expiry %v", rec, err, created.ID, wantLimits, expires)
 			}
@@ -80,11 +82,12 @@ func TestKeyLifecycleAPI(t *testing.T) {
 				rpm, streams := 0, 1
 				allow := []string{}
 				upd, err := c.UpdateKey(ctx, created.ID, UpdateKeyRequest{RPM: &rpm, MaxStreams: &streams, ModelAllowlist: &allow, ExpiresAt: ClearTime()})
-				if err != nil || upd.RPM != 0 || upd.MaxStreams != 1 || len(upd.ModelAllowlist) != 0 || upd.ExpiresAt != nil || upd.TokensPerDay != 2_000_000 {
+				if err != nil || upd.RPM != 0 || upd.MaxStreams != 1 || len(upd.ModelAllowlist) != 0 || upd.ExpiresAt != nil ||
+					upd.TokensPerDay != 2_000_000 || upd.MaxTokens != 2048 {
 					t.Fatalf("UpdateKey = %+v, %v", upd, err)
 				}
 				p, err := h.authn.Authenticate(ctx, "Bearer "+created.Secret)
-				want := auth.Limits{ModelAllowlist: []string{}, TokensPerDay: 2_000_000, MaxStreams: 1}
+				want := auth.Limits{ModelAllowlist: []string{}, TokensPerDay: 2_000_000, MaxStreams: 1, MaxTokens: 2048}
 				if err != nil || !reflect.DeepEqual(p.Limits, want) || !p.ExpiresAt.IsZero() {
 					t.Errorf("limits seen by the gateway after patch = %+v (expires %v), %v; want %+v", p.Limits, p.ExpiresAt, err, want)
 				}
@@ -92,6 +95,42 @@ func TestKeyLifecycleAPI(t *testing.T) {
 				upd, err = c.UpdateKey(ctx, created.ID, UpdateKeyRequest{Name: &name})
 				if err != nil || upd.Name != name || upd.MaxStreams != 1 {
 					t.Errorf("name-only patch = %+v, %v; want other fields kept", upd, err)
+				}
+			})
+
+			t.Run("patch max_tokens: absent keeps, a value sets, 0 removes", func(t *testing.T) {
+				for _, step := range []struct {
+					name, body string
+					want       int
+				}{
+					{"set", `{"max_tokens":512}`, 512},
+					{"absent", `{"rpm":30}`, 512},
+					{"null is absent", `{"max_tokens":null}`, 512},
+					{"zero removes", `{"max_tokens":0}`, 0},
+					{"set again", `{"max_tokens":2048}`, 2048},
+				} {
+					status, body, _ := h.raw(t, http.MethodPatch, "/admin/keys/"+itoa(created.ID), step.body, nil)
+					var got map[string]any
+					if err := json.Unmarshal([]byte(body), &got); err != nil || status != http.StatusOK {
+						t.Fatalf("%s: PATCH %s = %d %s", step.name, step.body, status, body)
+					}
+					if got["max_tokens"] != float64(step.want) {
+						t.Errorf("%s: PATCH %s answered max_tokens %v, want %d", step.name, step.body, got["max_tokens"], step.want)
+					}
+					read, err := c.GetKey(ctx, created.ID)
+					if err != nil || read.MaxTokens != step.want {
+						t.Errorf("%s: GET after PATCH %s = max_tokens %d, %v; want %d", step.name, step.body, read.MaxTokens, err, step.want)
+					}
+					p, err := h.authn.Authenticate(ctx, "Bearer "+created.Secret)
+					if err != nil || p.Limits.MaxTokens != step.want {
+						t.Errorf("%s: the gateway's limits after PATCH %s = %+v, %v; want max_tokens %d", step.name, step.body, p.Limits, err, step.want)
+					}
+					// No cap is stored as NULL, as every limit's 0.
+					var stored sql.NullInt64
+					err = h.db.QueryRowContext(ctx, "SELECT max_tokens FROM api_keys WHERE id = $1", created.ID).Scan(&stored)
+					if err != nil || stored.Valid != (step.want != 0) || stored.Int64 != int64(step.want) {
+						t.Errorf("%s: stored max_tokens = %+v, %v; want %d (NULL for 0)", step.name, stored, err, step.want)
+					}
 				}
 			})
 

@@ -103,11 +103,11 @@ func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req CreateKeyReq
 	}
 	var id int64
 	err = tx.QueryRowContext(ctx, `INSERT INTO api_keys
-		(team_id, name, prefix, hash, model_allowlist, rpm, tokens_per_day, max_streams, expires_at, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING id`,
+		(team_id, name, prefix, hash, model_allowlist, rpm, tokens_per_day, max_streams, max_tokens, expires_at, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
 		req.TeamID, req.Name, secret.Display, secret.Hash, allowlistJSON(req.ModelAllowlist),
 		nullIfZero(int64(req.RPM)), nullIfZero(req.TokensPerDay), nullIfZero(int64(req.MaxStreams)),
-		nullTimeParam(req.ExpiresAt), now).Scan(&id)
+		nullIfZero(int64(req.MaxTokens)), nullTimeParam(req.ExpiresAt), now).Scan(&id)
 	if err != nil {
 		return CreatedKey{}, fmt.Errorf("insert: %w", err)
 	}
@@ -195,9 +195,9 @@ func (s *SQLStore) UpdateKey(ctx context.Context, id int64, patch UpdateKeyReque
 		}
 		applyKeyPatch(&k, patch)
 		_, err = tx.ExecContext(ctx, `UPDATE api_keys SET name = $2, model_allowlist = $3, rpm = $4,
-			tokens_per_day = $5, max_streams = $6, expires_at = $7 WHERE id = $1`,
+			tokens_per_day = $5, max_streams = $6, max_tokens = $7, expires_at = $8 WHERE id = $1`,
 			id, k.Name, allowlistJSON(k.ModelAllowlist), nullIfZero(int64(k.RPM)), nullIfZero(k.TokensPerDay),
-			nullIfZero(int64(k.MaxStreams)), nullTimeParam(k.ExpiresAt))
+			nullIfZero(int64(k.MaxStreams)), nullIfZero(int64(k.MaxTokens)), nullTimeParam(k.ExpiresAt))
 		if err != nil {
 			return fmt.Errorf("update: %w", err)
 		}
@@ -225,6 +225,9 @@ func applyKeyPatch(k *Key, p UpdateKeyRequest) {
 	}
 	if p.MaxStreams != nil {
 		k.MaxStreams = *p.MaxStreams
+	}
+	if p.MaxTokens != nil {
+		k.MaxTokens = *p.MaxTokens
 	}
 	if p.ExpiresAt.Set {
 		k.ExpiresAt = nil

@@ -24,8 +24,8 @@ func TestLookupKeyContract(t *testing.T) {
 	}{
 		{
 			name:       "every limit",
-			req:        CreateKeyRequest{Name: "ci", ModelAllowlist: []string{"llama-8b", "qwen-32b"}, RPM: 600, TokensPerDay: 1_000_000, MaxStreams: 8, ExpiresAt: &expires},
-			wantLimits: auth.Limits{ModelAllowlist: []string{"llama-8b", "qwen-32b"}, RPM: 600, TokensPerDay: 1_000_000, MaxStreams: 8},
+			req:        CreateKeyRequest{Name: "ci", ModelAllowlist: []string{"llama-8b", "qwen-32b"}, RPM: 600, TokensPerDay: 1_000_000, MaxStreams: 8, MaxTokens: 2048, ExpiresAt: &expires},
+			wantLimits: auth.Limits{ModelAllowlist: []string{"llama-8b", "qwen-32b"}, RPM: 600, TokensPerDay: 1_000_000, MaxStreams: 8, MaxTokens: 2048},
 			wantExpiry: expires,
 		},
 		{
@@ -37,6 +37,11 @@ func TestLookupKeyContract(t *testing.T) {
 			name:       "one limit",
 			req:        CreateKeyRequest{MaxStreams: 2},
 			wantLimits: auth.Limits{ModelAllowlist: []string{}, MaxStreams: 2},
+		},
+		{
+			name:       "max_tokens alone",
+			req:        CreateKeyRequest{MaxTokens: 512},
+			wantLimits: auth.Limits{ModelAllowlist: []string{}, MaxTokens: 512},
 		},
 	}
 	for _, dc := range dialectCases {
@@ -64,7 +69,7 @@ func TestLookupKeyContract(t *testing.T) {
 			}
 			t.Run("zero limits are stored as NULL", func(t *testing.T) {
 				var nulls int
-				err := db.QueryRowContext(ctx, "SELECT count(*) FROM api_keys WHERE rpm IS NULL AND tokens_per_day IS NULL AND max_streams IS NULL").Scan(&nulls)
+				err := db.QueryRowContext(ctx, "SELECT count(*) FROM api_keys WHERE rpm IS NULL AND tokens_per_day IS NULL AND max_streams IS NULL AND max_tokens IS NULL").Scan(&nulls)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -32,7 +32,7 @@ func NewSQLStore(db *store.DB) *SQLStore {
 
 // keyColumns are the api_keys columns scanKey reads, in order.
 const keyColumns = `k.id, k.team_id, k.name, k.prefix, k.model_allowlist, k.rpm, k.tokens_per_day,
-	k.max_streams, k.expires_at, k.revoked_at, k.created_at`
+	k.max_streams, k.max_tokens, k.expires_at, k.revoked_at, k.created_at`
 
 // rowScanner is *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -42,12 +42,12 @@ type rowScanner interface{ Scan(dest ...any) error }
 // as unlimited.
 func scanKey(r rowScanner, extra ...any) (Key, error) {
 	var (
-		k                 Key
-		allow             string
-		rpm, tpd, streams sql.NullInt64
-		expires, revoked  sql.NullTime
+		k                            Key
+		allow                        string
+		rpm, tpd, streams, maxTokens sql.NullInt64
+		expires, revoked             sql.NullTime
 	)
-	dest := []any{&k.ID, &k.TeamID, &k.Name, &k.Prefix, &allow, &rpm, &tpd, &streams,
+	dest := []any{&k.ID, &k.TeamID, &k.Name, &k.Prefix, &allow, &rpm, &tpd, &streams, &maxTokens,
 		&expires, &revoked, &k.CreatedAt}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return Key{}, err
@@ -58,7 +58,7 @@ func scanKey(r rowScanner, extra ...any) (Key, error) {
 	if k.ModelAllowlist == nil {
 		k.ModelAllowlist = []string{}
 	}
-	k.RPM, k.TokensPerDay, k.MaxStreams = int(rpm.Int64), tpd.Int64, int(streams.Int64)
+	k.RPM, k.TokensPerDay, k.MaxStreams, k.MaxTokens = int(rpm.Int64), tpd.Int64, int(streams.Int64), int(maxTokens.Int64)
 	k.ExpiresAt, k.RevokedAt = nullTime(expires), nullTime(revoked)
 	k.CreatedAt = k.CreatedAt.UTC()
 	return k, nil
@@ -88,7 +88,8 @@ func (s *SQLStore) LookupKey(ctx context.Context, hash []byte) (auth.KeyRecord, 
 	}
 	rec := auth.KeyRecord{
 		ID: k.ID, TeamID: k.TeamID, TeamName: team, Prefix: k.Prefix,
-		Limits: auth.Limits{ModelAllowlist: k.ModelAllowlist, RPM: k.RPM, TokensPerDay: k.TokensPerDay, MaxStreams: k.MaxStreams},
+		Limits: auth.Limits{ModelAllowlist: k.ModelAllowlist, RPM: k.RPM, TokensPerDay: k.TokensPerDay,
+			MaxStreams: k.MaxStreams, MaxTokens: k.MaxTokens},
 	}
 	if k.ExpiresAt != nil {
 		rec.ExpiresAt = *k.ExpiresAt

@@ -85,6 +85,7 @@ type Key struct {
 	RPM            int        `json:"rpm"`
 	TokensPerDay   int64      `json:"tokens_per_day"`
 	MaxStreams     int        `json:"max_streams"`
+	MaxTokens      int        `json:"max_tokens"`
 	ExpiresAt      *time.Time `json:"expires_at"`
 	RevokedAt      *time.Time `json:"revoked_at"`
 	CreatedAt      time.Time  `json:"created_at"`
@@ -93,7 +94,8 @@ type Key struct {
 }
 
 // CreateKeyRequest is the body of POST /admin/keys. Zero limits are
-// unlimited and an empty allowlist allows every model.
+// unlimited and an empty allowlist allows every model. MaxTokens caps the
+// output of one request: the gateway clamps a request's max_tokens to it.
 type CreateKeyRequest struct {
 	TeamID         int64      `json:"team_id"`
 	Name           string     `json:"name,omitempty"`
@@ -101,6 +103,7 @@ type CreateKeyRequest struct {
 	RPM            int        `json:"rpm,omitempty"`
 	TokensPerDay   int64      `json:"tokens_per_day,omitempty"`
 	MaxStreams     int        `json:"max_streams,omitempty"`
+	MaxTokens      int        `json:"max_tokens,omitempty"`
 	ExpiresAt      *time.Time `json:"expires_at,omitempty"`
 	// Key, optional, is a secret the client minted (llp_ and 43 base62
 	// characters, as a generated one): the server stores its hash and
@@ -125,6 +128,7 @@ type UpdateKeyRequest struct {
 	RPM            *int         `json:"rpm,omitempty"`
 	TokensPerDay   *int64       `json:"tokens_per_day,omitempty"`
 	MaxStreams     *int         `json:"max_streams,omitempty"`
+	MaxTokens      *int         `json:"max_tokens,omitempty"`
 	ExpiresAt      OptionalTime `json:"expires_at,omitzero"`
 }
 

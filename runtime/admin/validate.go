@@ -116,7 +116,7 @@ func validateCreateKey(r *CreateKeyRequest, now time.Time) *fieldError {
 	if e := checkAllowlist(r.ModelAllowlist); e != nil {
 		return e
 	}
-	if e := checkLimits(&r.RPM, &r.TokensPerDay, &r.MaxStreams); e != nil {
+	if e := checkLimits(&r.RPM, &r.TokensPerDay, &r.MaxStreams, &r.MaxTokens); e != nil {
 		return e
 	}
 	if r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
@@ -145,12 +145,13 @@ func validateUpdateKey(r *UpdateKeyRequest) *fieldError {
 			return e
 		}
 	}
-	return checkLimits(r.RPM, r.TokensPerDay, r.MaxStreams)
+	return checkLimits(r.RPM, r.TokensPerDay, r.MaxStreams, r.MaxTokens)
 }
 
-// checkLimits checks the limits that are present (not nil). rpm and
-// max_streams are INTEGER columns.
-func checkLimits(rpm *int, tokensPerDay *int64, maxStreams *int) *fieldError {
+// checkLimits checks the limits that are present (not nil). rpm,
+// max_streams and max_tokens are INTEGER columns (max_tokens is bounded as
+// a model's max_context_tokens is: a larger cap is no cap).
+func checkLimits(rpm *int, tokensPerDay *int64, maxStreams, maxTokens *int) *fieldError {
 	if rpm != nil {
 		if e := checkLimit("rpm", int64(*rpm), math.MaxInt32); e != nil {
 			return e
@@ -163,6 +164,11 @@ func checkLimits(rpm *int, tokensPerDay *int64, maxStreams *int) *fieldError {
 	}
 	if maxStreams != nil {
 		if e := checkLimit("max_streams", int64(*maxStreams), math.MaxInt32); e != nil {
+			return e
+		}
+	}
+	if maxTokens != nil {
+		if e := checkLimit("max_tokens", int64(*maxTokens), math.MaxInt32); e != nil {
 			return e
 		}
 	}

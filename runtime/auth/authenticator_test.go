@@ -41,7 +41,7 @@ func newAuthFixture(t *testing.T) *authFixture {
 		t.Fatal(err)
 	}
 	now := j.clock.Now()
-	limits := Limits{ModelAllowlist: []string{"llama-8b"}, RPM: 10, TokensPerDay: 5000, MaxStreams: 2}
+	limits := Limits{ModelAllowlist: []string{"llama-8b"}, RPM: 10, TokensPerDay: 5000, MaxStreams: 2, MaxTokens: 1024}
 	return &authFixture{
 		auth:   &Authenticator{Keys: cache, JWT: j.verifier, Admin: admin},
 		store:  store,
@@ -63,7 +63,7 @@ func TestAuthenticateKey(t *testing.T) {
 	}
 	want := Principal{
 		Kind: KindAPIKey, TeamID: 7, TeamName: "ml", KeyID: 42, Subject: f.valid.Display, Role: RoleUser,
-		Limits:    Limits{ModelAllowlist: []string{"llama-8b"}, RPM: 10, TokensPerDay: 5000, MaxStreams: 2},
+		Limits:    Limits{ModelAllowlist: []string{"llama-8b"}, RPM: 10, TokensPerDay: 5000, MaxStreams: 2, MaxTokens: 1024},
 		ExpiresAt: f.clock.Now().Add(time.Hour),
 	}
 	if !principalsEqual(got, want) {
@@ -79,7 +79,7 @@ func principalsEqual(a, b Principal) bool {
 	return a.Kind == b.Kind && a.TeamID == b.TeamID && a.TeamName == b.TeamName && a.KeyID == b.KeyID &&
 		a.Subject == b.Subject && a.Role == b.Role && a.ExpiresAt.Equal(b.ExpiresAt) &&
 		strings.Join(al.ModelAllowlist, ",") == strings.Join(bl.ModelAllowlist, ",") &&
-		al.RPM == bl.RPM && al.TokensPerDay == bl.TokensPerDay && al.MaxStreams == bl.MaxStreams
+		al.RPM == bl.RPM && al.TokensPerDay == bl.TokensPerDay && al.MaxStreams == bl.MaxStreams && al.MaxTokens == bl.MaxTokens
 }
 
 func TestAuthenticate(t *testing.T) {

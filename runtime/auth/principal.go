@@ -69,6 +69,9 @@ type Limits struct {
 	TokensPerDay int64
 	// MaxStreams is the number of concurrent requests.
 	MaxStreams int
+	// MaxTokens caps the output of one request: a request that asks for
+	// more, or names no max_tokens, is clamped to it.
+	MaxTokens int
 }
 
 // Principal is a verified caller: who it is, what it may do and until when.

@@ -45,9 +45,10 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 		return nil, r
 	}
 	a.promptEstimate = tokens.EstimateRequest(req)
+	asked := keyCap(req.MaxOutputTokens(), p.Limits.MaxTokens)
 	res, err := s.cfg.Ledger.Reserve(ctx, ledger.Reservation{
 		RequestID: a.requestID, TeamID: p.TeamID, KeyID: p.KeyID, Model: req.Model,
-		PromptTokens: a.promptEstimate, MaxOutputTokens: dayCap(req.MaxOutputTokens(), a.tokensLeft, a.promptEstimate),
+		PromptTokens: a.promptEstimate, MaxOutputTokens: dayCap(asked, a.tokensLeft, a.promptEstimate),
 	})
 	if err != nil {
 		bg := context.WithoutCancel(ctx)
@@ -113,6 +114,20 @@ func (s *Server) checkLimits(c *gin.Context, ctx context.Context, p auth.Princip
 		a.tokensLeft = d.TokensRemaining
 	}
 	return nil
+}
+
+// keyCap is the output a request may ask of the engine under its key's
+// max_tokens (0: no cap): the client's max (0: none) clamped to the cap,
+// and the cap itself when the client named none. A clamp, not a refusal,
+// as dayCap's; dayCap applies after it, so the smaller of the two wins.
+func keyCap(asked int64, limit int) int64 {
+	if limit <= 0 {
+		return asked
+	}
+	if asked == 0 || asked > int64(limit) {
+		return int64(limit)
+	}
+	return asked
 }
 
 // dayCap is the output a request may ask of the engine when its key has

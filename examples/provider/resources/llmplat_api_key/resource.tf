@@ -11,6 +11,7 @@ resource "llmplat_api_key" "ci" {
   rpm             = 600
   tokens_per_day  = 2000000
   max_streams     = 8
+  max_tokens      = 2048
   expires_at      = "2030-01-01T00:00:00Z"
   rotation        = "2026-12"
 }
