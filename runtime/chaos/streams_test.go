@@ -25,12 +25,16 @@ type outcome struct {
 	// chunks counts content chunks; errEvent is an error event's code, if
 	// one came; done is true when the stream ended with [DONE]; usage
 	// whether the usage chunk came.
-	chunks   int
-	errEvent string
-	done     bool
-	usage    bool
-	err      error
-	took     time.Duration
+	chunks int
+	// completion is the usage's completion tokens.
+	completion int64
+	errEvent   string
+	done       bool
+	usage      bool
+	err        error
+	// ttft is when the first content chunk came; took when the answer
+	// ended.
+	ttft, took time.Duration
 }
 
 // whole reports a stream that ended as a finished answer: [DONE], its
@@ -121,11 +125,14 @@ func send(ctx context.Context, client *http.Client, url, key, body string, first
 		case ev.Err != nil:
 			o.errEvent = cmp.Or(strings.Trim(string(ev.Err.Code), `"`), ev.Err.Type, "error")
 		case ev.Usage != nil:
-			o.usage = true
+			o.usage, o.completion = true, ev.Usage.CompletionTokens
 		case ev.Tokens > 0:
 			o.chunks++
-			if o.chunks == 1 && firstChunk != nil {
-				firstChunk()
+			if o.chunks == 1 {
+				o.ttft = time.Since(start)
+				if firstChunk != nil {
+					firstChunk()
+				}
 			}
 		}
 	}

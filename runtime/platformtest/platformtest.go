@@ -35,6 +35,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/registry"
+	"github.com/llmplat/llmplat/runtime/routing"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/runtime/urlguard"
@@ -74,6 +75,9 @@ type Options struct {
 	// RegistrationsPerSecond is the replicas' cluster-wide registration
 	// rate (zero: the orchestrator's default).
 	RegistrationsPerSecond int
+	// Policy names the replicas' routing policy (empty: the default,
+	// routing.KVAware).
+	Policy string
 }
 
 // Platform is a running platform. Its parts stop when the test ends.
@@ -97,7 +101,8 @@ type Platform struct {
 	redisDirect               testenv.RedisEnv // the server itself, not through RedisProxy
 	wsAddr                    string           // the first replica's host:port
 	logger                    *slog.Logger
-	orchCfg                   orchestrator.Config // every replica's, but its ID and Metrics
+	orchCfg                   orchestrator.Config // every replica's, but its ID, Metrics and Policy
+	policy                    string              // Options.Policy
 }
 
 // Start runs a platform until the test ends.
@@ -161,6 +166,7 @@ func Start(tb testing.TB, opts Options) *Platform {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	p.policy = opts.Policy
 	p.orchCfg = orchestrator.Config{Redis: rdb, Registry: p.Registry, Tokens: p.tokens,
 		Events: orchestrator.NewEvents(db, nil), ShutdownGrace: 2 * time.Second, Logger: logger,
 		CloudNodes: opts.Cloud, CloudClient: opts.CloudClient, RegistrationsPerSecond: opts.RegistrationsPerSecond,
@@ -428,6 +434,12 @@ func (r *Replica) start() {
 	cfg := r.p.orchCfg
 	reg := prometheus.NewRegistry()
 	cfg.ID, cfg.Metrics = r.ID, orchestrator.NewMetrics(reg)
+	if r.p.policy != "" {
+		var err error
+		if cfg.Policy, err = routing.New(r.p.policy); err != nil {
+			r.p.tb.Fatal(err)
+		}
+	}
 	o, err := orchestrator.New(cfg)
 	if err != nil {
 		r.p.tb.Fatal(err)
