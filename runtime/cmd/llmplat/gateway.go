@@ -189,7 +189,7 @@ func internalToken() (string, error) {
 // limits as API keys do, so the limits every JWT caller gets are flags.
 type jwtFlags struct {
 	jwksURL, issuer, audience, models string
-	rpm, maxStreams                   int
+	rpm, maxStreams, maxTokens        int
 	tokensPerDay                      int64
 }
 
@@ -200,21 +200,23 @@ func (j *jwtFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&j.rpm, "jwt-rpm", 0, "requests per minute of each JWT caller (0: no limit)")
 	fs.Int64Var(&j.tokensPerDay, "jwt-tokens-per-day", 0, "tokens per UTC day of each JWT caller (0: no limit)")
 	fs.IntVar(&j.maxStreams, "jwt-max-streams", 0, "concurrent streams of each JWT caller (0: no limit)")
+	fs.IntVar(&j.maxTokens, "jwt-max-tokens", 0, "the most output tokens a JWT caller's request may ask for; more, or none, is clamped to it (0: no cap)")
 	fs.StringVar(&j.models, "jwt-models", "", "comma-separated models JWT callers may use (empty: all)")
 }
 
 // config returns the JWT configuration, or nil when JWTs are not accepted.
 func (j *jwtFlags) config() (*auth.JWTConfig, error) {
-	lim := auth.Limits{RPM: j.rpm, TokensPerDay: j.tokensPerDay, MaxStreams: j.maxStreams}
+	lim := auth.Limits{RPM: j.rpm, TokensPerDay: j.tokensPerDay, MaxStreams: j.maxStreams, MaxTokens: j.maxTokens}
 	for _, m := range strings.Split(j.models, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			lim.ModelAllowlist = append(lim.ModelAllowlist, m)
 		}
 	}
 	switch {
-	case j.rpm < 0 || j.tokensPerDay < 0 || j.maxStreams < 0:
-		return nil, errors.New("-jwt-rpm, -jwt-tokens-per-day and -jwt-max-streams must not be negative")
-	case j.jwksURL == "" && (j.issuer != "" || j.audience != "" || j.models != "" || lim.RPM != 0 || lim.TokensPerDay != 0 || lim.MaxStreams != 0):
+	case j.rpm < 0 || j.tokensPerDay < 0 || j.maxStreams < 0 || j.maxTokens < 0:
+		return nil, errors.New("-jwt-rpm, -jwt-tokens-per-day, -jwt-max-streams and -jwt-max-tokens must not be negative")
+	case j.jwksURL == "" && (j.issuer != "" || j.audience != "" || j.models != "" || lim.RPM != 0 || lim.TokensPerDay != 0 ||
+		lim.MaxStreams != 0 || lim.MaxTokens != 0):
 		return nil, errors.New("the -jwt-* flags need -jwks-url")
 	case j.jwksURL == "":
 		return nil, nil

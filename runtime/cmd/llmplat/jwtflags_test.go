@@ -22,11 +22,11 @@ func TestJWTFlags(t *testing.T) {
 		return j.config()
 	}
 	cfg, err := parse("-jwks-url", "https://idp.example/jwks", "-jwt-issuer", "https://idp.example", "-jwt-audience", "llmplat",
-		"-jwt-rpm", "60", "-jwt-tokens-per-day", "100000", "-jwt-max-streams", "4", "-jwt-models", "llama-8b, qwen-32b")
+		"-jwt-rpm", "60", "-jwt-tokens-per-day", "100000", "-jwt-max-streams", "4", "-jwt-max-tokens", "512", "-jwt-models", "llama-8b, qwen-32b")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := auth.Limits{RPM: 60, TokensPerDay: 100000, MaxStreams: 4, ModelAllowlist: []string{"llama-8b", "qwen-32b"}}
+	want := auth.Limits{RPM: 60, TokensPerDay: 100000, MaxStreams: 4, MaxTokens: 512, ModelAllowlist: []string{"llama-8b", "qwen-32b"}}
 	if !reflect.DeepEqual(cfg.Limits, want) || cfg.Issuer != "https://idp.example" || cfg.Audience != "llmplat" {
 		t.Errorf("config = %+v, want limits %+v", cfg, want)
 	}
@@ -37,6 +37,8 @@ func TestJWTFlags(t *testing.T) {
 		{"-jwt-rpm", "60"},
 		{"-jwt-models", "llama-8b"},
 		{"-jwks-url", "https://idp.example/jwks", "-jwt-max-streams", "-1"},
+		{"-jwks-url", "https://idp.example/jwks", "-jwt-max-tokens", "-1"},
+		{"-jwt-max-tokens", "512"},
 	} {
 		if _, err := parse(args...); err == nil || !strings.Contains(err.Error(), "-jwt") {
 			t.Errorf("%v: err = %v, want a refusal naming the flags", args, err)
