@@ -71,7 +71,7 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"team_id": schema.StringAttribute{Required: true, Description: "The team that owns the key (llmplat_team.<name>.id). Changing it replaces the key.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
 			"name": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(""),
-				Description: "A label for people, at most 128 bytes."},
+				Description: "A label for people, at most 200 bytes."},
 			"model_allowlist": schema.SetAttribute{ElementType: types.StringType, Optional: true,
 				Description: "The models the key may use; unset or empty allows every model."},
 			"rpm":            limit("Requests per minute"),
