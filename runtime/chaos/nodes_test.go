@@ -305,10 +305,10 @@ func TestOrchestratorRestart(t *testing.T) {
 
 	restart := time.Now()
 	p.RestartOrchestrators()
-	waitAll(t, p, nodes, epochs, within)
-	took := time.Since(restart)
 	waitServed(t, client, p.URL, key, "after the restart")
 	servedAgain := time.Since(restart)
+	waitAll(t, p, nodes, epochs, within)
+	took := time.Since(restart)
 	var busiest, total int
 	err := p.DB.QueryRowContext(t.Context(), `SELECT coalesce(max(n), 0), coalesce(sum(n), 0) FROM (
 		SELECT count(*) AS n FROM node_events WHERE kind = 'register' AND created_at >= $1
@@ -320,7 +320,7 @@ func TestOrchestratorRestart(t *testing.T) {
 		t.Errorf("%d registrations after the restart, the busiest second %d (limit %d); want every node's, within the limit", total, busiest, rate)
 	}
 	b := checkBooks(t, p)
-	figure(t, "%d nodes on 2 replicas, both restarted at once: all %d re-registered in %v (floor at %d/s: %v), the busiest second %d registrations (limit %d); a request served %v after the restart; books: %d settled, none reserved",
+	figure(t, "%d nodes on 2 replicas, both restarted at once: all %d re-registered in %v (floor at %d/s: %v), the busiest second %d registrations (limit %d); requests served again %v after the restart; books: %d settled, none reserved",
 		nodes, nodes, took.Round(time.Millisecond), rate, time.Duration(nodes/rate)*time.Second, busiest, rate,
 		servedAgain.Round(time.Millisecond), b.Settled)
 }
