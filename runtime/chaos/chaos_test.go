@@ -119,10 +119,7 @@ func TestEngineKilledMidStream(t *testing.T) {
 	// engine dies.
 	node := p.StartNode("node-1", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 1,
 		MeanAnswerTokens: 1_000_000}, 2*n)
-	team := p.Team("t", 1_000_000_000)
-	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k"})
-	client := loadgen.NewClient()
-	defer client.CloseIdleConnections()
+	key, client := tenant(t, p, admin.CreateKeyRequest{})
 
 	var (
 		wg              sync.WaitGroup
@@ -206,10 +203,7 @@ func TestMaxStreamsHolds(t *testing.T) {
 	// admitted streams stay open until their clients leave.
 	p.StartNode("node-1", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 5,
 		Faults: enginesim.Faults{StallAfterTokens: 1}}, 2*n)
-	team := p.Team("t", 1_000_000_000)
-	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k", MaxStreams: limit})
-	client := loadgen.NewClient()
-	defer client.CloseIdleConnections()
+	key, client := tenant(t, p, admin.CreateKeyRequest{MaxStreams: limit})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -312,8 +306,7 @@ func TestAbandonedStreams(t *testing.T) {
 	platformtest.StartNodeProcess(t, platformtest.NodeProcess{Model: model, NodeID: "node-1", ServerURL: p.WSURL,
 		Token: p.NodeToken("node-1"), EngineURL: engineURL, MaxNumSeqs: 2 * n})
 	p.WaitNode("node-1")
-	team := p.Team("t", 1_000_000_000)
-	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k", MaxStreams: 2 * n})
+	key, _ := tenant(t, p, admin.CreateKeyRequest{MaxStreams: 2 * n})
 	baseLive, baseG := testenv.LiveBytes()
 
 	held, leave := platformtest.StartClientProcess(t, platformtest.ClientProcess{
@@ -371,10 +364,7 @@ func TestSocketCut(t *testing.T) {
 		MeanAnswerTokens: 1_000_000}, 2*n)
 	other := p.StartNode("node-other", model, enginesim.Config{ServedModelName: model, Seed: 2, TimeScale: 1,
 		MeanAnswerTokens: 1_000_000}, 4*n)
-	team := p.Team("t", 1_000_000_000)
-	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k"})
-	client := loadgen.NewClient()
-	defer client.CloseIdleConnections()
+	key, client := tenant(t, p, admin.CreateKeyRequest{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -443,14 +433,11 @@ func TestDatastoreOutage(t *testing.T) {
 			p := platformtest.Start(t, platformtest.Options{StreamIdleTimeout: time.Hour, Proxied: true})
 			p.Model(model, model)
 			p.StartNode("node-1", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 50}, 256)
-			team := p.Team("t", 1_000_000_000)
-			key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k", RPM: 1_000_000, MaxStreams: 1000})
+			key, client := tenant(t, p, admin.CreateKeyRequest{RPM: 1_000_000, MaxStreams: 1000})
 			proxy := p.RedisProxy
 			if which == "postgres" {
 				proxy = p.PostgresProxy
 			}
-			client := loadgen.NewClient()
-			defer client.CloseIdleConnections()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			var (

@@ -12,7 +12,6 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/enginesim"
-	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/platformtest"
 	"github.com/llmplat/llmplat/runtime/registry"
@@ -56,10 +55,7 @@ func TestSpotDrain(t *testing.T) {
 	p := platformtest.Start(t, platformtest.Options{StreamIdleTimeout: time.Hour, RedisTimeout: time.Minute,
 		Cloud: []orchestrator.CloudNode{cloudNode("spot-a", spotURL, spot), cloudNode("ondemand-b", onDemandURL, onDemand)}})
 	p.Model(model, model)
-	team := p.Team("t", 1_000_000_000)
-	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k"})
-	client := loadgen.NewClient()
-	defer client.CloseIdleConnections()
+	key, client := tenant(t, p, admin.CreateKeyRequest{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	waitServed(t, client, p.URL, key, "before the drain")
@@ -110,10 +106,7 @@ func TestUnresponsiveNode(t *testing.T) {
 	link := p.NodeLink()
 	p.StartNodeVia(link, "node-hung", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 50}, 4*n)
 	t.Cleanup(link.Thaw) // before the agent stops: its shutdown must reach nobody, not wait on a frozen link
-	team := p.Team("t", 1_000_000_000)
-	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k"})
-	client := loadgen.NewClient()
-	defer client.CloseIdleConnections()
+	key, client := tenant(t, p, admin.CreateKeyRequest{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	waitServed(t, client, p.URL, key, "before the hang")
@@ -205,10 +198,7 @@ func TestScaledToZero(t *testing.T) {
 	queueLimit := time.Duration(size(t, 3, 30)) * time.Second // the seed's 30 s at full size
 	p := platformtest.Start(t, platformtest.Options{StreamIdleTimeout: time.Hour, RedisTimeout: time.Minute, QueueLimit: queueLimit})
 	p.Model(big, big)
-	team := p.Team("t", 1_000_000_000)
-	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k"})
-	client := loadgen.NewClient()
-	defer client.CloseIdleConnections()
+	key, client := tenant(t, p, admin.CreateKeyRequest{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -297,10 +287,7 @@ func TestOrchestratorRestart(t *testing.T) {
 	wg.Wait()
 	within := time.Duration(nodes/rate)*time.Second*4 + 2*time.Minute
 	epochs := waitAll(t, p, nodes, nil, within)
-	team := p.Team("t", 1_000_000_000)
-	key := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "k"})
-	client := loadgen.NewClient()
-	defer client.CloseIdleConnections()
+	key, client := tenant(t, p, admin.CreateKeyRequest{})
 	waitServed(t, client, p.URL, key, "before the restart")
 
 	restart := time.Now()

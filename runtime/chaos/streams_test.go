@@ -8,10 +8,14 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/platformtest"
 )
 
 // outcome is how one client's request ended.
@@ -143,4 +147,16 @@ func send(ctx context.Context, client *http.Client, url, key, body string, first
 // shortBody is a non-streamed request to model for a few tokens.
 func shortBody(model, tag string, i int) string {
 	return fmt.Sprintf(`{"model":%q,"max_tokens":3,"messages":[{"role":"user","content":"%s %d"}]}`, model, tag, i)
+}
+
+// tenant makes team "t" with ample credit and its key "k", with the
+// limits req asks, and a client whose idle connections close when the
+// test ends.
+func tenant(t *testing.T, p *platformtest.Platform, req admin.CreateKeyRequest) (string, *http.Client) {
+	t.Helper()
+	req.TeamID, req.Name = p.Team("t", 1_000_000_000), "k"
+	key := p.Key(req)
+	client := loadgen.NewClient()
+	t.Cleanup(client.CloseIdleConnections)
+	return key, client
 }
