@@ -21,6 +21,10 @@ type Orchestrator struct {
 	cfg     Config
 	keys    registry.Keys
 	tracker *routing.Tracker
+	// routeMu makes choosing a node and counting the request on it one
+	// step: two requests that both saw room for one would otherwise both
+	// take it, and overfill the node's KV cache.
+	routeMu sync.Mutex
 	closing atomic.Bool
 	snap    atomic.Pointer[snapshot]
 	cloud   atomic.Pointer[[]registry.Node] // the cloud nodes as last read

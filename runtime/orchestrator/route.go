@@ -30,13 +30,13 @@ const retryAfterLost = nodeproto.HeartbeatInterval
 // returns its stream once the first event is in hand. No node with room:
 // dispatch.ErrNoCapacity, and the gateway queues the request.
 func (o *Orchestrator) Dispatch(ctx context.Context, job *dispatch.Job) (dispatch.Stream, error) {
-	need := tokens.EstimateRequest(job.Request) + job.Request.MaxOutputTokens()
+	need := routing.Footprint(tokens.EstimateRequest(job.Request) + job.Request.MaxOutputTokens())
 	o.await(job.Model, 1)
 	defer o.await(job.Model, -1)
 	var tried []string
 	var lastErr error
 	for attempt := range maxAttempts {
-		n, slot, ok, enginesDown := o.pick(job.Model, need, tried)
+		n, slot, release, ok, enginesDown := o.choose(job.Model, need, tried)
 		if !ok && enginesDown && lastErr == nil {
 			o.cfg.Metrics.routed(o.cfg.Policy.Name(), job.Model, "no_healthy_node")
 			return nil, fmt.Errorf("%w: %s", dispatch.ErrNoHealthyNode, job.Model)
@@ -56,7 +56,7 @@ func (o *Orchestrator) Dispatch(ctx context.Context, job *dispatch.Job) (dispatc
 		if attempt > 0 {
 			o.cfg.Metrics.retries.WithLabelValues(job.Model).Inc()
 		}
-		st, err := o.start(ctx, n, slot, job, need)
+		st, err := o.start(ctx, n, slot, job, release)
 		if err == nil {
 			return st, nil
 		}
@@ -80,6 +80,18 @@ func (o *Orchestrator) await(model string, d int) {
 		delete(o.awaiting, model)
 	}
 	o.mu.Unlock()
+}
+
+// choose picks a node (pick) and counts the request's need on it in the
+// tracker, as one step: release gives the count back.
+func (o *Orchestrator) choose(model string, need int64, skip []string) (n registry.Node, slot registry.ModelSlot, release func(), ok, enginesDown bool) {
+	o.routeMu.Lock()
+	defer o.routeMu.Unlock()
+	n, slot, ok, enginesDown = o.pick(model, need, skip)
+	if ok {
+		release = o.tracker.Assign(n.ID, need, o.cfg.Now())
+	}
+	return n, slot, release, ok, enginesDown
 }
 
 // pick chooses a node for the model with the routing policy among the
@@ -138,12 +150,12 @@ func (o *Orchestrator) localAccepting(nodeID string, epoch int64) bool {
 }
 
 // start sends the job to node n and waits for its first event.
-func (o *Orchestrator) start(ctx context.Context, n registry.Node, slot registry.ModelSlot, job *dispatch.Job, need int64) (dispatch.Stream, error) {
+func (o *Orchestrator) start(ctx context.Context, n registry.Node, slot registry.ModelSlot, job *dispatch.Job, release func()) (dispatch.Stream, error) {
 	body, err := dispatch.EngineBody(job.Request, slot.ServedName)
 	if err != nil {
+		release()
 		return nil, err
 	}
-	release := o.tracker.Assign(n.ID, need, o.cfg.Now())
 	if n.Location == registry.LocationCloud && n.ServiceURL != "" {
 		o.cfg.Metrics.routed(o.cfg.Policy.Name(), job.Model, "cloud")
 		st, err := dispatch.OpenEngineStream(ctx, o.cfg.CloudClient, n.ServiceURL, job.RequestID, body)

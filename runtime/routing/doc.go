@@ -10,7 +10,8 @@
 // the most free KV cache, and to none when no node has room for it: the
 // request then waits in the gateway's queue, which costs less than a
 // preemption on an overfull engine. For a request that needs need tokens
-// (the prompt estimate plus its output cap), a node's free KV is
+// (the prompt estimate plus its output cap, in whole KV blocks:
+// Footprint), a node's free KV is
 //
 //	observed = KVCacheUsage × KVCapacityTokens + QueueDepth × need
 //	           + PendingTokens − ReleasedTokens

@@ -80,6 +80,18 @@ func (c *Candidate) idle() bool {
 	return c.InFlight == 0 && c.Running == 0 && c.QueueDepth == 0
 }
 
+// BlockTokens is the KV cache's block size in tokens: vLLM's default
+// --block-size on GPUs. An engine allocates a sequence's KV in whole
+// blocks, so a sequence of n tokens holds Footprint(n).
+const BlockTokens = 16
+
+// Footprint is the KV cache a sequence of n tokens holds: n rounded up to
+// whole blocks. A need counted in bare tokens lets a full batch overrun
+// the cache by up to a block a sequence, and the engine then preempts.
+func Footprint(n int64) int64 {
+	return (n + BlockTokens - 1) / BlockTokens * BlockTokens
+}
+
 // FreeKV is the node's free KV cache for a request of need tokens, as
 // the package doc defines it; +Inf when the capacity is unknown.
 func (c *Candidate) FreeKV(need int64) float64 {

@@ -154,3 +154,12 @@ func equal(a, b []string) bool {
 	}
 	return true
 }
+
+// TestFootprint: a sequence holds whole KV blocks.
+func TestFootprint(t *testing.T) {
+	for _, tt := range []struct{ n, want int64 }{{0, 0}, {1, 16}, {16, 16}, {17, 32}, {1012, 1024}} {
+		if got := Footprint(tt.n); got != tt.want {
+			t.Errorf("Footprint(%d) = %d, want %d", tt.n, got, tt.want)
+		}
+	}
+}
