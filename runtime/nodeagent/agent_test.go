@@ -1,6 +1,7 @@
 package nodeagent
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -139,5 +140,41 @@ func TestCancelAbortsEngineStream(t *testing.T) {
 			t.Fatalf("simulator running = %d after cancel, want 0", sim.Stats().Running)
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestConcurrentStreamsKeepTheirOrder: many requests streaming at once
+// send their frames both through the writer's queue and, when it is empty,
+// straight from their own goroutines; each request's chunks still reach
+// the server in order, all before its done.
+func TestConcurrentStreamsKeepTheirOrder(t *testing.T) {
+	sim, eng := newSim(t)
+	fs := newFakeServer(t, fakeOpts{})
+	startAgent(t, fs, eng)
+	sc := fs.accept(t)
+	const n, tokens = 16, 60
+	for i := range n {
+		sc.send(t, assignFrame(fmt.Sprintf("req-%d", i), testModel, sim.ServedModelName(), tokens))
+	}
+	next := map[string]int64{}
+	done := map[string]bool{}
+	for len(done) < n {
+		switch f := sc.next(t).(type) {
+		case *nodeproto.Chunk:
+			if done[f.RequestID] {
+				t.Fatalf("chunk %d of %s after its done", f.Seq, f.RequestID)
+			}
+			if f.Seq != next[f.RequestID] {
+				t.Fatalf("%s: chunk seq %d, want %d", f.RequestID, f.Seq, next[f.RequestID])
+			}
+			next[f.RequestID]++
+		case *nodeproto.Done:
+			if f.CompletionTokens != tokens {
+				t.Errorf("%s: done with %d completion tokens, want %d", f.RequestID, f.CompletionTokens, tokens)
+			}
+			done[f.RequestID] = true
+		default:
+			t.Fatalf("unexpected %s frame", f.Type())
+		}
 	}
 }
