@@ -22,6 +22,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/platformtest"
+	"github.com/llmplat/llmplat/runtime/registry"
 )
 
 // The seed's load: about 200 concurrent streams. An answer of 100 tokens at
@@ -41,7 +42,9 @@ const (
 // engine directly, through the bare proxy, and through the full platform
 // (gateway with authentication, quotas and the ledger's reservation on
 // PostgreSQL and Redis; the orchestrator's routing in process, as in the
-// local mode; the WebSocket hop; the node agent). What a path adds to time
+// local mode; the WebSocket hop; the node agent), and through the
+// platform to the same engine as a cloud node (no WebSocket hop, no
+// agent: how EKS traffic flows). What a path adds to time
 // to first token is its quantile minus the direct path's; the reported
 // ratios are the platform's addition over the proxy's (the mission's goal:
 // at most 2 at p50 and p99) and the platform's p99 gap between tokens over
@@ -50,11 +53,20 @@ func BenchmarkPlatformOverhead(b *testing.B) {
 	sim, engine := serveTimedSim(b, enginesim.Config{ServedModelName: overheadModel, Seed: 1})
 	engineURL := engine.url
 	proxyURL := serveProxy(b, engineURL)
-	platformURL, key := startPlatform(b, platformOpts{}, localNode(b, sim, engineURL, enginesim.DefaultMaxNumSeqs))
+	// The same engine is also a cloud node, which the orchestrator reaches
+	// over HTTP as on EKS: the "cloud" target is the platform without the
+	// WebSocket hop and the agent.
+	platformURL, key := startPlatform(b, platformOpts{cloudClient: dispatch.NewEngineClient(),
+		cloud: []orchestrator.CloudNode{{ID: "bench-cloud", URL: engineURL, Models: []registry.ModelSlot{{
+			Name: cloudModel, ServedName: overheadModel, MaxNumSeqs: enginesim.DefaultMaxNumSeqs,
+			MaxModelLen: enginesim.DefaultMaxModelLen, KVCapacityTokens: sim.Stats().KVBlocksTotal * 16}}}}},
+		localNode(b, sim, engineURL, enginesim.DefaultMaxNumSeqs))
+	waitRoutable(b, platformURL, key, cloudModel)
 	targets := []loadgen.Target{
 		{Name: "direct", URL: engineURL, Model: overheadModel},
 		{Name: "proxy", URL: proxyURL, Model: overheadModel},
 		{Name: "platform", URL: platformURL, Key: key, Model: overheadModel},
+		{Name: "cloud", URL: platformURL, Key: key, Model: cloudModel},
 	}
 	client := loadgen.NewClient()
 	defer client.CloseIdleConnections()
@@ -99,6 +111,12 @@ func BenchmarkPlatformOverhead(b *testing.B) {
 	b.ReportMetric(ratio(f.add50-d.add50, p.add50-d.add50), "ttft-p50-added-ratio")
 	b.ReportMetric(ratio(f.add99-d.add99, p.add99-d.add99), "ttft-p99-added-ratio")
 	b.ReportMetric(ratio(f.itl99, p.itl99), "itl-p99-ratio")
+	c := got["cloud"]
+	b.ReportMetric(ms(c.add50-d.add50), "cloud-ttft-p50-added-ms")
+	b.ReportMetric(ms(c.add99-d.add99), "cloud-ttft-p99-added-ms")
+	b.ReportMetric(ratio(c.add50-d.add50, p.add50-d.add50), "cloud-ttft-p50-added-ratio")
+	b.ReportMetric(ratio(c.add99-d.add99, p.add99-d.add99), "cloud-ttft-p99-added-ratio")
+	b.ReportMetric(ratio(c.itl99, p.itl99), "cloud-itl-p99-ratio")
 	b.ReportMetric(0, "ns/op")
 }
 
