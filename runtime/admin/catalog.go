@@ -21,6 +21,20 @@ func (s *SQLStore) OpenAIModels(ctx context.Context) ([]openai.Model, error) {
 	return out, nil
 }
 
+// ModelNames lists the declared models' names, for the orchestrators'
+// pending gauge.
+func (s *SQLStore) ModelNames(ctx context.Context) ([]string, error) {
+	models, err := s.ListModels(ctx)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(models))
+	for _, m := range models {
+		names = append(names, m.Name)
+	}
+	return names, nil
+}
+
 // ServedNames maps each declared model to the name its engines answer to,
 // for a gateway that sends requests to engines directly.
 func (s *SQLStore) ServedNames(ctx context.Context) (map[string]string, error) {

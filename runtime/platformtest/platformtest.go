@@ -170,7 +170,7 @@ func Start(tb testing.TB, opts Options) *Platform {
 	p.orchCfg = orchestrator.Config{Redis: rdb, Registry: p.Registry, Tokens: p.tokens,
 		Events: orchestrator.NewEvents(db, nil), ShutdownGrace: 2 * time.Second, Logger: logger,
 		CloudNodes: opts.Cloud, CloudClient: opts.CloudClient, RegistrationsPerSecond: opts.RegistrationsPerSecond,
-		Pending: queue.Depth, Models: p.declaredModels}
+		Pending: queue.Depth, Models: p.Admin.ModelNames}
 	for i := range max(opts.Replicas, 1) {
 		p.Replicas = append(p.Replicas, p.startReplica(fmt.Sprintf("orch-%d", i+1)))
 	}
@@ -529,18 +529,4 @@ func (p *Platform) haltReplicas() {
 		wg.Go(r.halt)
 	}
 	wg.Wait()
-}
-
-// declaredModels names the models the admin API declares, for the
-// orchestrators' pending gauge.
-func (p *Platform) declaredModels(ctx context.Context) ([]string, error) {
-	models, err := p.Admin.OpenAIModels(ctx)
-	if err != nil {
-		return nil, err
-	}
-	names := make([]string, 0, len(models))
-	for _, m := range models {
-		names = append(names, m.ID)
-	}
-	return names, nil
 }

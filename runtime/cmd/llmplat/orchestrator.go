@@ -104,7 +104,7 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 	}
 	ocfg := orchestrator.Config{
 		ID: *id, Redis: rdb, Registry: reg, Tokens: admin.NewSQLNodeTokens(db), Events: orchestrator.NewEvents(db, nil),
-		Policy: pol, RegistrationsPerSecond: *rate, CloudNodes: cloud, Pending: queue.Depth, Models: modelNames(models),
+		Policy: pol, RegistrationsPerSecond: *rate, CloudNodes: cloud, Pending: queue.Depth, Models: models.ModelNames,
 		Metrics: orchestrator.NewMetrics(promReg), Logger: logger,
 	}
 	if watch != nil {
@@ -192,19 +192,4 @@ func (c *cloudNodes) Set(v string) error {
 	*c = append(*c, orchestrator.CloudNode{ID: id, URL: strings.TrimSuffix(url, "/"), Models: []registry.ModelSlot{{
 		Name: m.Name, ServedName: m.ServedName, MaxNumSeqs: m.MaxNumSeqs, MaxModelLen: m.MaxModelLen, KVCapacityTokens: m.KVCapacityTokens}}})
 	return nil
-}
-
-// modelNames lists the declared models' names for the pending gauge.
-func modelNames(s *admin.SQLStore) func(context.Context) ([]string, error) {
-	return func(ctx context.Context) ([]string, error) {
-		models, err := s.OpenAIModels(ctx)
-		if err != nil {
-			return nil, err
-		}
-		names := make([]string, 0, len(models))
-		for _, m := range models {
-			names = append(names, m.ID)
-		}
-		return names, nil
-	}
 }
