@@ -172,24 +172,58 @@ func reserveRejection(err error) *rejection {
 	}
 }
 
-// afterRelay ends an admitted request once its last byte is written: it
-// gives back the stream slot at once (the key's next request may need it;
-// a key without max_streams took none and waits on nothing), then settles
-// the row and wakes the model's queue in the background, so neither the
-// database nor Redis can hold the client's response open. Wait waits for
-// that work.
+// afterRelay ends an admitted request once its last byte is written. The
+// key's limits and the model's queue end in one Redis round trip
+// (endLimits): the stream slot given back, the day's tokens counted, the
+// queue's head woken. With a slot to give back that runs at once (the
+// key's next request may need it); without one it runs in the background,
+// as the settle always does, so neither the database nor Redis can hold
+// the client's response open. Wait waits for that work.
 func (s *Server) afterRelay(a *admission, out Outcome) {
-	s.giveBackSlot(context.Background(), a)
+	u, src, settle := settleOf(a, out)
+	var tokens int64
+	if settle && a.p.Limits.TokensPerDay > 0 {
+		tokens = u.PromptTokens + u.CompletionTokens
+	}
+	ended := false
+	if a.slot {
+		ended = s.endLimits(a, tokens)
+	}
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		s.finish(a, out)
-		// The request's engine place is free (its stream was closed before
-		// afterRelay runs): wake the queue's head.
-		ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
-		defer cancel()
-		_ = s.cfg.Queue.Notify(ctx, a.model)
+		if !ended {
+			ended = s.endLimits(a, tokens)
+		}
+		s.finish(a, u, src, settle, !ended)
+		if !ended {
+			// The request's engine place is free (its stream was closed
+			// before afterRelay runs): wake the queue's head.
+			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
+			defer cancel()
+			_ = s.cfg.Queue.Notify(ctx, a.model)
+		}
 	}()
+}
+
+// endLimits ends a's use of its key's limits and wakes its model's queue
+// in one round trip (quota.Limiter.Finish), and reports whether that
+// worked. The day's tokens are counted from the usage the gateway settles:
+// counting is once per request, so a later settle of the same row by the
+// sweeper or the settle log counts nothing again. When the round trip
+// fails the parts go on one by one: the slot's release with its retries
+// (giveBackSlot), the count after the settle, the wake-up after that.
+func (s *Server) endLimits(a *admission, tokens int64) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
+	defer cancel()
+	_, err := s.cfg.Limits.Finish(ctx, quota.Finish{KeyID: a.p.QuotaID(), RequestID: a.requestID,
+		Release: a.slot, Tokens: tokens, Model: a.model})
+	if err != nil {
+		s.giveBackSlot(context.Background(), a)
+		return false
+	}
+	a.slot = false
+	return true
 }
 
 // giveBackSlot releases the stream slot, if one was taken. It runs after
@@ -290,13 +324,13 @@ func (s *Server) keep(a *admission, u ledger.Usage, src ledger.Source, settle bo
 		"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens)
 }
 
-// finish settles the ledger row from how the relay ended (settleOf).
-// Settle is idempotent, so a retry after a blip cannot debit twice; a
-// settle the database refuses is kept for replay (keep).
-func (s *Server) finish(a *admission, out Outcome) {
+// finish settles the ledger row from how the relay ended (settleOf),
+// then, when count is set (endLimits could not), counts the settled tokens
+// on the key's day. Settle is idempotent, so a retry after a blip cannot
+// debit twice; a settle the database refuses is kept for replay (keep).
+func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle, count bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	u, src, settle := settleOf(a, out)
 	var (
 		o   ledger.Outcome
 		err error
@@ -325,8 +359,8 @@ func (s *Server) finish(a *admission, out Outcome) {
 			s.cfg.Metrics.settleCapped(a.model)
 		}
 	}
-	if a.p.Limits.TokensPerDay <= 0 {
-		return // no daily limit: nothing to count
+	if !count || a.p.Limits.TokensPerDay <= 0 {
+		return // counted already, or no daily limit: nothing to count
 	}
 	// Counted once per request, whoever settled the row: a settle whose
 	// commit acknowledgement was lost, retried here, finds it settled

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
@@ -166,6 +167,15 @@ func (f *failingReleases) ReleaseStream(ctx context.Context, keyID, requestID st
 		return errors.New("redis: i/o timeout")
 	}
 	return f.Limiter.ReleaseStream(ctx, keyID, requestID)
+}
+
+// Finish fails like a release: the end of a request first tries the
+// release in its one round trip.
+func (f *failingReleases) Finish(ctx context.Context, fin quota.Finish) (quota.Finished, error) {
+	if fin.Release && f.failures.Add(-1) >= 0 {
+		return quota.Finished{}, errors.New("redis: i/o timeout")
+	}
+	return f.Limiter.Finish(ctx, fin)
 }
 
 // TestFailedSlotReleaseIsRetried: a stream slot whose release fails is

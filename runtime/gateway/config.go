@@ -63,6 +63,7 @@ type Limiter interface {
 	Admit(ctx context.Context, keyID, requestID string, lim quota.KeyLimits) (quota.AdmitDecision, error)
 	ReleaseStream(ctx context.Context, keyID, requestID string) error
 	CountTokens(ctx context.Context, keyID, requestID string, n int64) (bool, error)
+	Finish(ctx context.Context, f quota.Finish) (quota.Finished, error)
 }
 
 // Queue is the shared per-model queue (quota.Queue).

@@ -27,35 +27,52 @@ func (l *lostSettleAck) Settle(ctx context.Context, id string, u ledger.Usage, s
 	return out, err
 }
 
-// TestLostSettleAckStillCountsTokens: the settle's retry finds the row
-// settled (not applied by it) and the day's counter still counts the
-// request, once.
+// failedFinish is a Limiter whose one-round-trip end of a request always
+// fails: the gateway goes on with the parts one by one.
+type failedFinish struct{ Limiter }
+
+func (failedFinish) Finish(context.Context, quota.Finish) (quota.Finished, error) {
+	return quota.Finished{}, errors.New("redis: i/o timeout")
+}
+
+// TestLostSettleAckStillCountsTokens: the day's counter counts the
+// request once, whether the end of the request counted it in its one
+// round trip or, that failing, after the settle — whose retry finds the
+// row settled (not applied by it) and still counts.
 func TestLostSettleAckStillCountsTokens(t *testing.T) {
-	s := newStack(t, stackOpts{wrapLedger: func(l Ledger) Ledger { return &lostSettleAck{Ledger: l} }})
-	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team, TokensPerDay: 1_000_000})
-	resp, body := s.do(key, chatBody("llama-8b", false, 20))
-	if resp.StatusCode != 200 {
-		t.Fatalf("status %d: %s", resp.StatusCode, body)
-	}
-	row := s.waitRow(resp.Header.Get("X-Request-Id"))
-	if row.status != "settled" {
-		t.Fatalf("row %+v, want settled", row)
-	}
-	var keyID int64
-	if err := s.db.QueryRowContext(t.Context(), "SELECT id FROM api_keys WHERE team_id = $1", team).Scan(&keyID); err != nil {
-		t.Fatal(err)
-	}
-	keys := quota.NewKeys(s.redis.Prefix)
-	counter := keys.TokensPerDay("key:"+itoa(keyID), time.Now())
-	rdb := s.redis.Client()
-	var got int64
-	deadline := time.Now().Add(20 * time.Second)
-	for got == 0 && time.Now().Before(deadline) {
-		got, _ = rdb.Get(t.Context(), counter).Int64()
-		time.Sleep(10 * time.Millisecond)
-	}
-	if want := row.prompt + row.completion; got != want {
-		t.Errorf("the day counted %d tokens, want the request's %d", got, want)
+	for _, tt := range []struct {
+		name   string
+		limits func(Limiter) Limiter
+	}{
+		{"counted at the end of the request", nil},
+		{"counted after the settle", func(l Limiter) Limiter { return failedFinish{l} }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newStack(t, stackOpts{wrapLedger: func(l Ledger) Ledger { return &lostSettleAck{Ledger: l} }, wrapLimits: tt.limits})
+			team := s.team("alpha", 10*credit)
+			key := s.key(admin.CreateKeyRequest{TeamID: team, TokensPerDay: 1_000_000, MaxStreams: 2})
+			resp, body := s.do(key, chatBody("llama-8b", false, 20))
+			if resp.StatusCode != 200 {
+				t.Fatalf("status %d: %s", resp.StatusCode, body)
+			}
+			row := s.waitRow(resp.Header.Get("X-Request-Id"))
+			if row.status != "settled" {
+				t.Fatalf("row %+v, want settled", row)
+			}
+			s.settled()
+			var keyID int64
+			if err := s.db.QueryRowContext(t.Context(), "SELECT id FROM api_keys WHERE team_id = $1", team).Scan(&keyID); err != nil {
+				t.Fatal(err)
+			}
+			keys := quota.NewKeys(s.redis.Prefix)
+			counter := keys.TokensPerDay("key:"+itoa(keyID), time.Now())
+			got, _ := s.redis.Client().Get(t.Context(), counter).Int64()
+			if want := row.prompt + row.completion; got != want {
+				t.Errorf("the day counted %d tokens, want the request's %d", got, want)
+			}
+			if n := s.activeStreams(s.redis.Client(), keyID); n != 0 {
+				t.Errorf("%d stream slots held after the request", n)
+			}
+		})
 	}
 }

@@ -21,6 +21,7 @@ var (
 	admitScript         = script("time.lua", "streams_lib.lua", "rate_lib.lua", "admit.lua")
 	addTokensScript     = script("tokens_add.lua")
 	countTokensScript   = script("tokens_count.lua")
+	finishScript        = script("finish.lua")
 	enqueueScript       = script("time.lua", "queue_lib.lua", "queue_enqueue.lua")
 	turnScript          = script("time.lua", "queue_lib.lua", "queue_turn.lua")
 	reinsertScript      = script("time.lua", "queue_lib.lua", "queue_reinsert.lua")
