@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/admin"
-	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/quota"
 )
 
 // heldLedger holds every settle and cancel until release is closed, and
