@@ -29,12 +29,69 @@ func TestRetryRecordSurvivesLateFirst(t *testing.T) {
 				d = *retry
 			}
 			d.RequestID = id
-			o.recordDone(t.Context(), node, &d)
+			o.recordDone(testConn(node), &d)
+			o.dones.wg.Wait()
 		}
 		u, ok, err := log.Completion(t.Context(), id)
 		if err != nil || !ok || u.PromptTokens != 20 || u.CompletionTokens != 300 {
 			t.Errorf("order %v: Completion = %+v, %v, %v; want the retry's 20/300", order, u, ok, err)
 		}
+	}
+}
+
+// testConn is a connection of node with nobody writing its queue.
+func testConn(node string) *nodeConn {
+	return newNodeConn(nil, nil, registry.NodeRecord{ID: node}, 1, "", func(error) {})
+}
+
+// TestDonesAreRecordedAndAcknowledgedInBatches: done frames from two
+// nodes, queued while a flush runs, are all recorded, and each node's
+// frames are acknowledged on its own connection, in order, one ack frame
+// per batch.
+func TestDonesAreRecordedAndAcknowledgedInBatches(t *testing.T) {
+	env := testenv.Redis(t)
+	rdb := env.Client()
+	o := &Orchestrator{cfg: Config{Redis: rdb, Logger: slog.New(slog.DiscardHandler)}, keys: registry.NewKeys(env.Prefix)}
+	log := NewCompletionLog(rdb, env.Prefix)
+	conns := []*nodeConn{testConn("node-a"), testConn("node-b")}
+	const n = 600
+	// As while a flush is writing: the frames queue up behind it.
+	o.dones.running = true
+	o.dones.wg.Add(1)
+	for i := range n {
+		o.recordDone(conns[i%2], &nodeproto.Done{RequestID: fmt.Sprintf("req_%d", i), PromptTokens: 1, CompletionTokens: int64(i),
+			FinishReason: openai.FinishStop})
+	}
+	go o.flushDones()
+	o.dones.wg.Wait()
+	for i := range n {
+		u, ok, err := log.Completion(t.Context(), fmt.Sprintf("req_%d", i))
+		if err != nil || !ok || u.CompletionTokens != int64(i) {
+			t.Fatalf("req_%d: Completion = %+v, %v, %v", i, u, ok, err)
+		}
+	}
+	if ttl := rdb.TTL(t.Context(), o.keys.Completion("req_0")).Val(); ttl <= 0 || ttl > CompletionTTL {
+		t.Errorf("record TTL %v, want within (0, %v]", ttl, CompletionTTL)
+	}
+	for ci, c := range conns {
+		var got []string
+		for _, f := range c.queue {
+			got = append(got, f.(*nodeproto.Ack).RequestIDs...)
+		}
+		if len(got) != n/2 {
+			t.Fatalf("node %d: %d requests acknowledged, want %d", ci, len(got), n/2)
+		}
+		for j, id := range got {
+			if want := fmt.Sprintf("req_%d", 2*j+ci); id != want {
+				t.Fatalf("node %d: ack %d is %s, want %s", ci, j, id, want)
+			}
+		}
+		if want := (n + maxDoneBatch - 1) / maxDoneBatch; len(c.queue) != want {
+			t.Errorf("node %d: %d ack frames, want one per batch: %d", ci, len(c.queue), want)
+		}
+	}
+	if o.dones.running || o.dones.pending != nil {
+		t.Error("the recorder did not end once idle")
 	}
 }
 

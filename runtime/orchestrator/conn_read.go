@@ -63,8 +63,7 @@ func (c *nodeConn) handle(ctx context.Context, f nodeproto.Frame) error {
 		if s := c.take(f.RequestID, true); s != nil && !s.push(f) {
 			s.fail(fmt.Errorf("%w: done lost in a full buffer", errCredit))
 		}
-		c.o.recordDone(ctx, c.rec.ID, f)
-		c.send(&nodeproto.Ack{RequestIDs: []string{f.RequestID}})
+		c.o.recordDone(c, f) // and acknowledged once recorded
 	case *nodeproto.Error:
 		if f.RequestID == "" {
 			c.o.cfg.Logger.Warn("node reported a connection error", "node_id", c.rec.ID, "status", f.Status, "message", f.Message)

@@ -55,6 +55,7 @@ type Orchestrator struct {
 	// outlive their HTTP handlers; Run waits for them.
 	sockets sync.WaitGroup
 	relayWG sync.WaitGroup // relays publishing forwarded requests' frames
+	dones   doneRecorder   // done frames on their way to Redis (completions.go)
 }
 
 // snapshot is the registry as of the last refresh.
@@ -131,6 +132,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	wg.Wait()
 	o.failRemote(errShutdown)
 	o.sockets.Wait()
+	o.dones.wg.Wait() // the last done frames' records
 	return nil
 }
 
