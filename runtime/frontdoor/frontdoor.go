@@ -136,6 +136,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		Limits:            lim,
 		Queue:             queue,
 		Ledger:            cfg.Ledger,
+		Quoter:            cfg.Ledger,
 		Settles:           settles,
 		URLGuard:          cfg.URLGuard,
 		Metrics:           gateway.NewMetrics(reg),

@@ -31,14 +31,25 @@ type admission struct {
 	// key has no tokens_per_day.
 	tokensLeft int64
 	reserved   ledger.Reserved
+	// early carries the answer of a reservation that runs while the
+	// engine prefills (reserveEarly); confirm takes it and keeps a refusal
+	// in refused.
+	early   chan reserveAnswer
+	refused *rejection
 }
 
 // admit checks the key's limits, then reserves in the ledger. The limits
 // take one Redis round trip (quota.Limiter.Admit): the stream slot, the
 // day's tokens (read only), then requests per minute (the one check that
-// cannot be undone, so it runs last), and a refusal there holds nothing.
-// The reservation in PostgreSQL comes last, and its refusal gives the slot
-// back.
+// cannot be undone, so it runs last), and a refusal there holds nothing:
+// no request the limits refuse costs GPU time. The reservation in
+// PostgreSQL comes next, and its refusal gives the slot back.
+//
+// When the team's recently seen balance covers the request many times over
+// (balanceView.claim), the reservation is only started here, on the
+// ledger's quote of the cap (ledger.Ledger.Quote): the request goes to its
+// engine while the reservation commits, and confirm waits for it before
+// anything of the answer reaches the client.
 func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, req *openai.ChatCompletionRequest) (*admission, *rejection) {
 	a := &admission{p: p, requestID: requestIDOf(c), model: req.Model, tokensLeft: -1}
 	if r := s.checkLimits(c, ctx, p, a); r != nil {
@@ -46,10 +57,74 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 	}
 	a.promptEstimate = tokens.EstimateRequest(req)
 	asked := keyCap(req.MaxOutputTokens(), p.Limits.MaxTokens)
-	res, err := s.cfg.Ledger.Reserve(ctx, ledger.Reservation{
+	r := ledger.Reservation{
 		RequestID: a.requestID, TeamID: p.TeamID, KeyID: p.KeyID, Model: req.Model,
 		PromptTokens: a.promptEstimate, MaxOutputTokens: dayCap(asked, a.tokensLeft, a.promptEstimate),
-	})
+	}
+	if s.reserveEarly(ctx, a, r) {
+		return a, nil
+	}
+	res, err := s.cfg.Ledger.Reserve(ctx, r)
+	s.balances.observe(p.TeamID, 0, res, err)
+	if rej := s.held(ctx, a, res, err); rej != nil {
+		return nil, rej
+	}
+	return a, nil
+}
+
+// reserveEarly starts r's reservation without waiting for it, when the
+// ledger quotes r and the team's seen balance covers the quote many times
+// over; it reports whether it did. The engine is then told the quoted cap,
+// and r asks for exactly it: should the balance have shrunk meanwhile, the
+// ledger refuses (402) rather than shrink a cap the engine already has.
+// The reservation runs on the request's context; confirm receives its
+// answer, on every path.
+func (s *Server) reserveEarly(ctx context.Context, a *admission, r ledger.Reservation) bool {
+	if s.cfg.Quoter == nil {
+		return false
+	}
+	q, err := s.cfg.Quoter.Quote(ctx, r)
+	if err != nil || !s.balances.claim(r.TeamID, q.Microcredits) {
+		// A refused quote (unknown model, prompt too long) is the ledger's
+		// to answer, on its own fresh terms.
+		return false
+	}
+	r.MaxOutputTokens = q.MaxOutputTokens
+	a.reserved = q // the cap the engine is told; confirm replaces it
+	a.early = make(chan reserveAnswer, 1)
+	go func() {
+		res, err := s.cfg.Ledger.Reserve(ctx, r)
+		s.balances.observe(r.TeamID, q.Microcredits, res, err)
+		a.early <- reserveAnswer{res, err}
+	}()
+	return true
+}
+
+// reserveAnswer is the ledger's answer to an early reservation.
+type reserveAnswer struct {
+	res ledger.Reserved
+	err error
+}
+
+// confirm waits for an early reservation's answer (once; later calls
+// repeat the first's result) and returns the refusal to answer the client
+// with when the ledger did not hold the request; held has then given back
+// what admission took. Without an early reservation it returns nil.
+func (s *Server) confirm(ctx context.Context, a *admission) *rejection {
+	if a.early == nil {
+		return a.refused
+	}
+	ans := <-a.early
+	a.early = nil
+	a.refused = s.held(ctx, a, ans.res, ans.err)
+	s.cfg.Metrics.earlyReservation(a.refused == nil)
+	return a.refused
+}
+
+// held takes a reservation's answer: the row held, or a refusal after the
+// stream slot was given back and a row the ledger may have committed
+// cancelled.
+func (s *Server) held(ctx context.Context, a *admission, res ledger.Reserved, err error) *rejection {
 	if err != nil {
 		bg := context.WithoutCancel(ctx)
 		s.giveBackSlot(bg, a)
@@ -66,11 +141,11 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 				s.keep(a, ledger.Usage{}, ledger.SourcePartial, false, cerr)
 			}
 		}
-		return nil, reserveRejection(err)
+		return reserveRejection(err)
 	}
 	a.reserved = res
-	s.cfg.Metrics.reserved(req.Model, p.TeamName, res.Microcredits)
-	return a, nil
+	s.cfg.Metrics.reserved(a.model, a.p.TeamName, res.Microcredits)
+	return nil
 }
 
 // checkLimits applies the key's limits in one round trip, marks the slot
@@ -146,6 +221,10 @@ func dayCap(asked, left, prompt int64) int64 {
 	return asked
 }
 
+// isBalanceRefusal reports whether the ledger refused for the team's
+// balance.
+func isBalanceRefusal(err error) bool { return errors.Is(err, ledger.ErrInsufficientBalance) }
+
 // isRefusal reports whether the ledger refused a reservation before
 // writing anything: no row can exist.
 func isRefusal(err error) bool {
@@ -199,9 +278,7 @@ func (s *Server) afterRelay(a *admission, out Outcome) {
 		if !ended {
 			// The request's engine place is free (its stream was closed
 			// before afterRelay runs): wake the queue's head.
-			ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
-			defer cancel()
-			_ = s.cfg.Queue.Notify(ctx, a.model)
+			s.notify(a.model)
 		}
 	}()
 }
@@ -224,6 +301,24 @@ func (s *Server) endLimits(a *admission, tokens int64) bool {
 	}
 	a.slot = false
 	return true
+}
+
+// wake wakes model's queue in the background: a stream closed without a
+// settle (its reservation refused after the dispatch) freed an engine
+// place.
+func (s *Server) wake(model string) {
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.notify(model)
+	}()
+}
+
+// notify tells model's queue that an engine place is free.
+func (s *Server) notify(model string) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RedisTimeout)
+	defer cancel()
+	_ = s.cfg.Queue.Notify(ctx, model)
 }
 
 // giveBackSlot releases the stream slot, if one was taken. It runs after

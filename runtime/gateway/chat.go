@@ -113,9 +113,10 @@ func (s *Server) open(c *gin.Context) *exchange {
 	}()
 	// However the request ends — an answer, a refusal, a panic — the row
 	// is settled and the slot given back (afterRelay): here while there
-	// is no stream yet, by run once there is.
+	// is no stream yet, by run once there is. An early reservation's
+	// answer comes first: a refused one left nothing to settle.
 	defer func() {
-		if !opened {
+		if !opened && s.confirm(c.Request.Context(), a) == nil {
 			s.afterRelay(a, Outcome{State: Broken})
 		}
 	}()
@@ -126,6 +127,17 @@ func (s *Server) open(c *gin.Context) *exchange {
 	}
 	stream, r := s.dispatch(x.ctx, a, req)
 	if r != nil {
+		if c.Request.Context().Err() == nil {
+			s.write(c, r)
+		}
+		return nil
+	}
+	// Nothing of the answer reaches the client before the reservation
+	// holds: an early one (admit) has run while the engine prefilled, and
+	// its refusal cancels the stream before the client's headers.
+	if r := s.confirm(c.Request.Context(), a); r != nil {
+		_ = stream.Close()
+		s.wake(a.model)
 		if c.Request.Context().Err() == nil {
 			s.write(c, r)
 		}

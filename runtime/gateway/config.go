@@ -80,6 +80,13 @@ type Ledger interface {
 	Usage(ctx context.Context, teamID int64, from, to time.Time) ([]ledger.ModelUsage, error)
 }
 
+// Quoter prices a reservation without holding it (ledger.Ledger.Quote):
+// the output cap and the estimate the ledger would reserve for a team whose
+// balance covers them.
+type Quoter interface {
+	Quote(ctx context.Context, r ledger.Reservation) (ledger.Reserved, error)
+}
+
 // SettleKeeper keeps a settle the database could not take, for replay
 // once it can (settlelog.Log).
 type SettleKeeper interface {
@@ -114,6 +121,10 @@ type Config struct {
 	Limits     Limiter
 	Queue      Queue
 	Ledger     Ledger
+	// Quoter, when set, lets a request whose team's balance covers it many
+	// times over go to its engine while its reservation commits (see
+	// admit); nil means every request reserves before its dispatch.
+	Quoter Quoter
 	// Settles keeps the settles the database could not take (PostgreSQL
 	// down), so delivered tokens are billed once it is back; nil means
 	// they are logged and left to the sweeper.

@@ -25,6 +25,7 @@ type Metrics struct {
 	settledTok   *prometheus.CounterVec
 	overReserved *prometheus.CounterVec
 	capped       *prometheus.CounterVec
+	early        *prometheus.CounterVec
 }
 
 // NewMetrics registers the gateway's metrics, and the Go runtime's
@@ -61,9 +62,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Streams cut because the engine went past what the request reserved."}, []string{"model"}),
 		capped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_settles_capped_total",
 			Help: "Settles whose cost the ledger capped at the reservation: tokens produced beyond it went unbilled."}, []string{"model"}),
+		early: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_early_reservations_total",
+			Help: "Reservations that ran while the engine prefilled, by result (held, or refused after the dispatch)."}, []string{"result"}),
 	}
 	reg.MustRegister(m.requests, m.rejections, m.ttft, m.tokensPerSec, m.queueWaitH, m.inFlight, m.reservedMC, m.settledMC,
-		m.settledTok, m.overReserved, m.capped)
+		m.settledTok, m.overReserved, m.capped, m.early)
 	_ = reg.Register(collectors.NewGoCollector()) // already registered on a shared registry is fine
 	return m
 }
@@ -103,3 +106,11 @@ func (m *Metrics) finished(model string, out Outcome, total time.Duration) {
 func (m *Metrics) overReservation(model string) { m.overReserved.WithLabelValues(model).Inc() }
 
 func (m *Metrics) settleCapped(model string) { m.capped.WithLabelValues(model).Inc() }
+
+func (m *Metrics) earlyReservation(held bool) {
+	result := "refused"
+	if held {
+		result = "held"
+	}
+	m.early.WithLabelValues(result).Inc()
+}

@@ -38,6 +38,9 @@ type Server struct {
 	// give up then rather than hold the shutdown.
 	stopping     chan struct{}
 	stoppingOnce sync.Once
+	// balances is what this replica saw of teams' available balances: it
+	// decides which requests reserve while their engine prefills.
+	balances *balanceView
 }
 
 // Wait returns once the work started after every finished response (the
@@ -52,7 +55,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{})}
+	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{}), balances: newBalanceView(time.Now)}
 	// The recovery logs through the gateway's logger only: gin's own
 	// writer would dump the request's headers to stderr.
 	s.engine.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), requestID)

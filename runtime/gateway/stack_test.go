@@ -207,6 +207,7 @@ func (s *stack) gateway(configure ...func(*Config)) string {
 		Limits:             limits,
 		Queue:              q,
 		Ledger:             led,
+		Quoter:             s.led,
 		URLGuard:           &urlguard.Guard{Resolver: noDNS{}},
 		QueueLimit:         s.opts.queueLimit,
 		FirstTokenTimeout:  s.opts.firstTokenTimeout,

@@ -98,7 +98,8 @@ func (b *batcher[T, R]) do(ctx context.Context, in T) (R, bool, error) {
 // and inserts the rows of the teams it held for. A request the statement
 // leaves out (its team could not cover the batch, its model is unknown,
 // its prompt does not fit) is not in the answer; a duplicate request id or
-// a key that is gone fails the statement, and with it the batch.
+// a key that is gone fails the statement, and with it the batch. Each row
+// answered carries its team's available balance after the batch's holds.
 var reserveBatchSQL = `WITH r AS (
 	SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::bigint[], $5::bigint[], $6::bigint[])
 		AS r(request_id, team_id, model, prompt_tokens, max_tokens, key_id)
@@ -119,14 +120,17 @@ var reserveBatchSQL = `WITH r AS (
 	UPDATE teams t SET reserved_microcredits = t.reserved_microcredits + need.total
 	FROM need JOIN locked ON locked.id = need.team_id
 	WHERE t.id = need.team_id AND t.balance_microcredits - t.reserved_microcredits >= need.total
-	RETURNING t.id
+	RETURNING t.id, t.balance_microcredits - t.reserved_microcredits AS avail
+), ins AS (
+	INSERT INTO usage_ledger
+		(request_id, team_id, key_id, model, reserved_microcredits, prompt_price_micro_per_mtok,
+		 completion_price_micro_per_mtok, max_output_tokens, status, created_at, prompt_tokens)
+	SELECT e.request_id, e.team_id, NULLIF(e.key_id, 0), e.model, e.est, e.pp, e.cp, e.max_out, 'reserved', $7, e.prompt_tokens
+	FROM e JOIN hold ON hold.id = e.team_id
+	RETURNING request_id, team_id, reserved_microcredits, max_output_tokens
 )
-INSERT INTO usage_ledger
-	(request_id, team_id, key_id, model, reserved_microcredits, prompt_price_micro_per_mtok,
-	 completion_price_micro_per_mtok, max_output_tokens, status, created_at, prompt_tokens)
-SELECT e.request_id, e.team_id, NULLIF(e.key_id, 0), e.model, e.est, e.pp, e.cp, e.max_out, 'reserved', $7, e.prompt_tokens
-FROM e JOIN hold ON hold.id = e.team_id
-RETURNING request_id, reserved_microcredits, max_output_tokens`
+SELECT ins.request_id, ins.reserved_microcredits, ins.max_output_tokens, hold.avail
+FROM ins JOIN hold ON hold.id = ins.team_id`
 
 // reserveBatch runs one reservation batch; what it does not reserve is
 // handed back (ok false) for the precise path.
@@ -149,13 +153,13 @@ func (l *Ledger) reserveBatch(ctx context.Context, calls []*call[Reservation, Re
 	}
 	defer rows.Close()
 	type got struct {
-		id       string
-		est, out int64
+		id              string
+		est, out, avail int64
 	}
 	var done []got
 	for rows.Next() {
 		var g got
-		if err := rows.Scan(&g.id, &g.est, &g.out); err != nil {
+		if err := rows.Scan(&g.id, &g.est, &g.out, &g.avail); err != nil {
 			l.failBatch(calls, fmt.Errorf("reserve batch: %w", err))
 			return
 		}
@@ -168,7 +172,7 @@ func (l *Ledger) reserveBatch(ctx context.Context, calls []*call[Reservation, Re
 	}
 	for _, g := range done {
 		if c := byID[g.id]; c != nil {
-			c.out, c.ok = Reserved{RequestID: g.id, Microcredits: g.est, MaxOutputTokens: g.out}, true
+			c.out, c.ok = Reserved{RequestID: g.id, Microcredits: g.est, MaxOutputTokens: g.out, Available: g.avail}, true
 		}
 	}
 }

@@ -109,6 +109,8 @@ type Ledger struct {
 	// each (PostgreSQL; nil otherwise): batch.go.
 	reserves *batcher[Reservation, Reserved]
 	finishes *batcher[finishReq, Outcome]
+	// quotes caches the models' terms for Quote (quote.go).
+	quotes termsCache
 }
 
 // New returns a Ledger on db, which must be migrated.

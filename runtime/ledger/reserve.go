@@ -33,6 +33,11 @@ type Reserved struct {
 	// Existing means an earlier Reserve made this row (whatever its status
 	// now); this call changed nothing.
 	Existing bool
+	// Available is the team's available balance (balance − reserved) right
+	// after this hold, as the committing statement saw it: a recent view
+	// the gateway uses to decide whether the next request of the team may
+	// reserve while its engine prefills. Zero when not known (Existing).
+	Available int64
 }
 
 // validate checks the fields a reservation needs.
@@ -164,7 +169,7 @@ func (l *Ledger) reserveTx(ctx context.Context, tx *sql.Tx, r Reservation) (Rese
 		"UPDATE teams SET reserved_microcredits = reserved_microcredits + $2 WHERE id = $1", r.TeamID, est); err != nil {
 		return Reserved{}, fmt.Errorf("hold reservation: %w", err)
 	}
-	return Reserved{RequestID: r.RequestID, Microcredits: est, MaxOutputTokens: maxOut}, nil
+	return Reserved{RequestID: r.RequestID, Microcredits: est, MaxOutputTokens: maxOut, Available: balance - reserved - est}, nil
 }
 
 // estimateSQL prices a reservation in SQL exactly as Cost does: numeric
@@ -195,13 +200,15 @@ var reserveFastSQL = `WITH m AS (
 ), hold AS (
 	UPDATE teams t SET reserved_microcredits = t.reserved_microcredits + e.est
 	FROM e WHERE t.id = $2 AND t.balance_microcredits - t.reserved_microcredits >= e.est
-	RETURNING e.est, e.pp, e.cp, e.max_out
+	RETURNING e.est, e.pp, e.cp, e.max_out, t.balance_microcredits - t.reserved_microcredits AS avail
+), ins AS (
+	INSERT INTO usage_ledger
+		(request_id, team_id, key_id, model, reserved_microcredits, prompt_price_micro_per_mtok,
+		 completion_price_micro_per_mtok, max_output_tokens, status, created_at, prompt_tokens)
+	SELECT $1, $2, $6, $3, est, pp, cp, max_out, 'reserved', $7, $4 FROM hold
+	RETURNING reserved_microcredits, max_output_tokens
 )
-INSERT INTO usage_ledger
-	(request_id, team_id, key_id, model, reserved_microcredits, prompt_price_micro_per_mtok,
-	 completion_price_micro_per_mtok, max_output_tokens, status, created_at, prompt_tokens)
-SELECT $1, $2, $6, $3, est, pp, cp, max_out, 'reserved', $7, $4 FROM hold
-RETURNING reserved_microcredits, max_output_tokens`
+SELECT ins.reserved_microcredits, ins.max_output_tokens, hold.avail FROM ins, hold`
 
 // reserveFast tries the common reservation in one statement (PostgreSQL
 // only): a known model and team, a prompt that fits, a balance that covers
@@ -218,7 +225,7 @@ func (l *Ledger) reserveFast(ctx context.Context, r Reservation) (Reserved, bool
 	}
 	out := Reserved{RequestID: r.RequestID}
 	err := l.db.QueryRowContext(ctx, reserveFastSQL, r.RequestID, r.TeamID, r.Model, r.PromptTokens,
-		r.MaxOutputTokens, keyID, l.now()).Scan(&out.Microcredits, &out.MaxOutputTokens)
+		r.MaxOutputTokens, keyID, l.now()).Scan(&out.Microcredits, &out.MaxOutputTokens, &out.Available)
 	switch {
 	case err == nil:
 		return out, true, nil

@@ -11,9 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/loadgen"
+	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/platformtest"
+	"github.com/llmplat/llmplat/runtime/registry"
 )
 
 // Closed-loop throughput: throughputWorkers clients each send a 1-token,
@@ -36,8 +39,16 @@ func BenchmarkThroughput(b *testing.B) {
 	sim, engine := platformtest.ServeSim(b, enginesim.Config{ServedModelName: overheadModel, Seed: 1, TimeScale: 1000})
 	proxyURL := serveProxy(b, engine)
 	var keys []string
-	platformURL, key := startPlatform(b, platformOpts{durable: true, teams: 4, keys: &keys},
+	// The same engine is also a cloud node, which the orchestrator reaches
+	// over HTTP as on EKS (most traffic): the cloud targets are the
+	// platform without the WebSocket hop and the agent.
+	platformURL, key := startPlatform(b, platformOpts{durable: true, teams: 4, keys: &keys,
+		cloudClient: dispatch.NewEngineClient(),
+		cloud: []orchestrator.CloudNode{{ID: "bench-cloud", URL: engine, Models: []registry.ModelSlot{{
+			Name: cloudModel, ServedName: overheadModel, MaxNumSeqs: enginesim.DefaultMaxNumSeqs,
+			MaxModelLen: enginesim.DefaultMaxModelLen, KVCapacityTokens: sim.Stats().KVBlocksTotal * 16}}}}},
 		localNode(b, sim, engine, enginesim.DefaultMaxNumSeqs))
+	waitRoutable(b, platformURL, key, cloudModel)
 	client := loadgen.NewClient()
 	defer client.CloseIdleConnections()
 	type target struct {
@@ -49,8 +60,10 @@ func BenchmarkThroughput(b *testing.B) {
 		{Target: loadgen.Target{Name: "proxy", URL: proxyURL, Model: overheadModel}},
 		{Target: loadgen.Target{Name: "platform", URL: platformURL, Key: key, Model: overheadModel}},
 		{Target: loadgen.Target{Name: "platform-4-teams", URL: platformURL, Model: overheadModel}, keys: keys},
+		{Target: loadgen.Target{Name: "cloud", URL: platformURL, Key: key, Model: cloudModel}},
+		{Target: loadgen.Target{Name: "cloud-4-teams", URL: platformURL, Model: cloudModel}, keys: keys},
 	}
-	warm(b, client, []loadgen.Target{targets[0].Target, targets[1].Target, targets[2].Target})
+	warm(b, client, []loadgen.Target{targets[0].Target, targets[1].Target, targets[2].Target, targets[4].Target})
 	b.ResetTimer()
 	rates := map[string]float64{}
 	for _, t := range targets {
@@ -66,6 +79,8 @@ func BenchmarkThroughput(b *testing.B) {
 	if rates["proxy"] > 0 {
 		b.ReportMetric(rates["platform"]/rates["proxy"], "platform/proxy")
 		b.ReportMetric(rates["platform-4-teams"]/rates["proxy"], "4-teams/proxy")
+		b.ReportMetric(rates["cloud"]/rates["proxy"], "cloud/proxy")
+		b.ReportMetric(rates["cloud-4-teams"]/rates["proxy"], "cloud-4-teams/proxy")
 	}
 	b.ReportMetric(0, "ns/op")
 }
