@@ -94,6 +94,9 @@ func TestBatchesMatchThePrecisePath(t *testing.T) {
 		if g.rerr != nil {
 			continue
 		}
+		// Available is the team's balance as the committing statement saw
+		// it: after the whole batch's holds, so it differs by design.
+		g.res.Available, w.res.Available = 0, 0
 		if g.res != w.res {
 			t.Errorf("%s: reserved %+v, precise %+v", steps[i].r.RequestID, g.res, w.res)
 		}

@@ -1,0 +1,91 @@
+package ledger
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+)
+
+// quoteTermsTTL is how long Quote trusts the models' terms it loaded: a
+// price or limit the platform team changes reaches quotes within seconds,
+// as it reaches the gateway's model catalog, and the database is asked at
+// most once per TTL. Reserve always reads the terms afresh, so a stale
+// quote can only make a reservation smaller than quoted or refuse it.
+const quoteTermsTTL = 5 * time.Second
+
+// termsCache holds every model's terms for Quote.
+type termsCache struct {
+	mu     sync.Mutex
+	terms  map[string]modelTerms
+	loaded time.Time
+}
+
+// Quote returns what Reserve would hold for r if the team's balance covered
+// the whole cap — the output cap (the engine's max_tokens) and the estimate
+// — without writing anything: the gateway sends a request to its engine on
+// a quote while the reservation commits. It refuses as Reserve does, with
+// ErrUnknownModel or ErrContextTooLong; the team's balance is not read
+// (Reserved.Available is zero), and a quote holds nothing.
+func (l *Ledger) Quote(ctx context.Context, r Reservation) (Reserved, error) {
+	if err := r.validate(); err != nil {
+		return Reserved{}, fmt.Errorf("quote %q: %w", r.RequestID, err)
+	}
+	m, ok, err := l.modelTerms(ctx, r.Model)
+	if err != nil {
+		return Reserved{}, fmt.Errorf("quote %q: %w", r.RequestID, err)
+	}
+	if !ok {
+		return Reserved{}, fmt.Errorf("quote %q: model %q: %w", r.RequestID, r.Model, ErrUnknownModel)
+	}
+	maxOut, err := clampOutput(r, m)
+	if err != nil {
+		return Reserved{}, fmt.Errorf("quote %q: %w", r.RequestID, err)
+	}
+	maxOut, est, err := fitBalance(r, m, maxOut, math.MaxInt64)
+	if err != nil {
+		return Reserved{}, fmt.Errorf("quote %q: %w", r.RequestID, err)
+	}
+	return Reserved{RequestID: r.RequestID, Microcredits: est, MaxOutputTokens: maxOut}, nil
+}
+
+// modelTerms returns a model's terms from the cache, loading every
+// model's when the cache is older than quoteTermsTTL.
+func (l *Ledger) modelTerms(ctx context.Context, model string) (modelTerms, bool, error) {
+	c := &l.quotes
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.terms == nil || l.cfg.Now().Sub(c.loaded) >= quoteTermsTTL {
+		terms, err := l.loadTerms(ctx)
+		if err != nil {
+			return modelTerms{}, false, err
+		}
+		c.terms, c.loaded = terms, l.cfg.Now()
+	}
+	m, ok := c.terms[model]
+	return m, ok, nil
+}
+
+// loadTerms reads every model's terms.
+func (l *Ledger) loadTerms(ctx context.Context) (map[string]modelTerms, error) {
+	rows, err := l.db.QueryContext(ctx, `SELECT name, prompt_price_micro_per_mtok, completion_price_micro_per_mtok,
+		max_context_tokens, max_output_tokens FROM models`)
+	if err != nil {
+		return nil, fmt.Errorf("load model terms: %w", err)
+	}
+	defer rows.Close()
+	terms := map[string]modelTerms{}
+	for rows.Next() {
+		var name string
+		var m modelTerms
+		if err := rows.Scan(&name, &m.promptPrice, &m.completionPrice, &m.maxContext, &m.maxOutput); err != nil {
+			return nil, fmt.Errorf("load model terms: %w", err)
+		}
+		terms[name] = m
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("load model terms: %w", err)
+	}
+	return terms, nil
+}
