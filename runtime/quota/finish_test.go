@@ -2,7 +2,6 @@ package quota
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -18,19 +17,7 @@ func TestFinishReleasesCountsAndWakes(t *testing.T) {
 	if d, err := l.AcquireStream(ctx, "k_f", "req_1", 1); err != nil || !d.Allowed {
 		t.Fatalf("AcquireStream = %+v, %v", d, err)
 	}
-	var tries atomic.Int64
-	var open atomic.Bool
-	done := make(chan error, 1)
-	go func() {
-		done <- e.a.Wait(ctx, "m", "req_w", 10*time.Second, func(context.Context) (bool, error) {
-			tries.Add(1)
-			return open.Load(), nil
-		})
-	}()
-	eventually(t, 5*time.Second, "the first try", func() bool { return tries.Load() == 1 })
-	e.waitDepth(t, "m", 1)
-	open.Store(true)
-
+	_, done := e.waitingHead(t, "m")
 	got, err := l.Finish(ctx, Finish{KeyID: "k_f", RequestID: "req_1", Release: true, Tokens: 120, Model: "m"})
 	if err != nil {
 		t.Fatal(err)

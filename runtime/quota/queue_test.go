@@ -57,6 +57,26 @@ func (e queueEnv) waitDepth(t *testing.T, model string, want int64) {
 	})
 }
 
+// waitingHead queues req_w on replica a for model and returns once its
+// first try found no room and it waits at the head again; its next try
+// finds room. It returns the number of tries and where Wait's result comes.
+func (e queueEnv) waitingHead(t *testing.T, model string) (*atomic.Int64, chan error) {
+	t.Helper()
+	var tries atomic.Int64
+	var open atomic.Bool
+	done := make(chan error, 1)
+	go func() {
+		done <- e.a.Wait(context.Background(), model, "req_w", 10*time.Second, func(context.Context) (bool, error) {
+			tries.Add(1)
+			return open.Load(), nil
+		})
+	}()
+	eventually(t, 5*time.Second, "the first try", func() bool { return tries.Load() == 1 })
+	e.waitDepth(t, model, 1) // back in the queue after the failed try
+	open.Store(true)
+	return &tries, done
+}
+
 // never is a try that finds no capacity.
 func never(context.Context) (bool, error) { return false, nil }
 
@@ -161,18 +181,7 @@ func TestQueueClientLeaves(t *testing.T) {
 func TestQueueNotifyWakesFasterThanThePoll(t *testing.T) {
 	e := newQueueEnv(t, slowPoll)
 	ctx := context.Background()
-	var tries atomic.Int64
-	var open atomic.Bool
-	done := make(chan error, 1)
-	go func() {
-		done <- e.a.Wait(ctx, "m", "req_w", 10*time.Second, func(context.Context) (bool, error) {
-			tries.Add(1)
-			return open.Load(), nil
-		})
-	}()
-	eventually(t, 5*time.Second, "the first try", func() bool { return tries.Load() == 1 })
-	e.waitDepth(t, "m", 1) // back in the queue after the failed try
-	open.Store(true)
+	tries, done := e.waitingHead(t, "m")
 	start := time.Now()
 	if err := e.b.Notify(ctx, "m"); err != nil {
 		t.Fatal(err)
