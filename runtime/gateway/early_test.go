@@ -183,6 +183,11 @@ func newEarlyStack(t *testing.T) *earlyStack {
 		c.Dispatcher = e.log
 		e.led.log = e.log
 	})
+	// The view of balances never ages here: however slow the machine,
+	// the warm-up below keeps it fresh for the test's requests
+	// (TestBalanceView covers its TTL).
+	frozen := time.Now()
+	s.servers[len(s.servers)-1].balances.now = func() time.Time { return frozen }
 	e.team = s.team("alpha", 1000*credit)
 	e.key = s.key(admin.CreateKeyRequest{TeamID: e.team, MaxStreams: 4})
 	// The first request of the team reserves before its dispatch, and
