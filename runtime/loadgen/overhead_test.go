@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
@@ -243,7 +244,16 @@ func serveProxy(tb testing.TB, engineURL string) string {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, 2048
-	p := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, FlushInterval: -1, Transport: tr}
+	p := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, FlushInterval: -1, Transport: tr,
+		// A client that left (a closed loop's end) is no proxy error; any
+		// other error is logged as the default handler does, and the
+		// client sees it as a failed request.
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				log.Printf("http: proxy error: %v", err)
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		}}
 	return platformtest.Serve(tb, fullDuplex(p))
 }
 
