@@ -46,8 +46,9 @@
 //
 // round-robin rotates over the nodes and least-request picks the fewest
 // requests in flight (then the shortest engine queue); both skip only nodes
-// at MaxNumSeqs. They exist to be measured against: with the seed's traffic
-// mix on simulated nodes, kv-aware keeps preemptions at zero where
-// round-robin causes them, and has the lower p95 time to first token
-// (TestKVAwareBeatsRoundRobin, BenchmarkRoutingPolicies).
+// at MaxNumSeqs. They exist to be measured against: kv-aware keeps
+// preemptions at zero where round-robin causes them (a burst of long
+// requests: TestKVAwareBeatsRoundRobin), and with the seed's traffic mix on
+// simulated nodes it has the lower p95 time to first token
+// (BenchmarkRoutingPolicies).
 package routing
