@@ -190,11 +190,18 @@ func (s *session) writeLoop(ctx context.Context, replay []*nodeproto.Done) error
 	if len(replay) > 0 {
 		s.a.cfg.Logger.Info("replaying unacknowledged done records", "count", len(replay))
 	}
-	for _, d := range replay {
-		if err := s.write(ctx, d); err != nil {
+	for len(replay) > 0 {
+		n := min(len(replay), maxWriteBatch)
+		frames := make([]nodeproto.Frame, n)
+		for i, d := range replay[:n] {
+			frames[i] = d
+		}
+		if err := s.write(ctx, frames...); err != nil {
 			return err
 		}
+		replay = replay[n:]
 	}
+	batch := make([]nodeproto.Frame, 0, maxWriteBatch)
 	for {
 		var f nodeproto.Frame
 		select {
@@ -202,28 +209,54 @@ func (s *session) writeLoop(ctx context.Context, replay []*nodeproto.Done) error
 			return nil
 		case f = <-s.out:
 		}
-		if f == nil {
-			return s.conn.Close(wsconn.StatusNormalClosure, "drained")
+		// Whatever else is queued goes out in the same write.
+		batch = append(batch[:0], f)
+	more:
+		for f != nil && len(batch) < maxWriteBatch {
+			select {
+			case f = <-s.out:
+				batch = append(batch, f)
+			default:
+				break more
+			}
 		}
-		if err := s.write(ctx, f); err != nil {
+		closing := f == nil
+		if closing {
+			batch = batch[:len(batch)-1]
+		}
+		if err := s.write(ctx, batch...); err != nil {
 			return err
+		}
+		if closing {
+			return s.conn.Close(wsconn.StatusNormalClosure, "drained")
 		}
 	}
 }
 
-// write encodes and writes one frame within WriteTimeout. A frame that
-// cannot be encoded is logged and dropped.
-func (s *session) write(ctx context.Context, f nodeproto.Frame) error {
-	b, err := nodeproto.Encode(f)
-	if err != nil {
-		s.a.cfg.Logger.Error("drop unencodable frame", "type", f.Type(), "err", err)
+// maxWriteBatch bounds the frames one socket write carries: a batch is
+// encoded whole before it is written.
+const maxWriteBatch = 64
+
+// write encodes frames and writes them in one socket write, within
+// WriteTimeout. A frame that cannot be encoded is logged and dropped.
+func (s *session) write(ctx context.Context, frames ...nodeproto.Frame) error {
+	msgs := make([][]byte, 0, len(frames))
+	for _, f := range frames {
+		b, err := nodeproto.Encode(f)
+		if err != nil {
+			s.a.cfg.Logger.Error("drop unencodable frame", "type", f.Type(), "err", err)
+			continue
+		}
+		msgs = append(msgs, b)
+	}
+	if len(msgs) == 0 {
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
-	err = s.conn.Write(wctx, b)
+	err := s.conn.WriteBatch(wctx, msgs)
 	cancel()
 	if err != nil {
-		return fmt.Errorf("write %s: %w", f.Type(), err)
+		return fmt.Errorf("write %s: %w", frames[0].Type(), err)
 	}
 	return nil
 }

@@ -312,25 +312,39 @@ func (c *nodeConn) writeLoop(ctx context.Context) error {
 		frames := c.queue
 		c.queue = nil
 		c.qmu.Unlock()
-		for _, f := range frames {
-			if err := c.write(ctx, f); err != nil {
+		for len(frames) > 0 {
+			n := min(len(frames), maxWriteBatch)
+			if err := c.write(ctx, frames[:n]...); err != nil {
 				return err
 			}
+			frames = frames[n:]
 		}
 	}
 }
 
-// write sends one frame, within WriteTimeout.
-func (c *nodeConn) write(ctx context.Context, f nodeproto.Frame) error {
-	b, err := nodeproto.Encode(f)
-	if err != nil {
-		c.o.cfg.Logger.Error("drop unencodable frame", "node_id", c.rec.ID, "type", f.Type(), "err", err)
+// maxWriteBatch bounds the frames one socket write carries: a batch is
+// encoded whole before it is written.
+const maxWriteBatch = 64
+
+// write encodes frames and sends them in one socket write, within
+// WriteTimeout. A frame that cannot be encoded is logged and dropped.
+func (c *nodeConn) write(ctx context.Context, frames ...nodeproto.Frame) error {
+	msgs := make([][]byte, 0, len(frames))
+	for _, f := range frames {
+		b, err := nodeproto.Encode(f)
+		if err != nil {
+			c.o.cfg.Logger.Error("drop unencodable frame", "node_id", c.rec.ID, "type", f.Type(), "err", err)
+			continue
+		}
+		msgs = append(msgs, b)
+	}
+	if len(msgs) == 0 {
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
 	defer cancel()
-	if err := c.ws.Write(wctx, b); err != nil {
-		return fmt.Errorf("write %s: %w", f.Type(), err)
+	if err := c.ws.WriteBatch(wctx, msgs); err != nil {
+		return fmt.Errorf("write %s: %w", frames[0].Type(), err)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
@@ -61,14 +62,15 @@ var dialer = websocket.Dialer{
 // Conn is one WebSocket connection.
 type Conn struct {
 	ws  *websocket.Conn
+	bc  *batchConn // the socket under ws, for WriteBatch; nil: write one by one
 	wmu sync.Mutex // one writer of data frames at a time
 	// pong receives a signal for each pong; Ping waits on it.
 	pong chan struct{}
 	pmu  sync.Mutex // one Ping at a time
 }
 
-func wrap(ws *websocket.Conn) *Conn {
-	c := &Conn{ws: ws, pong: make(chan struct{}, 1)}
+func wrap(ws *websocket.Conn, bc *batchConn) *Conn {
+	c := &Conn{ws: ws, bc: bc, pong: make(chan struct{}, 1)}
 	ws.SetPongHandler(func(string) error {
 		select {
 		case c.pong <- struct{}{}:
@@ -82,16 +84,27 @@ func wrap(ws *websocket.Conn) *Conn {
 // Accept upgrades an HTTP request to a WebSocket. On failure it has
 // answered the request.
 func Accept(w http.ResponseWriter, r *http.Request) (*Conn, error) {
-	ws, err := upgrader.Upgrade(w, r, nil)
+	bw := &batchWriter{ResponseWriter: w}
+	ws, err := upgrader.Upgrade(bw, r, nil)
 	if err != nil {
 		return nil, fmt.Errorf("websocket accept: %w", err)
 	}
-	return wrap(ws), nil
+	return wrap(ws, bw.conn), nil
 }
 
 // Dial opens a WebSocket to url (ws:// or wss://) within ctx.
 func Dial(ctx context.Context, url string) (*Conn, error) {
-	ws, resp, err := dialer.DialContext(ctx, url, nil)
+	var bc *batchConn
+	d := dialer
+	d.NetDialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := netDialer.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		bc = &batchConn{Conn: c}
+		return bc, nil
+	}
+	ws, resp, err := d.DialContext(ctx, url, nil)
 	if resp != nil && resp.Body != nil {
 		resp.Body.Close()
 	}
@@ -101,8 +114,12 @@ func Dial(ctx context.Context, url string) (*Conn, error) {
 		}
 		return nil, fmt.Errorf("websocket dial: %w", err)
 	}
-	return wrap(ws), nil
+	return wrap(ws, bc), nil
 }
+
+// netDialer makes the TCP connection under a dialed WebSocket (or under its
+// proxy's tunnel).
+var netDialer net.Dialer
 
 // SetReadLimit bounds a message the peer may send; a larger one closes
 // the connection with 1009.
