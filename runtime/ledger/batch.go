@@ -23,7 +23,13 @@ import (
 //
 // There is no background goroutine: the first caller to find no batch
 // running runs batches until none is waiting (the leader); the others wait
-// for their result. A waiting caller waits for its batch even when its own
+// for their result.
+//
+// A ledger runs one batch at a time, of either kind. A reservation batch and
+// a settle batch lock the same team rows: run side by side, one waited for
+// the other's commit, then re-read its rows and re-ran its plan's start
+// (PostgreSQL's EvalPlanQual) — CPU spent for no gain. Run in turn, each
+// waits only on the mutex, and the batches waiting meanwhile grow. A waiting caller waits for its batch even when its own
 // context ends, so that it always knows whether its reservation was made;
 // a batch is bounded by batchTimeout.
 
@@ -46,6 +52,9 @@ type call[T, R any] struct {
 // batcher combines concurrent calls into batches run by run.
 type batcher[T, R any] struct {
 	run func(ctx context.Context, calls []*call[T, R])
+	// serial, when set, is held while a batch runs: shared by the
+	// ledger's batchers, it runs one batch at a time.
+	serial *sync.Mutex
 
 	mu      sync.Mutex
 	pending []*call[T, R]
@@ -75,9 +84,7 @@ func (b *batcher[T, R]) do(ctx context.Context, in T) (R, bool, error) {
 		b.mu.Unlock()
 		b.batches.Add(1)
 		b.calls.Add(int64(n))
-		bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-		b.run(bctx, batch)
-		cancel()
+		b.runBatch(ctx, batch)
 		for _, bc := range batch {
 			if bc.ok {
 				b.handled.Add(1)
@@ -89,6 +96,18 @@ func (b *batcher[T, R]) do(ctx context.Context, in T) (R, bool, error) {
 	b.running = false
 	b.mu.Unlock()
 	return c.out, c.ok, c.err
+}
+
+// runBatch runs one batch, alone among the ledger's batches when serial
+// is set, within batchTimeout of when it starts to run.
+func (b *batcher[T, R]) runBatch(ctx context.Context, batch []*call[T, R]) {
+	if b.serial != nil {
+		b.serial.Lock()
+		defer b.serial.Unlock()
+	}
+	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+	defer cancel()
+	b.run(bctx, batch)
 }
 
 // reserveBatchSQL reserves a batch in one statement. The requests come as

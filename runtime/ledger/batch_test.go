@@ -234,3 +234,62 @@ func TestBurstAcrossTwoGateways(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchersRunOneBatchAtATime: a ledger's reservation and settle
+// batchers share one mutex, so their batches, which lock the same team
+// rows, never run side by side; every call still gets its own result.
+func TestBatchersRunOneBatchAtATime(t *testing.T) {
+	var mu sync.Mutex
+	var running, most, batches int64
+	var cmu sync.Mutex
+	run := func(calls []*call[int, int]) {
+		cmu.Lock()
+		running++
+		most = max(most, running)
+		batches++
+		cmu.Unlock()
+		time.Sleep(time.Millisecond) // a statement takes a while: let the other kind try to start
+		for _, c := range calls {
+			c.out, c.ok = c.in*2, true
+		}
+		cmu.Lock()
+		running--
+		cmu.Unlock()
+	}
+	a := &batcher[int, int]{serial: &mu, run: func(_ context.Context, calls []*call[int, int]) { run(calls) }}
+	b := &batcher[int, int]{serial: &mu, run: func(_ context.Context, calls []*call[int, int]) { run(calls) }}
+	var wg sync.WaitGroup
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			bt := a
+			if i%2 == 1 {
+				bt = b
+			}
+			out, ok, err := bt.do(t.Context(), i)
+			if err != nil || !ok || out != i*2 {
+				t.Errorf("call %d: got (%d, %v, %v), want (%d, true, nil)", i, out, ok, err, i*2)
+			}
+		}()
+	}
+	wg.Wait()
+	if most != 1 {
+		t.Errorf("at most %d batches ran at once, want 1", most)
+	}
+	if batches < 2 {
+		t.Errorf("%d batches ran, want both batchers to have run", batches)
+	}
+}
+
+// TestLedgerBatchersShareTheirMutex: New wires both batchers to the
+// ledger's one mutex.
+func TestLedgerBatchersShareTheirMutex(t *testing.T) {
+	l := newFixture(t, testenv.Postgres(t)).l
+	if l.reserves == nil || l.finishes == nil {
+		t.Fatal("a PostgreSQL ledger has no batchers")
+	}
+	if l.reserves.serial == nil || l.reserves.serial != l.finishes.serial {
+		t.Errorf("the batchers' mutexes are %p and %p, want one shared", l.reserves.serial, l.finishes.serial)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/store"
@@ -109,6 +110,8 @@ type Ledger struct {
 	// each (PostgreSQL; nil otherwise): batch.go.
 	reserves *batcher[Reservation, Reserved]
 	finishes *batcher[finishReq, Outcome]
+	// batchMu runs one batch at a time, of either kind (batch.go).
+	batchMu sync.Mutex
 	// quotes caches the models' terms for Quote (quote.go).
 	quotes termsCache
 }
@@ -124,8 +127,8 @@ func New(db *store.DB, cfg Config) (*Ledger, error) {
 	}
 	l := &Ledger{db: db, cfg: cfg}
 	if db.Dialect() == store.Postgres && !cfg.NoBatching {
-		l.reserves = &batcher[Reservation, Reserved]{run: l.reserveBatch}
-		l.finishes = &batcher[finishReq, Outcome]{run: l.finishBatch}
+		l.reserves = &batcher[Reservation, Reserved]{run: l.reserveBatch, serial: &l.batchMu}
+		l.finishes = &batcher[finishReq, Outcome]{run: l.finishBatch, serial: &l.batchMu}
 	}
 	return l, nil
 }
