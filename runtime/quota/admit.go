@@ -68,11 +68,14 @@ func (l *Limiter) Admit(ctx context.Context, keyID, requestID string, lim KeyLim
 		return AdmitDecision{Allowed: true}, nil
 	}
 	now := l.cfg.Now().UTC()
-	cmd := admitScript.Run(ctx, l.rdb,
-		[]string{l.keys.Streams(keyID), l.keys.RPM(keyID), l.keys.TokensPerDay(keyID, now)},
-		requestID, lim.MaxStreams, millis(l.cfg.MaxStreamDuration), lim.TokensPerDay,
-		lim.RPM, millis(l.window), l.member())
-	r, err := ints(cmd, 5)
+	cmds, err := l.pipe.run(ctx, []scriptCall{{script: admitScript,
+		keys: []string{l.keys.Streams(keyID), l.keys.RPM(keyID), l.keys.TokensPerDay(keyID, now)},
+		args: []any{requestID, lim.MaxStreams, millis(l.cfg.MaxStreamDuration), lim.TokensPerDay,
+			lim.RPM, millis(l.window), l.member()}}})
+	if cmds == nil {
+		return AdmitDecision{}, fmt.Errorf("admit: %w", err)
+	}
+	r, err := ints(cmds[0], 5)
 	if err != nil {
 		return AdmitDecision{}, fmt.Errorf("admit: %w", err)
 	}

@@ -66,7 +66,10 @@ func (l *Limiter) Finish(ctx context.Context, f Finish) (Finished, error) {
 		calls = append(calls, scriptCall{script: notifyScript,
 			keys: []string{l.keys.Queue(f.Model)}, args: []any{l.keys.QueueWake(f.Model)}})
 	}
-	cmds, err := runScripts(ctx, l.rdb, calls)
+	if len(calls) == 0 {
+		return Finished{}, nil
+	}
+	cmds, err := l.pipe.run(ctx, calls)
 	if err != nil {
 		return Finished{}, fmt.Errorf("finish request: %w", err)
 	}
@@ -118,11 +121,16 @@ func runScripts(ctx context.Context, rdb redis.UniversalClient, calls []scriptCa
 		}
 		_, _ = pipe.Exec(ctx)
 	}
+	return cmds, cmdErrors(cmds)
+}
+
+// cmdErrors joins the errors of cmds.
+func cmdErrors(cmds []*redis.Cmd) error {
 	var errs []error
 	for _, cmd := range cmds {
 		if err := cmd.Err(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	return cmds, errors.Join(errs...)
+	return errors.Join(errs...)
 }

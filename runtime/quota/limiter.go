@@ -22,6 +22,9 @@ type Limiter struct {
 	window time.Duration // rateWindow; tests shorten it
 	nonce  string        // tells this Limiter's rate-log members from other replicas'
 	seq    atomic.Uint64
+	// pipe sends Admit's and Finish's scripts, several requests' at once
+	// under load (pipeline.go).
+	pipe *pipeliner
 }
 
 // New returns a Limiter on rdb (a client, a cluster client or a client of
@@ -44,6 +47,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Limiter, error) {
 		keys:   NewKeys(cfg.Prefix),
 		window: rateWindow,
 		nonce:  hex.EncodeToString(b[:]),
+		pipe:   &pipeliner{rdb: rdb},
 	}, nil
 }
 
