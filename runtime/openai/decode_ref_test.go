@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -142,5 +143,76 @@ func sameDecode[T any](t *testing.T, data []byte, gotErr, wantErr error, got, wa
 		t.Fatalf("err = %q, want %q: %q", gotErr, wantErr, data)
 	case gotErr == nil && !reflect.DeepEqual(got, want):
 		t.Fatalf("decoded\n%+v\nwant\n%+v\nfrom %q", got, want, data)
+	}
+}
+
+// refWithExtra is withExtra as it was: encode, decode into a map, encode
+// the map.
+func refWithExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || len(extra) == 0 {
+		return b, err
+	}
+	var merged map[string]json.RawMessage
+	if err := json.Unmarshal(b, &merged); err != nil {
+		return nil, err
+	}
+	for k, raw := range extra {
+		if _, ok := merged[k]; !ok {
+			merged[k] = raw
+		}
+	}
+	return json.Marshal(merged)
+}
+
+// FuzzRequestEncode: a decoded request encodes to the same bytes as it
+// did, or fails alike.
+func FuzzRequestEncode(f *testing.F) {
+	for _, s := range decodeBodies {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"<a&b>\u2028","z":"<>","model":1}],"stream":true,"b<":"\u2029","max_tokens":2}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var req ChatCompletionRequest
+		if json.Unmarshal(data, &req) != nil {
+			return
+		}
+		// The request's messages encode through Message.MarshalJSON in
+		// both: each is held to the former encoding on its own.
+		got, gotErr := json.Marshal(req)
+		want, wantErr := refWithExtra(requestFields(req), req.Extra)
+		sameEncoding(t, data, got, want, gotErr, wantErr)
+		for _, m := range req.Messages {
+			got, gotErr := json.Marshal(m)
+			want, wantErr := refWithExtra(messageFields(m), m.Extra)
+			sameEncoding(t, data, got, want, gotErr, wantErr)
+		}
+	})
+}
+
+func sameEncoding(t *testing.T, data, got, want []byte, gotErr, wantErr error) {
+	t.Helper()
+	switch {
+	case (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error():
+		t.Fatalf("err = %v, want %v: %q", gotErr, wantErr, data)
+	case string(got) != string(want):
+		t.Fatalf("encoded\n%s\nwant\n%s\nfrom %q", got, want, data)
+	}
+}
+
+// TestEncodeInvalidExtra: an extra field that is not JSON fails the
+// encoding as it did.
+func TestEncodeInvalidExtra(t *testing.T) {
+	for _, extra := range []map[string]json.RawMessage{
+		{"a": json.RawMessage(`{`)},
+		{"b": json.RawMessage(`1`), "a": json.RawMessage(`x`), "c": json.RawMessage(`[`)},
+		{"a": nil, "<k>": json.RawMessage(` [ "<&>" ] `), "model": json.RawMessage(`"shadowed"`)},
+	} {
+		r := ChatCompletionRequest{Model: "m", Extra: extra}
+		got, gotErr := withExtra(requestFields(r), r.Extra)
+		want, wantErr := refWithExtra(requestFields(r), r.Extra)
+		if fmt.Sprint(gotErr) != fmt.Sprint(wantErr) || string(got) != string(want) {
+			t.Errorf("withExtra(%v) = %s, %v; want %s, %v", extra, got, gotErr, want, wantErr)
+		}
 	}
 }

@@ -2,8 +2,10 @@ package openai
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -40,11 +42,7 @@ func unknownFields(data []byte, known nameSet) map[string]json.RawMessage {
 	for m.next() {
 		var name string
 		if bytes.ContainsFunc(m.key, needsDecoding) {
-			// Rare: let encoding/json resolve the escapes and replace
-			// invalid UTF-8 as its map decode does.
-			if json.Unmarshal(m.quoted, &name) != nil {
-				continue
-			}
+			name = decodeKey(m.quoted)
 			if _, ok := known[name]; ok {
 				continue
 			}
@@ -60,6 +58,15 @@ func unknownFields(data []byte, known nameSet) map[string]json.RawMessage {
 		extra[name] = bytes.Clone(m.value)
 	}
 	return extra
+}
+
+// decodeKey returns a quoted key as encoding/json decodes it into a map:
+// escapes resolved, invalid UTF-8 replaced. It is rare, and kept apart
+// so that the string it decodes into is allocated only when it runs.
+func decodeKey(quoted []byte) string {
+	var name string
+	_ = json.Unmarshal(quoted, &name) // a key of a well-formed object always decodes
+	return name
 }
 
 // needsDecoding reports whether a key holding r differs from its decoded
@@ -159,4 +166,56 @@ func skipValue(d []byte, i int) int {
 		i++
 	}
 	return len(d)
+}
+
+// withExtra marshals v and adds the extra fields; a typed field wins over an
+// extra one of the same name. With extra fields the members come sorted by
+// key, as encoding/json writes a map: the form the body always had. The
+// typed members are written as v encoded them, not decoded and encoded
+// again.
+func withExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || len(extra) == 0 {
+		return b, err
+	}
+	type member struct {
+		key           string
+		quoted, value []byte
+	}
+	all := make([]member, 0, 32)
+	m := members{data: b}
+	for m.next() {
+		// A typed field's name is plain ASCII: v's own encoding is its
+		// key exactly.
+		all = append(all, member{key: string(m.key), quoted: m.quoted, value: m.value})
+	}
+	typed := len(all)
+	for k, raw := range extra {
+		if slices.ContainsFunc(all[:typed], func(t member) bool { return t.key == k }) {
+			continue
+		}
+		all = append(all, member{key: k, value: raw})
+	}
+	slices.SortFunc(all, func(a, b member) int { return cmp.Compare(a.key, b.key) })
+	out := make([]byte, 0, len(b)+64*(len(all)-typed))
+	out = append(out, '{')
+	for i, mb := range all {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		if mb.quoted == nil {
+			// An extra member: its key escaped and its value compacted
+			// and escaped for HTML, as json.Marshal writes a map's.
+			if mb.quoted, err = json.Marshal(mb.key); err != nil {
+				return nil, err
+			}
+			if mb.value, err = json.Marshal(json.RawMessage(mb.value)); err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, mb.quoted...)
+		out = append(out, ':')
+		out = append(out, mb.value...)
+	}
+	return append(out, '}'), nil
 }

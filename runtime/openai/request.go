@@ -212,22 +212,3 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string { return e.Msg }
-
-// withExtra marshals v and adds the extra fields; a typed field wins over an
-// extra one of the same name.
-func withExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil || len(extra) == 0 {
-		return b, err
-	}
-	var merged map[string]json.RawMessage
-	if err := json.Unmarshal(b, &merged); err != nil {
-		return nil, err
-	}
-	for k, raw := range extra {
-		if _, ok := merged[k]; !ok {
-			merged[k] = raw
-		}
-	}
-	return json.Marshal(merged)
-}
