@@ -81,3 +81,24 @@ func FuzzCleanAgreesWithExplain(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCheck compares Check, which scans a clean document once, with
+// the tokenizer-based walk it used to be.
+func BenchmarkCheck(b *testing.B) {
+	body := []byte(`{"model":"m","max_tokens":5,"seed":1,"free":{"a":[1,2]},"messages":[{"role":"system","content":"be brief"},` +
+		`{"role":"user","content":[{"type":"text","text":"hi"}],"parts":[{"type":"text","text":"x"}]}]}`)
+	typ := reflect.TypeFor[request]()
+	for _, impl := range []struct {
+		name  string
+		check func([]byte, reflect.Type) error
+	}{{"new", Check}, {"ref", explain}} {
+		b.Run(impl.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := impl.check(body, typ); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
