@@ -381,8 +381,11 @@ func decodeRequest(body []byte) (*openai.ChatCompletionRequest, *openai.ErrorBod
 		}
 		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error())
 	}
+	// The body is well-formed JSON (Check said so): the decode is called
+	// directly, without json.Unmarshal's validation of the whole body
+	// before it calls the decode, which validates it again.
 	var req openai.ChatCompletionRequest
-	if err := json.Unmarshal(body, &req); err != nil {
+	if err := req.UnmarshalJSON(body); err != nil {
 		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error())
 	}
 	if name, n := extraBytes(&req); n > MaxExtraBytes {
@@ -426,17 +429,18 @@ const MaxExtraBytes = 256 << 10
 // the largest.
 func extraBytes(req *openai.ChatCompletionRequest) (largest string, total int) {
 	most := -1
-	add := func(prefix string, extra map[string]json.RawMessage) {
+	add := func(prefix func() string, extra map[string]json.RawMessage) {
 		for k, v := range extra {
 			total += len(k) + len(v)
 			if len(v) > most {
-				most, largest = len(v), prefix+k
+				most, largest = len(v), prefix()+k
 			}
 		}
 	}
-	add("", req.Extra)
+	add(func() string { return "" }, req.Extra)
 	for i := range req.Messages {
-		add(fmt.Sprintf("messages[%d].", i), req.Messages[i].Extra)
+		// The prefix is built only for a message that has extra fields.
+		add(func() string { return fmt.Sprintf("messages[%d].", i) }, req.Messages[i].Extra)
 	}
 	return largest, total
 }

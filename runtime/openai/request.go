@@ -130,12 +130,8 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return err
 	}
-	extra, err := unknownFields(data, f)
-	if err != nil {
-		return err
-	}
 	*m = Message(f)
-	m.Extra = extra
+	m.Extra = unknownFields(data, messageNames)
 	return nil
 }
 
@@ -152,12 +148,8 @@ func (r *ChatCompletionRequest) UnmarshalJSON(data []byte) error {
 	if err := json.Unmarshal(data, &f); err != nil {
 		return err
 	}
-	extra, err := unknownFields(data, f)
-	if err != nil {
-		return err
-	}
 	*r = ChatCompletionRequest(f)
-	r.Extra = extra
+	r.Extra = unknownFields(data, requestNames)
 	return nil
 }
 
@@ -220,38 +212,3 @@ type FieldError struct {
 }
 
 func (e *FieldError) Error() string { return e.Msg }
-
-// unknownFields returns the top-level keys of data that known does not
-// encode, with their raw values.
-func unknownFields(data []byte, known any) (map[string]json.RawMessage, error) {
-	var all map[string]json.RawMessage
-	if err := json.Unmarshal(data, &all); err != nil {
-		return nil, err
-	}
-	for _, k := range fieldNames(known) {
-		delete(all, k)
-	}
-	if len(all) == 0 {
-		return nil, nil
-	}
-	return all, nil
-}
-
-// withExtra marshals v and adds the extra fields; a typed field wins over an
-// extra one of the same name.
-func withExtra(v any, extra map[string]json.RawMessage) ([]byte, error) {
-	b, err := json.Marshal(v)
-	if err != nil || len(extra) == 0 {
-		return b, err
-	}
-	var merged map[string]json.RawMessage
-	if err := json.Unmarshal(b, &merged); err != nil {
-		return nil, err
-	}
-	for k, raw := range extra {
-		if _, ok := merged[k]; !ok {
-			merged[k] = raw
-		}
-	}
-	return json.Marshal(merged)
-}

@@ -50,7 +50,20 @@ var ErrInvalid = errors.New("strictjson: invalid JSON")
 // Check reports whether data, one JSON value, may be decoded into a value
 // of type t without encoding/json reading it differently from an exact
 // parser. It returns an *Error, or ErrInvalid wrapped, or nil.
+//
+// A byte scanner accepts the common document in one pass without
+// allocating; whatever it cannot prove acceptable is walked again with
+// encoding/json's decoder, whose verdict and error stand.
 func Check(data []byte, t reflect.Type) error {
+	if clean(data, t) {
+		return nil
+	}
+	return explain(data, t)
+}
+
+// explain is Check by encoding/json's tokenizer: slow, but its errors
+// name the fault as encoding/json sees it.
+func explain(data []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	if err := walk(dec, t, ""); err != nil {
