@@ -1,6 +1,7 @@
 package urlguard
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -52,7 +53,17 @@ func (e *BlockedError) Unwrap() error { return ErrBlocked }
 // one that is a URL pointing inside the network.
 func (g *Guard) CheckJSON(ctx context.Context, body []byte) error {
 	var doc any
-	if err := json.Unmarshal(body, &doc); err != nil {
+	if !json.Valid(body) {
+		return fmt.Errorf("urlguard: %w", json.Unmarshal(body, &doc))
+	}
+	if !mayHoldURL(body) {
+		return nil // the common request: no string has a scheme's colon
+	}
+	// Numbers stay text: one out of float64's range is no URL, and is no
+	// reason to refuse the document.
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if err := dec.Decode(&doc); err != nil {
 		return fmt.Errorf("urlguard: %w", err)
 	}
 	var urls []found
@@ -70,6 +81,30 @@ func (g *Guard) CheckJSON(ctx context.Context, body []byte) error {
 		}
 	}
 	return nil
+}
+
+// mayHoldURL reports whether a JSON document may hold a string that
+// looksLikeURL: one with a colon, written as such or escaped (any \u
+// escape counts, whatever it encodes). Keys are strings too, and are
+// counted; the colons between keys and values are not.
+func mayHoldURL(body []byte) bool {
+	in := false
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; {
+		case !in:
+			in = c == '"'
+		case c == '"':
+			in = false
+		case c == ':':
+			return true
+		case c == '\\':
+			i++
+			if i < len(body) && body[i] == 'u' {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 type found struct{ path, value string }

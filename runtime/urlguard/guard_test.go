@@ -1,7 +1,9 @@
 package urlguard
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/netip"
 	"net/url"
@@ -115,6 +117,8 @@ func TestCheckJSON(t *testing.T) {
 			body: `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"\u0001http://127.0.0.1:8080/admin/teams"}}]}]}`},
 		{name: "prose mentioning a url passes",
 			body: `{"model":"m","messages":[{"role":"user","content":"what is at http://127.0.0.1/ ?"}]}`},
+		{name: "a number out of float64's range passes", body: `{"model":"m","x":1e999,"messages":[]}`},
+		{name: "a number out of range beside an internal url", path: "u", body: `{"x":1e999,"u":"http://127.0.0.1/"}`},
 		{name: "public image passes",
 			body: `{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":"https://images.example.com/a.png"}}]}]}`},
 	}
@@ -183,5 +187,78 @@ func FuzzGuard(f *testing.F) {
 		if h, ok := whatwgHost(s); ok && internal(h) {
 			t.Fatalf("passed %q, whose host for a WHATWG parser is internal: %q", raw, h)
 		}
+	})
+}
+
+// TestMayHoldURL: the pre-check lets through only documents with no colon
+// in any string, escaped or not.
+func TestMayHoldURL(t *testing.T) {
+	for _, tc := range []struct {
+		body string
+		want bool
+	}{
+		{`{"model":"m","max_tokens":1,"messages":[{"role":"user","content":"hi"}]}`, false},
+		{`{"a":"say \"hi\" \\ now"}`, false},
+		{`{"a":"http://127.0.0.1/"}`, true},
+		{`{"a":"http\u003a//127.0.0.1/"}`, true},
+		{`{"a":"\u00e9"}`, true}, // any \u escape: the check does not decode it
+		{`{"a:b":1}`, true},      // a key's colon counts too
+		{`{"a":["x", {"b": "y"}]}`, false},
+	} {
+		if got := mayHoldURL([]byte(tc.body)); got != tc.want {
+			t.Errorf("mayHoldURL(%s) = %v, want %v", tc.body, got, tc.want)
+		}
+	}
+}
+
+// FuzzMayHoldURL: whatever the pre-check lets through holds no string
+// that looks like a URL, so CheckJSON may skip its decode.
+func FuzzMayHoldURL(f *testing.F) {
+	for _, s := range []string{
+		`{"model":"m","messages":[{"role":"user","content":"hi"}]}`,
+		`{"a":"http://127.0.0.1/"}`, `{"a":"http\u003a//x"}`, `["a","b\\"]`, `"x"`, `{"a":"\"http:x"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	g := &Guard{Resolver: resolver}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if mayHoldURL(body) || !json.Valid(body) {
+			return
+		}
+		if err := g.CheckJSON(context.Background(), body); err != nil {
+			t.Fatalf("CheckJSON(%s) = %v, want nil", body, err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		var doc any
+		if err := dec.Decode(&doc); err != nil {
+			t.Fatalf("valid JSON did not decode: %v", err)
+		}
+		var urls []found
+		collect(doc, "", &urls)
+		for _, u := range urls {
+			t.Fatalf("let through %s, whose string %q at %s looks like a URL", body, u.value, u.path)
+		}
+		var walk func(v any)
+		walk = func(v any) {
+			switch x := v.(type) {
+			case map[string]any:
+				for k, c := range x {
+					if strings.Contains(k, ":") {
+						t.Fatalf("let through %s, whose key %q has a colon", body, k)
+					}
+					walk(c)
+				}
+			case []any:
+				for _, c := range x {
+					walk(c)
+				}
+			case string:
+				if strings.Contains(x, ":") {
+					t.Fatalf("let through %s, whose string %q has a colon", body, x)
+				}
+			}
+		}
+		walk(doc)
 	})
 }
