@@ -283,20 +283,23 @@ func ParseEvent(data []byte) Event {
 		}
 		return ev
 	}
-	// One decode of the event, the choices kept raw; a chunk without
-	// content has its choices decoded, not the whole event again.
+	// The event read in place (scan.go), or else one decode of it, the
+	// choices kept raw; a chunk without content has its choices decoded,
+	// not the whole event again.
 	var c struct {
 		Choices json.RawMessage `json:"choices"`
 		Usage   *openai.Usage   `json:"usage"`
 	}
-	if json.Unmarshal(data, &c) != nil {
+	var read bool
+	c.Choices, c.Usage, read = eventFields(data)
+	if !read && json.Unmarshal(data, &c) != nil {
 		c.Choices, c.Usage = nil, nil
 		if delta {
 			c.Choices = choicesOf(data)
 		}
 	}
 	if usage && c.Usage != nil {
-		if string(bytes.Join(bytes.Fields(c.Choices), nil)) == "[]" {
+		if emptyArray(c.Choices) {
 			ev.Usage = c.Usage // the final usage chunk
 			return ev
 		}
@@ -306,6 +309,14 @@ func ParseEvent(data []byte) Event {
 		ev.Tokens = 1
 	}
 	return ev
+}
+
+// emptyArray reports whether raw is an empty array, spaces aside.
+func emptyArray(raw []byte) bool {
+	if string(raw) == "[]" {
+		return true
+	}
+	return string(bytes.Join(bytes.Fields(raw), nil)) == "[]"
 }
 
 // choicesOf is an event's choices when the event as a whole would not
@@ -334,6 +345,9 @@ func hasContent(data []byte) bool {
 func hasOtherOutput(choices json.RawMessage) bool {
 	if len(choices) == 0 {
 		return false
+	}
+	if found, ok := otherOutput(choices); ok {
+		return found
 	}
 	var c []struct {
 		Delta map[string]json.RawMessage `json:"delta"`
