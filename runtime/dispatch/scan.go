@@ -318,3 +318,60 @@ func (w *walker) skipContainer() bool {
 	}
 	return false
 }
+
+// StreamsWithUsage reports whether an engine request certainly asks for a
+// stream with its usage ("stream": true and stream_options.include_usage
+// true, as encoding/json reads them): EngineBody's form. False means
+// unsure, not no: decode the body to know.
+func StreamsWithUsage(body []byte) bool {
+	if !json.Valid(body) {
+		return false
+	}
+	w := walker{data: body}
+	if !w.is('{') {
+		return false
+	}
+	var stream, usage, sawStream, sawOpts bool
+	ok := w.members(func(key []byte, start, end int) bool {
+		switch {
+		case string(key) == "stream":
+			if sawStream {
+				return false
+			}
+			sawStream, stream = true, string(body[start:end]) == "true"
+		case string(key) == "stream_options":
+			if sawOpts {
+				return false
+			}
+			sawOpts = true
+			usage = includesUsage(body[start:end])
+		case bytes.EqualFold(key, []byte("stream")), bytes.EqualFold(key, []byte("stream_options")):
+			return false
+		}
+		return true
+	})
+	return ok && stream && usage
+}
+
+// includesUsage reports whether stream options certainly have
+// "include_usage": true.
+func includesUsage(opts []byte) bool {
+	w := walker{data: opts}
+	if !w.is('{') {
+		return false
+	}
+	var usage, saw bool
+	ok := w.members(func(key []byte, start, end int) bool {
+		switch {
+		case string(key) == "include_usage":
+			if saw {
+				return false
+			}
+			saw, usage = true, string(opts[start:end]) == "true"
+		case bytes.EqualFold(key, []byte("include_usage")):
+			return false
+		}
+		return true
+	})
+	return ok && usage
+}

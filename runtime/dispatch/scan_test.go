@@ -186,3 +186,61 @@ func BenchmarkParseEvent(b *testing.B) {
 		})
 	}
 }
+
+// TestStreamsWithUsage: EngineBody's form is recognised without a
+// decode; anything else is left to the decode.
+func TestStreamsWithUsage(t *testing.T) {
+	one := int64(1)
+	body, err := EngineBody(&openai.ChatCompletionRequest{Model: "m", MaxTokens: &one,
+		Messages: []openai.Message{{Role: "user", Content: json.RawMessage(`"hi"`)}}}, "served")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !StreamsWithUsage(body) {
+		t.Errorf("EngineBody's %s was not recognised", body)
+	}
+	for _, b := range []string{
+		`{"stream":true}`,
+		`{"stream":false,"stream_options":{"include_usage":true}}`,
+		`{"stream":true,"stream_options":{"include_usage":false}}`,
+		`{"stream":true,"stream_options":{"include_usage":true},"Stream":false}`,
+		`{"stream":true,"stream_options":{"include_usage":true,"Include_Usage":false}}`,
+		`{"stream":true,"stream":false,"stream_options":{"include_usage":true}}`,
+		`{"str\u0065am":true,"stream_options":{"include_usage":true}}`,
+		`{"stream":true,"stream_options":{"include_usage":true}`,
+		`{"stream":true,"stream_options":null}`,
+	} {
+		if StreamsWithUsage([]byte(b)) {
+			t.Errorf("%s was recognised, want it left to the decode", b)
+		}
+	}
+}
+
+// FuzzStreamsWithUsage: whatever StreamsWithUsage recognises, the decode
+// reads as a stream with its usage.
+func FuzzStreamsWithUsage(f *testing.F) {
+	for _, b := range []string{
+		`{"model":"m","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
+		`{"stream":true,"stream_options":{"include_usage":true},"STREAM":false}`,
+		`{"stream":true,"stream_options":{"include_usage":true,"include_usagE":false}}`,
+	} {
+		f.Add([]byte(b))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if !StreamsWithUsage(body) {
+			return
+		}
+		var probe struct {
+			Stream        bool `json:"stream"`
+			StreamOptions *struct {
+				IncludeUsage bool `json:"include_usage"`
+			} `json:"stream_options"`
+		}
+		if err := json.Unmarshal(body, &probe); err != nil {
+			t.Fatalf("recognised %s, which does not decode: %v", body, err)
+		}
+		if !probe.Stream || probe.StreamOptions == nil || !probe.StreamOptions.IncludeUsage {
+			t.Fatalf("recognised %s, which decodes as %+v", body, probe)
+		}
+	})
+}

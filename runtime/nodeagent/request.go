@@ -200,6 +200,9 @@ func refusal(id string, err error) *nodeproto.Error {
 // streamingBody returns the engine body with stream and include_usage on.
 // A body that has them already is passed byte for byte.
 func streamingBody(body json.RawMessage) ([]byte, error) {
+	if dispatch.StreamsWithUsage(body) {
+		return body, nil // the gateway's form, read without a decode
+	}
 	var probe struct {
 		Stream        bool `json:"stream"`
 		StreamOptions *struct {
