@@ -375,3 +375,86 @@ func includesUsage(opts []byte) bool {
 	})
 	return ok && usage
 }
+
+// FinishReason returns the first finish reason among an event's choices,
+// read in place; ok is false when it is unsure (a key written with
+// escapes or in another case, a duplicate, a reason that is not a plain
+// string or null, an event that is not valid JSON), and the event must be
+// decoded to know. Only the choices' finish reasons are read: an event
+// whose other fields have types a decode would refuse still gives its
+// reason.
+func FinishReason(data []byte) (reason string, ok bool) {
+	if !json.Valid(data) {
+		return "", false
+	}
+	w := walker{data: data}
+	if !w.is('{') {
+		return "", false
+	}
+	found, sawChoices := false, false
+	ok = w.members(func(key []byte, start, end int) bool {
+		switch {
+		case string(key) == "choices":
+			if sawChoices {
+				return false
+			}
+			sawChoices = true
+			var r string
+			r, found, ok = firstReason(data[start:end])
+			reason = r
+			return ok
+		case bytes.EqualFold(key, []byte("choices")):
+			return false
+		}
+		return true
+	})
+	if !ok {
+		return "", false
+	}
+	if !found {
+		return "", true
+	}
+	return reason, true
+}
+
+// firstReason returns the first non-null finish_reason of choices.
+func firstReason(choices []byte) (reason string, found, ok bool) {
+	w := walker{data: choices}
+	if string(choices) == "null" {
+		return "", false, true
+	}
+	if !w.is('[') {
+		return "", false, false
+	}
+	ok = w.elements(func(start, end int) bool {
+		e := walker{data: choices[:end], pos: start}
+		if !e.is('{') {
+			return false
+		}
+		var saw bool
+		var r []byte
+		if !e.members(func(key []byte, vs, ve int) bool {
+			switch {
+			case string(key) == "finish_reason":
+				if saw {
+					return false
+				}
+				saw, r = true, choices[vs:ve]
+			case bytes.EqualFold(key, []byte("finish_reason")):
+				return false
+			}
+			return true
+		}) {
+			return false
+		}
+		if !saw || string(r) == "null" || found {
+			return true
+		}
+		if len(r) < 2 || r[0] != '"' || bytes.IndexByte(r, '\\') >= 0 {
+			return false
+		}
+		reason, found = string(r[1:len(r)-1]), true
+		return true
+	})
+	return reason, found, ok
+}

@@ -3,6 +3,7 @@ package dispatch
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"testing"
 
@@ -241,6 +242,73 @@ func FuzzStreamsWithUsage(f *testing.F) {
 		}
 		if !probe.Stream || probe.StreamOptions == nil || !probe.StreamOptions.IncludeUsage {
 			t.Fatalf("recognised %s, which decodes as %+v", body, probe)
+		}
+	})
+}
+
+// finishReasonByDecode is how the agent read a chunk's finish reason
+// before the in-place read.
+func finishReasonByDecode(data []byte) (string, error) {
+	var c openai.ChatCompletionChunk
+	if err := json.Unmarshal(data, &c); err != nil {
+		return "", err
+	}
+	for _, ch := range c.Choices {
+		if ch.FinishReason != nil {
+			return *ch.FinishReason, nil
+		}
+	}
+	return "", nil
+}
+
+func TestFinishReason(t *testing.T) {
+	for _, tc := range []struct {
+		data    string
+		want    string
+		inPlace bool
+	}{
+		{commonEvents[1], "length", true},
+		{commonEvents[0], "", true},
+		{commonEvents[2], "", true},
+		{`{"choices":[{"finish_reason":null},{"finish_reason":"stop"}]}`, "stop", true},
+		{`{"choices":[{"finish_reason":""}]}`, "", true},
+		{`{"choices":[{"finish_reason":"st\u006fp"}]}`, "", false},
+		{`{"choices":[{"Finish_Reason":"stop"}]}`, "", false},
+		{`{"choices":[{"finish_reason":"stop","finish_reason":"length"}]}`, "", false},
+		{`{"Choices":[{"finish_reason":"stop"}]}`, "", false},
+		{`{"choices":[{"finish_reason":5}]}`, "", false},
+		{`{"choices":[{"finish_reason":"stop"}]`, "", false},
+	} {
+		got, ok := FinishReason([]byte(tc.data))
+		if ok != tc.inPlace || got != tc.want {
+			t.Errorf("FinishReason(%s) = %q, %v; want %q, %v", tc.data, got, ok, tc.want, tc.inPlace)
+		}
+	}
+}
+
+// FuzzFinishReason: where the decode reads a chunk, the in-place read
+// gives the same reason; where it refuses one (a field of an odd type),
+// the in-place read may still give the choices' reason.
+func FuzzFinishReason(f *testing.F) {
+	for _, e := range commonEvents {
+		f.Add([]byte(e))
+	}
+	f.Add([]byte(`{"choices":[{"finish_reason":null},{"finish_reason":"stop"}]}`))
+	f.Add([]byte(`{"id":5,"choices":[{"finish_reason":"stop"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := FinishReason(data)
+		if !ok {
+			return
+		}
+		want, err := finishReasonByDecode(data)
+		if err == nil && got != want {
+			t.Fatalf("FinishReason(%s) = %q, want %q", data, got, want)
+		}
+		if err != nil {
+			var typeErr *json.UnmarshalTypeError
+			if !errors.As(err, &typeErr) {
+				t.Fatalf("FinishReason(%s) = %q in place, but the decode fails for another reason: %v", data, got, err)
+			}
 		}
 	})
 }

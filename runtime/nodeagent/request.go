@@ -238,11 +238,15 @@ func streamingBody(body json.RawMessage) ([]byte, error) {
 	return b, nil
 }
 
-// finishReason returns the finish reason a chunk carries, decoding only
-// chunks that name one.
+// finishReason returns the finish reason a chunk carries, reading only
+// chunks that name one: in place (dispatch.FinishReason), or decoded when
+// the in-place read is unsure.
 func finishReason(data []byte) string {
 	if !bytes.Contains(data, []byte(`"finish_reason":"`)) {
 		return ""
+	}
+	if r, ok := dispatch.FinishReason(data); ok {
+		return r
 	}
 	var c openai.ChatCompletionChunk
 	if json.Unmarshal(data, &c) != nil {
