@@ -268,7 +268,15 @@ func (s *httpStream) Close() error {
 // ParseEvent classifies one event payload without decoding ordinary content
 // chunks: the relay stays as cheap as a proxy, and only the rare usage and
 // error events are decoded.
-func ParseEvent(data []byte) Event {
+func ParseEvent(data []byte) Event { return parseEvent(data, false) }
+
+// ParseCheckedEvent is ParseEvent for a payload already known to be valid
+// JSON: a chunk frame's delta, which the node protocol's decoder checks
+// (nodeproto.Chunk.Validate), is not validated a second time.
+func ParseCheckedEvent(data []byte) Event { return parseEvent(data, true) }
+
+// parseEvent is ParseEvent; valid says data is known to be valid JSON.
+func parseEvent(data []byte, valid bool) Event {
 	ev := Event{Data: data}
 	if e := openai.StreamError(data); e != nil {
 		ev.Err = e
@@ -291,7 +299,7 @@ func ParseEvent(data []byte) Event {
 		Usage   *openai.Usage   `json:"usage"`
 	}
 	var read bool
-	c.Choices, c.Usage, read = eventFields(data)
+	c.Choices, c.Usage, read = eventFields(data, valid)
 	if !read && json.Unmarshal(data, &c) != nil {
 		c.Choices, c.Usage = nil, nil
 		if delta {

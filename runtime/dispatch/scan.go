@@ -23,9 +23,10 @@ import (
 // eventFields returns an event's top-level choices (raw, nil when absent)
 // and usage (nil when absent or null), as ParseEvent's decode into
 // {Choices json.RawMessage; Usage *openai.Usage} gives them; ok is false
-// when the event is not one it reads.
-func eventFields(data []byte) (choices json.RawMessage, usage *openai.Usage, ok bool) {
-	if !json.Valid(data) {
+// when the event is not one it reads. valid says data is known to be
+// valid JSON, which the walk needs.
+func eventFields(data []byte, valid bool) (choices json.RawMessage, usage *openai.Usage, ok bool) {
+	if !valid && !json.Valid(data) {
 		return nil, nil, false
 	}
 	w := walker{data: data}

@@ -211,7 +211,7 @@ func (s *reqStream) take(f nodeproto.Frame, err error) (dispatch.Event, error) {
 			s.link.grant(s.id, s.unacked)
 			s.unacked = 0
 		}
-		ev := dispatch.ParseEvent(f.Delta)
+		ev := dispatch.ParseCheckedEvent(f.Delta) // the frame's decoder checked the delta
 		s.sawErr = s.sawErr || ev.Err != nil
 		return ev, nil
 	case *nodeproto.Done:
