@@ -105,12 +105,8 @@ func (c *Conn) WriteBatch(ctx context.Context, msgs [][]byte) error {
 	}
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("websocket write: %w", context.Cause(ctx))
-	}
-	dl, _ := ctx.Deadline()
-	if err := c.ws.SetWriteDeadline(dl); err != nil {
-		return fmt.Errorf("websocket write: %w", err)
+	if err := c.startWrite(ctx); err != nil {
+		return err
 	}
 	c.bc.hold()
 	for _, m := range msgs {

@@ -159,14 +159,23 @@ func (c *Conn) Read(ctx context.Context) ([]byte, error) {
 func (c *Conn) Write(ctx context.Context, msg []byte) error {
 	c.wmu.Lock()
 	defer c.wmu.Unlock()
+	if err := c.startWrite(ctx); err != nil {
+		return err
+	}
+	if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
+		return fmt.Errorf("websocket write: %w", err)
+	}
+	return nil
+}
+
+// startWrite checks ctx and sets the write deadline to its deadline, for a
+// writer holding wmu.
+func (c *Conn) startWrite(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("websocket write: %w", context.Cause(ctx))
 	}
 	dl, _ := ctx.Deadline()
 	if err := c.ws.SetWriteDeadline(dl); err != nil {
-		return fmt.Errorf("websocket write: %w", err)
-	}
-	if err := c.ws.WriteMessage(websocket.TextMessage, msg); err != nil {
 		return fmt.Errorf("websocket write: %w", err)
 	}
 	return nil
