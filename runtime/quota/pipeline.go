@@ -24,9 +24,9 @@ const maxPipeline = 256
 // There is no background goroutine: a caller that finds no pipeline out
 // sends one (the leader) with everything waiting; when it returns, the
 // first of the calls that queued meanwhile, if any, leads the next. No
-// caller sends more than one pipeline. A waiting caller waits for its
-// pipeline even when its own context ends, so that it knows what Redis
-// did; the client's read and write timeouts bound the wait.
+// caller sends more than one pipeline. A caller whose context ends while
+// it waits leaves the queue, unsent; once sent, it waits for its pipeline,
+// which ends by the earliest deadline among its callers.
 type pipeliner struct {
 	rdb redis.UniversalClient
 
@@ -85,8 +85,9 @@ func (p *pipeliner) run(ctx context.Context, calls []scriptCall) ([]*redis.Cmd, 
 
 // send sends everything pending in one pipeline, answers each caller, and
 // hands the lead to the first caller that queued meanwhile. The pipeline
-// is not cancelled with the sender's context: it runs until the latest
-// deadline of its callers.
+// is not cancelled with the sender's context; it ends by the earliest
+// deadline of its callers, so that none waits past its own (a frozen
+// Redis costs each caller at most its timeout, as a lone call would).
 func (p *pipeliner) send(ctx context.Context) {
 	p.mu.Lock()
 	n := min(len(p.pending), maxPipeline)
@@ -96,17 +97,14 @@ func (p *pipeliner) send(ctx context.Context) {
 
 	var all []scriptCall
 	var deadline time.Time
-	unbounded := false
 	for _, c := range batch {
 		all = append(all, c.calls...)
-		if c.deadline.IsZero() {
-			unbounded = true
-		} else if c.deadline.After(deadline) {
+		if !c.deadline.IsZero() && (deadline.IsZero() || c.deadline.Before(deadline)) {
 			deadline = c.deadline
 		}
 	}
 	pctx := context.WithoutCancel(ctx)
-	if !unbounded {
+	if !deadline.IsZero() {
 		var cancel context.CancelFunc
 		pctx, cancel = context.WithDeadline(pctx, deadline)
 		defer cancel()

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
@@ -170,5 +174,75 @@ func TestPipelineOutlivesItsSendersContext(t *testing.T) {
 	ctx := context.Background()
 	if n := rdb.ZCard(ctx, l.Keys().RPM("k_other")).Val(); n != 1 {
 		t.Errorf("the other call was counted %d times, want 1", n)
+	}
+}
+
+// TestPipelineEndsByItsEarliestDeadline: against a Redis that never
+// answers, a pipeline ends by the earliest deadline of its callers, so no
+// caller waits past its own timeout because it shares a pipeline.
+func TestPipelineEndsByItsEarliestDeadline(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	go func() { // a frozen Redis: reads the commands, answers nothing
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			go func() {
+				defer conns.Done()
+				_, _ = io.Copy(io.Discard, c)
+				c.Close()
+			}()
+		}
+	}()
+	// No timeouts of the client's own: the pipeline's deadline is the only bound.
+	rdb := redis.NewClient(&redis.Options{Addr: ln.Addr().String(), ContextTimeoutEnabled: true, MaxRetries: -1,
+		ReadTimeout: -1, WriteTimeout: -1})
+	t.Cleanup(func() {
+		rdb.Close()
+		ln.Close()
+		conns.Wait()
+	})
+	l := newLimiter(t, rdb, Config{})
+	lim := KeyLimits{RPM: 100}
+	l.pipe.mu.Lock()
+	l.pipe.out = true
+	l.pipe.mu.Unlock()
+	const long, short = time.Minute, 200 * time.Millisecond
+	lctx, cancelLong := context.WithTimeout(context.Background(), long)
+	defer cancelLong()
+	type result struct {
+		err  error
+		took time.Duration
+	}
+	leader, other := make(chan result, 1), make(chan result, 1)
+	go func() { // queued first: it sends the pipeline
+		start := time.Now()
+		_, err := l.Admit(lctx, "k_long", "r_long", lim)
+		leader <- result{err, time.Since(start)}
+	}()
+	waitPending(t, l.pipe, 1)
+	sctx, cancelShort := context.WithTimeout(context.Background(), short)
+	defer cancelShort()
+	go func() {
+		start := time.Now()
+		_, err := l.Admit(sctx, "k_short", "r_short", lim)
+		other <- result{err, time.Since(start)}
+	}()
+	waitPending(t, l.pipe, 2)
+	release(l.pipe)
+	for name, ch := range map[string]chan result{"the short caller": other, "the long caller": leader} {
+		r := <-ch
+		if r.err == nil {
+			t.Errorf("%s: Admit answered by a Redis that answers nothing", name)
+		}
+		if r.took >= long/2 {
+			t.Errorf("%s waited %v: the pipeline outlived the earliest deadline (%v)", name, r.took, short)
+		}
 	}
 }
