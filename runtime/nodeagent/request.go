@@ -219,6 +219,9 @@ func streamingBody(body json.RawMessage) ([]byte, error) {
 	if err := json.Unmarshal(body, &m); err != nil {
 		return nil, fmt.Errorf("decode assign body: %w", err)
 	}
+	if m == nil { // null decodes without an error and leaves no map
+		return nil, errors.New("decode assign body: not a JSON object")
+	}
 	opts := map[string]json.RawMessage{}
 	if raw, ok := m["stream_options"]; ok && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &opts); err != nil {
