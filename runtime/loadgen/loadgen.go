@@ -47,7 +47,7 @@ type Config struct {
 	Seed uint64
 	// Client sends the requests; nil means a client whose transport keeps
 	// enough idle connections for a thousand streams.
-	Client *http.Client
+	Client *http.Client `json:"-"`
 }
 
 // Result is what one target measured.

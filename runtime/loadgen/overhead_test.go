@@ -1,17 +1,11 @@
 package loadgen_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"log"
 	"log/slog"
 	"net/http"
-	"net/http/httputil"
 	"net/url"
-	"regexp"
-	"sync"
 	"testing"
 	"time"
 
@@ -48,55 +42,110 @@ const (
 // PostgreSQL and Redis; the orchestrator's routing in process, as in the
 // local mode; the WebSocket hop; the node agent), and through the
 // platform to the same engine as a cloud node (no WebSocket hop, no
-// agent: how EKS traffic flows). What a path adds to time
-// to first token is its quantile minus the direct path's; the reported
-// ratios are the platform's addition over the proxy's (the mission's goal:
-// at most 2 at p50 and p99) and the platform's p99 gap between tokens over
-// the proxy's (goal: at most 1.2).
+// agent: how EKS traffic flows).
+//
+// It runs the parts two ways. In "processes" each runs in a process of its
+// own, as deployed: the client, the engine, the proxy, the node agent, and
+// this one with the gateway and the orchestrator. In "one-process" all
+// share this process and its scheduler, which looks at the network only
+// when it has nothing else to run: each socket hop of a path then waits
+// behind whatever every path made runnable.
+//
+// What a path adds to time to first token is its quantile minus the
+// direct path's; a request's added time is its TTFT at the client less its
+// TTFT at the engine (from the request reaching the engine to the engine
+// writing the first token), so that the engine's own queueing and
+// batching, the same for every path, drop out of it request by request.
+// The reported ratios are the platform's addition over the proxy's (the
+// mission's goal: at most 2 at p50 and p99) and the platform's p99 gap
+// between tokens over the proxy's (goal: at most 1.2).
 func BenchmarkPlatformOverhead(b *testing.B) {
-	sim, engine := serveTimedSim(b, enginesim.Config{ServedModelName: overheadModel, Seed: 1})
-	engineURL := engine.url
-	proxyURL := serveProxy(b, engineURL)
+	b.Run("processes", func(b *testing.B) {
+		engineURL := platformtest.StartNodeProcess(b, platformtest.NodeProcess{Model: overheadModel, RealTime: true, TimeFirstTokens: true})
+		proxyURL := platformtest.StartProxyProcess(b, engineURL)
+		targets := overheadTargets(b, engineURL, proxyURL, func(wsURL, token string) {
+			platformtest.StartNodeProcess(b, platformtest.NodeProcess{Model: overheadModel, NodeID: "bench-node",
+				ServerURL: wsURL, Token: token, EngineURL: engineURL, MaxNumSeqs: enginesim.DefaultMaxNumSeqs})
+		})
+		b.ResetTimer()
+		out := platformtest.RunLoadgenProcess(b, platformtest.LoadgenRun{Warm: overheadWarm(targets), Run: overheadRun(targets)})
+		b.StopTimer()
+		reportOverhead(b, out.Warm, out.Run, platformtest.FirstTokenTimes(b, engineURL))
+	})
+	b.Run("one-process", func(b *testing.B) {
+		sim, err := enginesim.New(enginesim.Config{ServedModelName: overheadModel, Seed: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- sim.Run(ctx) }()
+		engine := platformtest.NewTimedEngine(sim.Handler())
+		engineURL := platformtest.Serve(b, engine)
+		b.Cleanup(func() { cancel(); <-done }) // runs before the server's cleanup: streams end first
+		targets := overheadTargets(b, engineURL, serveProxy(b, engineURL), localNode(b, sim, engineURL, enginesim.DefaultMaxNumSeqs))
+		client := loadgen.NewClient()
+		defer client.CloseIdleConnections()
+		b.ResetTimer()
+		warm, run := overheadWarm(targets), overheadRun(targets)
+		warm.Client, run.Client = client, client
+		warmRes, err := loadgen.Run(b.Context(), warm)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := loadgen.Run(b.Context(), run)
+		b.StopTimer()
+		if err != nil {
+			b.Fatal(err)
+		}
+		reportOverhead(b, warmRes, res, engine.Times())
+	})
+}
+
+// overheadTargets starts the platform, with the engine at engineURL also
+// a cloud node, and returns the four paths to the engine.
+func overheadTargets(b *testing.B, engineURL, proxyURL string, startNode nodeStarter) []loadgen.Target {
 	// The same engine is also a cloud node, which the orchestrator reaches
 	// over HTTP as on EKS: the "cloud" target is the platform without the
 	// WebSocket hop and the agent.
 	platformURL, key := startPlatform(b, platformOpts{cloudClient: dispatch.NewEngineClient(),
 		cloud: []orchestrator.CloudNode{{ID: "bench-cloud", URL: engineURL, Models: []registry.ModelSlot{{
 			Name: cloudModel, ServedName: overheadModel, MaxNumSeqs: enginesim.DefaultMaxNumSeqs,
-			MaxModelLen: enginesim.DefaultMaxModelLen, KVCapacityTokens: sim.Stats().KVBlocksTotal * 16}}}}},
-		localNode(b, sim, engineURL, enginesim.DefaultMaxNumSeqs))
+			MaxModelLen: enginesim.DefaultMaxModelLen, KVCapacityTokens: defaultKVTokens(b)}}}}}, startNode)
 	waitRoutable(b, platformURL, key, cloudModel)
-	targets := []loadgen.Target{
+	return []loadgen.Target{
 		{Name: "direct", URL: engineURL, Model: overheadModel},
 		{Name: "proxy", URL: proxyURL, Model: overheadModel},
 		{Name: "platform", URL: platformURL, Key: key, Model: overheadModel},
 		{Name: "cloud", URL: platformURL, Key: key, Model: cloudModel},
 	}
-	client := loadgen.NewClient()
-	defer client.CloseIdleConnections()
-	// Warm every path: connections, the key cache, the orchestrator's view
-	// of the node.
-	warm(b, client, targets)
+}
 
-	b.ResetTimer()
-	res, err := loadgen.Run(b.Context(), loadgen.Config{Targets: targets, Rate: overheadRate, Duration: overheadDuration,
-		Prompt: overheadPrompt, MaxTokens: overheadMaxTokens, Seed: 42, Client: client})
-	b.StopTimer()
-	if err != nil {
-		b.Fatal(err)
-	}
-	// A request's added time is its TTFT at the client less its TTFT at
-	// the engine (from the request reaching the engine to the engine
-	// writing the first token): the engine's own queueing and batching,
-	// the same for every path, drop out of it request by request.
+// overheadWarm sends a few requests down every path: connections, the key
+// cache, the orchestrator's view of the node.
+func overheadWarm(targets []loadgen.Target) loadgen.Config {
+	return loadgen.Config{Targets: targets, Rate: 20, Duration: 2 * time.Second, Prompt: overheadPrompt, MaxTokens: 10, Seed: 1}
+}
+
+// overheadRun is the measured run: the seed's load.
+func overheadRun(targets []loadgen.Target) loadgen.Config {
+	return loadgen.Config{Targets: targets, Rate: overheadRate, Duration: overheadDuration,
+		Prompt: overheadPrompt, MaxTokens: overheadMaxTokens, Seed: 42}
+}
+
+// reportOverhead checks that no path lost a request, warm-up included,
+// and reports what each path added to time to first token.
+func reportOverhead(b *testing.B, warm, run []loadgen.Result, engineTTFT map[string]time.Duration) {
+	b.Helper()
+	checkWarm(b, warm)
 	type q struct{ add50, add99, itl99 time.Duration }
 	got := map[string]q{}
-	for _, r := range res {
+	for _, r := range run {
 		// No path may lose a request, the floor included.
 		if r.Errors > 0 {
 			b.Errorf("%s: %d of %d requests failed; first: %s", r.Name, r.Errors, r.Requests, r.FirstError)
 		}
-		added := engine.added(r.FirstToken)
+		added := addedTimes(engineTTFT, r.FirstToken)
 		if len(added) < len(r.FirstToken)*99/100 {
 			b.Errorf("%s: the engine timed %d of %d requests", r.Name, len(added), len(r.FirstToken))
 		}
@@ -105,8 +154,6 @@ func BenchmarkPlatformOverhead(b *testing.B) {
 			r.Name, r.Requests, ms(loadgen.Quantile(r.TTFT, 0.5)), ms(loadgen.Quantile(r.TTFT, 0.99)),
 			ms(got[r.Name].add50), ms(got[r.Name].add99), ms(loadgen.Quantile(r.ITL, 0.5)), ms(got[r.Name].itl99))
 	}
-	st := sim.Stats()
-	b.Logf("engine: %d finished, %d preempted, %d generated tokens", st.Finished, st.Preemptions, st.GenerationTokens)
 	d, p, f := got["direct"], got["proxy"], got["platform"]
 	b.ReportMetric(ms(p.add50-d.add50), "proxy-ttft-p50-added-ms")
 	b.ReportMetric(ms(p.add99-d.add99), "proxy-ttft-p99-added-ms")
@@ -124,90 +171,27 @@ func BenchmarkPlatformOverhead(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// timedEngine serves a simulator and records, for each loadgen request
-// (found by the id at the start of its prompt), the time from the request
-// reaching the engine to the engine writing its first content chunk.
-type timedEngine struct {
-	url string
-	h   http.Handler
-	mu  sync.Mutex
-	ttf map[string]time.Duration
-}
-
-// serveTimedSim runs a simulator behind a timedEngine until the test ends.
-func serveTimedSim(tb testing.TB, cfg enginesim.Config) (*enginesim.Sim, *timedEngine) {
-	tb.Helper()
-	sim, err := enginesim.New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sim.Run(ctx) }()
-	e := &timedEngine{h: sim.Handler(), ttf: map[string]time.Duration{}}
-	e.url = platformtest.Serve(tb, e)
-	tb.Cleanup(func() { cancel(); <-done }) // runs before the server's cleanup: streams end first
-	return sim, e
-}
-
-var requestID = regexp.MustCompile(`req-[a-z]+-[0-9]+`)
-
-func (e *timedEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	start := time.Now()
-	if r.URL.Path != "/v1/chat/completions" {
-		e.h.ServeHTTP(w, r)
-		return
-	}
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	r.Body = io.NopCloser(bytes.NewReader(body))
-	id := string(requestID.Find(body))
-	e.h.ServeHTTP(&firstTokenWriter{ResponseWriter: w, first: func() {
-		if id != "" {
-			e.mu.Lock()
-			e.ttf[id] = time.Since(start)
-			e.mu.Unlock()
-		}
-	}}, r)
-}
-
-// added returns, for each request the engine timed, the client's TTFT
-// less the engine's.
-func (e *timedEngine) added(clientTTFT map[string]time.Duration) []time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	out := make([]time.Duration, 0, len(clientTTFT))
-	for id, c := range clientTTFT {
-		if eng, ok := e.ttf[id]; ok {
+// addedTimes returns, for each request the engine timed, the client's
+// TTFT less the engine's.
+func addedTimes(engine, client map[string]time.Duration) []time.Duration {
+	out := make([]time.Duration, 0, len(client))
+	for id, c := range client {
+		if eng, ok := engine[id]; ok {
 			out = append(out, c-eng)
 		}
 	}
 	return out
 }
 
-// firstTokenWriter calls first when the first content chunk is written.
-type firstTokenWriter struct {
-	http.ResponseWriter
-	first func()
-	seen  bool
-}
-
-func (w *firstTokenWriter) Write(p []byte) (int, error) {
-	if !w.seen {
-		if data, ok := bytes.CutPrefix(p, []byte("data: ")); ok && dispatch.ParseEvent(data).Tokens > 0 {
-			w.seen = true
-			w.first()
-		}
+// defaultKVTokens is the KV cache, in tokens, of a simulator on its
+// defaults.
+func defaultKVTokens(tb testing.TB) int64 {
+	sim, err := enginesim.New(enginesim.Config{ServedModelName: overheadModel})
+	if err != nil {
+		tb.Fatal(err)
 	}
-	return w.ResponseWriter.Write(p)
+	return sim.Stats().KVBlocksTotal * 16
 }
-
-func (w *firstTokenWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
-
-func (w *firstTokenWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
@@ -222,11 +206,18 @@ func ratio(a, b time.Duration) float64 {
 // warm sends a few requests down every path and fails on any error.
 func warm(b *testing.B, client *http.Client, targets []loadgen.Target) {
 	b.Helper()
-	res, err := loadgen.Run(b.Context(), loadgen.Config{Targets: targets, Rate: 20, Duration: 2 * time.Second,
-		Prompt: overheadPrompt, MaxTokens: 10, Seed: 1, Client: client})
+	cfg := overheadWarm(targets)
+	cfg.Client = client
+	res, err := loadgen.Run(b.Context(), cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
+	checkWarm(b, res)
+}
+
+// checkWarm fails on a warm-up path that lost a request or sent none.
+func checkWarm(b *testing.B, res []loadgen.Result) {
+	b.Helper()
 	for _, r := range res {
 		if r.Errors > 0 || r.Requests == 0 {
 			b.Fatalf("warm-up %s: %d of %d failed: %s", r.Name, r.Errors, r.Requests, r.FirstError)
@@ -234,43 +225,14 @@ func warm(b *testing.B, client *http.Client, targets []loadgen.Target) {
 	}
 }
 
-// serveProxy runs the floor: a bare reverse proxy that flushes every
-// event as it comes, as any streaming proxy must.
+// serveProxy runs the floor in this process: platformtest.Proxy.
 func serveProxy(tb testing.TB, engineURL string) string {
 	tb.Helper()
 	u, err := url.Parse(engineURL)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, 2048
-	p := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(u) }, FlushInterval: -1, Transport: tr,
-		// A client that left (a closed loop's end) is no proxy error; any
-		// other error is logged as the default handler does, and the
-		// client sees it as a failed request.
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if r.Context().Err() == nil {
-				log.Printf("http: proxy error: %v", err)
-			}
-			w.WriteHeader(http.StatusBadGateway)
-		}}
-	return platformtest.Serve(tb, fullDuplex(p))
-}
-
-// fullDuplex lets h read the request's body after it began the response.
-// Without it a ReverseProxy in front of an engine loses streams: the engine
-// has the whole body and answers before the proxy's transport makes its
-// last read of the inbound body (the one that finds its end); writing the
-// answer's headers makes net/http's HTTP/1 server drain and close that
-// body, the late read fails ("invalid Read on closed Body"), and the
-// transport tears down the upstream connection under the stream it is
-// relaying ("use of closed network connection"; the Go issue 40747). Any
-// server that answers once it has the request, as vLLM does, triggers it.
-func fullDuplex(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_ = http.NewResponseController(w).EnableFullDuplex() // HTTP/1 supports it; HTTP/2 is full duplex already
-		h.ServeHTTP(w, r)
-	})
+	return platformtest.Serve(tb, platformtest.Proxy(u))
 }
 
 // startPlatform runs the platform on real PostgreSQL and Redis: an

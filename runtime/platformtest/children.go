@@ -4,10 +4,13 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/signal"
 	"syscall"
@@ -30,8 +33,10 @@ import (
 // Environment variables that make the test binary run a child part
 // instead of its tests.
 const (
-	nodeProcessEnv   = "LLMPLAT_TEST_NODE"
-	clientProcessEnv = "LLMPLAT_TEST_CLIENT"
+	nodeProcessEnv    = "LLMPLAT_TEST_NODE"
+	clientProcessEnv  = "LLMPLAT_TEST_CLIENT"
+	proxyProcessEnv   = "LLMPLAT_TEST_PROXY"
+	loadgenProcessEnv = "LLMPLAT_TEST_LOADGEN"
 )
 
 // Child runs the child part the environment names, if any, and reports its
@@ -47,6 +52,12 @@ func Child() (code int, ok bool) {
 	}
 	if raw := os.Getenv(clientProcessEnv); raw != "" {
 		return clientProcessMain(raw), true
+	}
+	if raw := os.Getenv(proxyProcessEnv); raw != "" {
+		return proxyProcessMain(raw), true
+	}
+	if raw := os.Getenv(loadgenProcessEnv); raw != "" {
+		return loadgenProcessMain(raw), true
 	}
 	return 0, false
 }
@@ -65,6 +76,12 @@ type NodeProcess struct {
 	EngineURL        string
 	MaxNumSeqs       int
 	StallAfterTokens int64
+	// RealTime runs the engine in real time (50 ms to a first token, 20
+	// ms a token at low load); otherwise fifty times faster, so that
+	// thousands of prompts are prefilled in seconds.
+	RealTime bool
+	// TimeFirstTokens serves the engine behind a TimedEngine.
+	TimeFirstTokens bool
 }
 
 // StartNodeProcess runs a node in a child process until the test ends and
@@ -99,7 +116,11 @@ func nodeProcessMain(raw string) int {
 	if engineURL == "" {
 		// Fifty times real time: 2,000 prompts of the seed's size are
 		// prefilled in seconds, not minutes.
-		sim, err := enginesim.New(enginesim.Config{ServedModelName: pc.Model, Seed: 1, MaxNumSeqs: pc.MaxNumSeqs, TimeScale: 50,
+		scale := 50.0
+		if pc.RealTime {
+			scale = 1
+		}
+		sim, err := enginesim.New(enginesim.Config{ServedModelName: pc.Model, Seed: 1, MaxNumSeqs: pc.MaxNumSeqs, TimeScale: scale,
 			Faults: enginesim.Faults{StallAfterTokens: pc.StallAfterTokens}})
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "node process:", err)
@@ -111,7 +132,11 @@ func nodeProcessMain(raw string) int {
 			return 1
 		}
 		engineURL = "http://" + ln.Addr().String()
-		parts = append(parts, func() error { return sim.Serve(ctx, ln) })
+		if pc.TimeFirstTokens {
+			parts = append(parts, func() error { return serveTimed(ctx, sim, ln) })
+		} else {
+			parts = append(parts, func() error { return sim.Serve(ctx, ln) })
+		}
 	}
 	if pc.ServerURL != "" {
 		agent, err := nodeagent.New(nodeagent.Config{ServerURL: pc.ServerURL, NodeID: pc.NodeID, Token: nodeproto.Secret(pc.Token),
@@ -188,5 +213,116 @@ func clientProcessMain(raw string) int {
 	_, _ = io.Copy(io.Discard, os.Stdin)
 	h.Close()
 	client.CloseIdleConnections()
+	return 0
+}
+
+// serveTimed runs sim behind a TimedEngine on ln until ctx ends.
+func serveTimed(ctx context.Context, sim *enginesim.Sim, ln net.Listener) error {
+	srv := &http.Server{Handler: NewTimedEngine(sim.Handler()), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	err := sim.Run(ctx)
+	shut, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = srv.Shutdown(shut)
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// StartProxyProcess runs Proxy to upstream in a child process until the
+// test ends and returns its URL.
+func StartProxyProcess(tb testing.TB, upstream string) string {
+	tb.Helper()
+	line := testenv.StartChild(tb, proxyProcessEnv, upstream)
+	var proxyURL string
+	if err := json.Unmarshal([]byte(line), &proxyURL); err != nil {
+		tb.Fatalf("proxy process said %q: %v", line, err)
+	}
+	return proxyURL
+}
+
+// proxyProcessMain serves Proxy, prints its address, and runs until stdin
+// closes.
+func proxyProcessMain(raw string) int {
+	var upstream string
+	if err := json.Unmarshal([]byte(raw), &upstream); err != nil {
+		fmt.Fprintln(os.Stderr, "proxy process: config:", err)
+		return 2
+	}
+	u, err := url.Parse(upstream)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "proxy process:", err)
+		return 2
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "proxy process:", err)
+		return 1
+	}
+	srv := &http.Server{Handler: Proxy(u), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	if err := json.NewEncoder(os.Stdout).Encode("http://" + ln.Addr().String()); err != nil {
+		return 1
+	}
+	_, _ = io.Copy(io.Discard, os.Stdin)
+	_ = srv.Close()
+	return 0
+}
+
+// LoadgenRun configures a loadgen child: it sends Warm's arrivals, then
+// Run's, and reports both (their Client fields are ignored: the child
+// uses loadgen.NewClient for both).
+type LoadgenRun struct {
+	Warm, Run loadgen.Config
+}
+
+// LoadgenResult is what a loadgen child reports.
+type LoadgenResult struct {
+	Warm, Run []loadgen.Result
+	Err       string
+}
+
+// RunLoadgenProcess sends lr's arrivals from a child process, whose
+// scheduler, unlike this process's, has only the client's work, and
+// returns the results once both runs ended.
+func RunLoadgenProcess(tb testing.TB, lr LoadgenRun) LoadgenResult {
+	tb.Helper()
+	// The child prints once both runs ended: allow them and their
+	// streams' ends.
+	line, stop := testenv.StartStoppableChild(tb, loadgenProcessEnv, lr, lr.Warm.Duration+lr.Run.Duration+2*time.Minute)
+	stop()
+	var res LoadgenResult
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		tb.Fatalf("loadgen process said %.200q: %v", line, err)
+	}
+	if res.Err != "" {
+		tb.Fatalf("loadgen process: %s", res.Err)
+	}
+	return res
+}
+
+// loadgenProcessMain runs the warm-up and the measured run, prints a
+// LoadgenResult, and returns.
+func loadgenProcessMain(raw string) int {
+	var lr LoadgenRun
+	if err := json.Unmarshal([]byte(raw), &lr); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen process: config:", err)
+		return 2
+	}
+	client := loadgen.NewClient()
+	defer client.CloseIdleConnections()
+	var res LoadgenResult
+	lr.Warm.Client, lr.Run.Client = client, client
+	var err error
+	if res.Warm, err = loadgen.Run(context.Background(), lr.Warm); err == nil {
+		res.Run, err = loadgen.Run(context.Background(), lr.Run)
+	}
+	if err != nil {
+		res.Err = err.Error()
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		return 1
+	}
 	return 0
 }

@@ -1,0 +1,43 @@
+package platformtest
+
+import (
+	"log"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+)
+
+// Proxy is the floor the benchmarks measure the platform against: a bare
+// reverse proxy to upstream that flushes every event as it comes, as any
+// streaming proxy must.
+func Proxy(upstream *url.URL) http.Handler {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 0, 2048
+	p := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) { r.SetURL(upstream) }, FlushInterval: -1, Transport: tr,
+		// A client that left (a closed loop's end) is no proxy error; any
+		// other error is logged as the default handler does, and the
+		// client sees it as a failed request.
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			if r.Context().Err() == nil {
+				log.Printf("http: proxy error: %v", err)
+			}
+			w.WriteHeader(http.StatusBadGateway)
+		}}
+	return fullDuplex(p)
+}
+
+// fullDuplex lets h read the request's body after it began the response.
+// Without it a ReverseProxy in front of an engine loses streams: the engine
+// has the whole body and answers before the proxy's transport makes its
+// last read of the inbound body (the one that finds its end); writing the
+// answer's headers makes net/http's HTTP/1 server drain and close that
+// body, the late read fails ("invalid Read on closed Body"), and the
+// transport tears down the upstream connection under the stream it is
+// relaying ("use of closed network connection"; the Go issue 40747). Any
+// server that answers once it has the request, as vLLM does, triggers it.
+func fullDuplex(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).EnableFullDuplex() // HTTP/1 supports it; HTTP/2 is full duplex already
+		h.ServeHTTP(w, r)
+	})
+}
