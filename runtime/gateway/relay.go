@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -198,13 +197,11 @@ func brokenEvent(cause error) *openai.ErrorBody {
 	}
 }
 
-// whole builds a non-streamed answer from the engine's stream.
+// buffered builds a non-streamed answer from the engine's stream.
 func (r *relay) buffered() Outcome {
 	var (
-		content, reasoning strings.Builder
-		calls              toolCalls
-		resp               = openai.ChatCompletion{Object: openai.ObjectChatCompletion}
-		finish             = openai.FinishStop
+		a    = answer{finish: openai.FinishStop}
+		resp = openai.ChatCompletion{Object: openai.ObjectChatCompletion}
 	)
 	for {
 		ev, err := r.next()
@@ -234,50 +231,23 @@ func (r *relay) buffered() Outcome {
 			resp.Usage = ev.Usage
 			continue
 		}
-		var chunk struct {
-			ID      string `json:"id"`
-			Created int64  `json:"created"`
-			Model   string `json:"model"`
-			Choices []struct {
-				Delta struct {
-					Content          *string         `json:"content"`
-					ReasoningContent *string         `json:"reasoning_content"`
-					ToolCalls        []toolCallDelta `json:"tool_calls"`
-				} `json:"delta"`
-				FinishReason *string `json:"finish_reason"`
-			} `json:"choices"`
-		}
-		if json.Unmarshal(ev.Data, &chunk) != nil {
-			continue
-		}
-		resp.ID, resp.Created, resp.Model = chunk.ID, chunk.Created, chunk.Model
-		for _, ch := range chunk.Choices {
-			if ch.Delta.Content != nil {
-				content.WriteString(*ch.Delta.Content)
-			}
-			if ch.Delta.ReasoningContent != nil {
-				reasoning.WriteString(*ch.Delta.ReasoningContent)
-			}
-			calls.add(ch.Delta.ToolCalls)
-			if ch.FinishReason != nil {
-				finish = *ch.FinishReason
-			}
-		}
+		a.add(ev.Data)
 	}
+	resp.ID, resp.Created, resp.Model = a.id, a.created, a.model
 	msg := openai.ResponseMessage{Role: "assistant"}
-	if text := content.String(); text != "" || len(calls) == 0 {
+	if text := a.content.String(); text != "" || len(a.calls) == 0 {
 		msg.Content = &text // null when the answer is only tool calls, as OpenAI sends it
 	}
-	if r := reasoning.String(); r != "" {
+	if r := a.reasoning.String(); r != "" {
 		msg.ReasoningContent = &r
 	}
-	if len(calls) > 0 {
-		msg.ToolCalls, _ = json.Marshal(calls) // strings and a struct: always encodes
+	if len(a.calls) > 0 {
+		msg.ToolCalls, _ = json.Marshal(a.calls) // strings and a struct: always encodes
 	}
 	resp.Choices = []openai.Choice{{
 		Message:      msg,
 		Logprobs:     openai.Null(),
-		FinishReason: finish,
+		FinishReason: a.finish,
 	}}
 	r.c.JSON(http.StatusOK, resp)
 	return r.out
