@@ -98,7 +98,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 			return nil
 		})
 	}
-	qcfg := quota.Config{Prefix: cfg.RedisPrefix}
+	qcfg := quota.Config{Prefix: cfg.RedisPrefix, Logger: cfg.Logger}
 	lim, err := quota.New(cfg.Redis, qcfg)
 	if err != nil {
 		return Front{}, err

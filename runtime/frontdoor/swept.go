@@ -20,7 +20,7 @@ const sweptCountTimeout = 2 * time.Second
 // gateway that settles a row counts it the same way). Rows of JWT callers
 // carry no key and count nothing: their quota identity is not in the row.
 func SweptTokens(rdb redis.UniversalClient, prefix string, logger *slog.Logger) (func(context.Context, ledger.Outcome), error) {
-	lim, err := quota.New(rdb, quota.Config{Prefix: prefix})
+	lim, err := quota.New(rdb, quota.Config{Prefix: prefix, Logger: logger})
 	if err != nil {
 		return nil, err
 	}

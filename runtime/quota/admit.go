@@ -68,10 +68,28 @@ func (l *Limiter) Admit(ctx context.Context, keyID, requestID string, lim KeyLim
 		return AdmitDecision{Allowed: true}, nil
 	}
 	now := l.cfg.Now().UTC()
+	var want int
+	var prefix string
+	if l.leases != nil {
+		ticket, d, n := l.leases.take(keyID, lim, now)
+		if ticket != "" {
+			if lim.MaxStreams > 0 {
+				l.claimTicket(ctx, keyID, requestID, ticket)
+			}
+			return d, nil
+		}
+		if want = n; want > 0 {
+			prefix = "t:" + l.member() + ":"
+		}
+	}
+	var life time.Duration
+	if l.leases != nil {
+		life = l.leases.ttl + claimTimeout
+	}
 	cmds, err := l.pipe.run(ctx, []scriptCall{{script: admitScript,
 		keys: []string{l.keys.Streams(keyID), l.keys.RPM(keyID), l.keys.TokensPerDay(keyID, now)},
 		args: []any{requestID, lim.MaxStreams, millis(l.cfg.MaxStreamDuration), lim.TokensPerDay,
-			lim.RPM, millis(l.window), l.member()}}})
+			lim.RPM, millis(l.window), l.member(), want, prefix, millis(life)}}})
 	if cmds == nil {
 		return AdmitDecision{}, fmt.Errorf("admit: %w", err)
 	}
@@ -82,6 +100,10 @@ func (l *Limiter) Admit(ctx context.Context, keyID, requestID string, lim KeyLim
 	d := AdmitDecision{Allowed: r[0] == 0, ActiveStreams: int(r[1]), RPMRemaining: int(r[3])}
 	if lim.TokensPerDay > 0 {
 		d.TokensRemaining = max(lim.TokensPerDay-r[2], 0)
+	}
+	if len(r) > 5 && r[5] > 0 { // tickets, only ever with an admission
+		n := int(r[5])
+		l.leases.put(keyID, prefix, n, lim, now, d)
 	}
 	switch r[0] {
 	case 1:

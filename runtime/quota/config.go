@@ -2,6 +2,7 @@ package quota
 
 import (
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -59,6 +60,15 @@ type Config struct {
 	// QueuePollInterval is how often a queued request checks the queue when
 	// no wake-up arrives. Default DefaultQueuePollInterval.
 	QueuePollInterval time.Duration
+	// LeaseTTL is how long a gateway replica admits a busy key's requests
+	// on tickets it took with an earlier Admit (lease.go). Default
+	// DefaultLeaseTTL; it is cut to fit within MaxStreamDuration.
+	LeaseTTL time.Duration
+	// NoLeases sends every Admit to Redis.
+	NoLeases bool
+	// Logger reports what goes wrong in the background (a ticket whose
+	// claim failed). Default slog.Default().
+	Logger *slog.Logger
 	// Now is the Go-side clock. It only names the UTC day of a
 	// tokens-per-day counter and times Retry-After until midnight: the
 	// counter's key must be known before its script runs. Default time.Now.
@@ -70,7 +80,7 @@ func (c Config) withDefaults() (Config, error) {
 	if strings.ContainsAny(c.Prefix, "{}") {
 		return c, fmt.Errorf("quota: prefix %q must not contain braces", c.Prefix)
 	}
-	if c.MaxStreamDuration < 0 || c.QueuePollInterval < 0 {
+	if c.MaxStreamDuration < 0 || c.QueuePollInterval < 0 || c.LeaseTTL < 0 {
 		return c, fmt.Errorf("quota: durations must not be negative")
 	}
 	if c.MaxStreamDuration == 0 {
@@ -84,6 +94,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = DefaultLeaseTTL
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
 	}
 	return c, nil
 }

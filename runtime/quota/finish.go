@@ -47,6 +47,11 @@ func (l *Limiter) Finish(ctx context.Context, f Finish) (Finished, error) {
 	if f.Tokens < 0 {
 		return Finished{}, fmt.Errorf("quota: negative token count %d", f.Tokens)
 	}
+	if f.Release {
+		if err := l.leases.wait(ctx, f.RequestID); err != nil {
+			return Finished{}, fmt.Errorf("finish: %w", err)
+		}
+	}
 	var calls []scriptCall
 	if f.Release || f.Tokens > 0 {
 		now := l.cfg.Now()

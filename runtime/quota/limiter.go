@@ -25,6 +25,8 @@ type Limiter struct {
 	// pipe sends Admit's and Finish's scripts, several requests' at once
 	// under load (pipeline.go).
 	pipe *pipeliner
+	// leases are this replica's tickets (lease.go); nil with NoLeases.
+	leases *leases
 }
 
 // New returns a Limiter on rdb (a client, a cluster client or a client of
@@ -41,14 +43,20 @@ func New(rdb redis.UniversalClient, cfg Config) (*Limiter, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("quota: limiter nonce: %w", err)
 	}
-	return &Limiter{
+	l := &Limiter{
 		rdb:    rdb,
 		cfg:    cfg,
 		keys:   NewKeys(cfg.Prefix),
 		window: rateWindow,
 		nonce:  hex.EncodeToString(b[:]),
 		pipe:   &pipeliner{rdb: rdb},
-	}, nil
+	}
+	// A ticket lives its lease plus the claim's timeout, and must not
+	// outlive the slot it stands for.
+	if ttl := min(cfg.LeaseTTL, cfg.MaxStreamDuration-claimTimeout); !cfg.NoLeases && ttl > 0 {
+		l.leases = &leases{ttl: ttl}
+	}
+	return l, nil
 }
 
 // Keys returns the key builder the Limiter uses.

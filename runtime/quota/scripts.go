@@ -19,6 +19,7 @@ var (
 	refreshStreamScript = script("time.lua", "streams_refresh.lua")
 	allowRequestScript  = script("time.lua", "rate_lib.lua", "rate_allow.lua")
 	admitScript         = script("time.lua", "streams_lib.lua", "rate_lib.lua", "admit.lua")
+	claimScript         = script("time.lua", "claim.lua")
 	addTokensScript     = script("tokens_add.lua")
 	countTokensScript   = script("tokens_count.lua")
 	finishScript        = script("finish.lua")

@@ -57,6 +57,9 @@ func (l *Limiter) ReleaseStream(ctx context.Context, keyID, requestID string) er
 	if err := checkName("key id", keyID); err != nil {
 		return err
 	}
+	if err := l.leases.wait(ctx, requestID); err != nil {
+		return fmt.Errorf("release stream slot: %w", err)
+	}
 	if err := l.rdb.ZRem(ctx, l.keys.Streams(keyID), requestID).Err(); err != nil {
 		return fmt.Errorf("release stream slot: %w", err)
 	}
@@ -71,6 +74,9 @@ func (l *Limiter) ReleaseStream(ctx context.Context, keyID, requestID string) er
 func (l *Limiter) RefreshStream(ctx context.Context, keyID, requestID string) (bool, error) {
 	if err := checkName("key id", keyID); err != nil {
 		return false, err
+	}
+	if err := l.leases.wait(ctx, requestID); err != nil {
+		return false, fmt.Errorf("refresh stream slot: %w", err)
 	}
 	n, err := refreshStreamScript.Run(ctx, l.rdb, []string{l.keys.Streams(keyID)},
 		requestID, millis(l.cfg.MaxStreamDuration)).Int64()

@@ -9,8 +9,20 @@
 -- ARGV[2]  max streams (0: no limit), ARGV[3] max stream duration (ms)
 -- ARGV[4]  tokens per day (0: no limit)
 -- ARGV[5]  rpm (0: no limit), ARGV[6] window (ms), ARGV[7] a member unique to this request
--- Returns {refused, active slots, tokens used today, rpm remaining, retry ms}
--- with refused 0 (admitted), 1 (streams), 2 (tokens per day) or 3 (rpm).
+-- ARGV[8]  tickets wanted besides the request (0: none), ARGV[9] their
+--          member prefix, unique to this call, ARGV[10] their life (ms)
+-- Returns {refused, active slots, tokens used today, rpm remaining, retry ms,
+-- tickets} with refused 0 (admitted), 1 (streams), 2 (tokens per day) or 3
+-- (rpm).
+--
+-- An admitted request may take tickets for the gateway replica that sent
+-- it: each holds a stream slot and a place in the minute, taken now, so the
+-- replica can admit that many more requests of the key without a round
+-- trip (quota.Limiter's lease). A ticket's slot lives ARGV[10] ms unless a
+-- request claims it (claim.lua); its place in the minute is stamped at the
+-- end of that life, so it counts a full window after any request that used
+-- it. Tickets take at most a quarter of what the limits have left, so a
+-- key near its limits is admitted one request at a time, as without them.
 local now = now_ms()
 local max_streams, tpd, rpm = tonumber(ARGV[2]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local active = 0
@@ -44,4 +56,31 @@ if rpm > 0 then
   end
   remaining = r[2]
 end
-return {0, active, used, remaining, 0}
+local tickets = tonumber(ARGV[8])
+if max_streams > 0 then
+  tickets = math.min(tickets, math.floor((max_streams - active) / 4))
+end
+if rpm > 0 then
+  tickets = math.min(tickets, math.floor(remaining / 4))
+end
+if tickets > 0 then
+  local life = tonumber(ARGV[10])
+  for i = 1, tickets do
+    if max_streams > 0 then
+      redis.call('ZADD', KEYS[1], now + life, ARGV[9] .. i)
+    end
+    if rpm > 0 then
+      redis.call('ZADD', KEYS[2], now + life, ARGV[9] .. i)
+    end
+  end
+  if rpm > 0 then
+    redis.call('PEXPIRE', KEYS[2], tonumber(ARGV[6]) + life)
+    remaining = remaining - tickets
+  end
+  if max_streams > 0 then
+    active = active + tickets
+  end
+else
+  tickets = 0
+end
+return {0, active, used, remaining, 0, tickets}
