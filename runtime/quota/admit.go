@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Limit names one of an API key's limits.
@@ -90,21 +92,18 @@ func (l *Limiter) Admit(ctx context.Context, keyID, requestID string, lim KeyLim
 		keys: []string{l.keys.Streams(keyID), l.keys.RPM(keyID), l.keys.TokensPerDay(keyID, now)},
 		args: []any{requestID, lim.MaxStreams, millis(l.cfg.MaxStreamDuration), lim.TokensPerDay,
 			lim.RPM, millis(l.window), l.member(), want, prefix, millis(life)}}})
-	if cmds == nil {
-		return AdmitDecision{}, fmt.Errorf("admit: %w", err)
+	r, err := ints1(cmds, err, 5)
+	if want > 0 {
+		var n int
+		if err == nil && len(r) > 5 { // tickets, only ever with an admission
+			n = int(r[5])
+		}
+		l.leases.put(keyID, prefix, n, lim, now, admitDecision(r, lim))
 	}
-	r, err := ints(cmds[0], 5)
 	if err != nil {
 		return AdmitDecision{}, fmt.Errorf("admit: %w", err)
 	}
-	d := AdmitDecision{Allowed: r[0] == 0, ActiveStreams: int(r[1]), RPMRemaining: int(r[3])}
-	if lim.TokensPerDay > 0 {
-		d.TokensRemaining = max(lim.TokensPerDay-r[2], 0)
-	}
-	if len(r) > 5 && r[5] > 0 { // tickets, only ever with an admission
-		n := int(r[5])
-		l.leases.put(keyID, prefix, n, lim, now, d)
-	}
+	d := admitDecision(r, lim)
 	switch r[0] {
 	case 1:
 		d.Refused = LimitStreams
@@ -117,4 +116,26 @@ func (l *Limiter) Admit(ctx context.Context, keyID, requestID string, lim KeyLim
 		d.RetryAfter = max(time.Duration(r[4])*time.Millisecond, time.Millisecond)
 	}
 	return d, nil
+}
+
+// admitDecision reads admit.lua's reply but for the Retry-After; nil reads
+// as nothing.
+func admitDecision(r []int64, lim KeyLimits) AdmitDecision {
+	if len(r) < 5 {
+		return AdmitDecision{}
+	}
+	d := AdmitDecision{Allowed: r[0] == 0, ActiveStreams: int(r[1]), RPMRemaining: int(r[3])}
+	if lim.TokensPerDay > 0 {
+		d.TokensRemaining = max(lim.TokensPerDay-r[2], 0)
+	}
+	return d
+}
+
+// ints1 is ints for the first reply of a pipeline that may have failed
+// whole.
+func ints1(cmds []*redis.Cmd, err error, want int) ([]int64, error) {
+	if cmds == nil {
+		return nil, err
+	}
+	return ints(cmds[0], want)
 }

@@ -57,6 +57,10 @@ type keyLease struct {
 	// snap is the decision the tickets came with, for the counts a local
 	// admission reports.
 	snap AdmitDecision
+	// leasing is set while an Admit is taking tickets: one at a time, or
+	// the concurrent ones' tickets would replace each other and their
+	// slots sit unused.
+	leasing bool
 	// Arrivals counted in the period that started at periodStart, and in
 	// the one before it.
 	periodStart          time.Time
@@ -111,18 +115,23 @@ func (l *leases) take(keyID string, lim KeyLimits, now time.Time) (ticket string
 		}
 		return kl.prefix + strconv.Itoa(kl.next), d, 0
 	}
-	if kl.prevPeriod >= leaseMinArrivals {
+	if kl.prevPeriod >= leaseMinArrivals && !kl.leasing {
 		want = min(kl.prevPeriod, maxTickets)
+		kl.leasing = true
 	}
 	return "", AdmitDecision{}, want
 }
 
-// put keeps n tickets named prefix+1 … prefix+n, taken at start under
-// lim, in place of any left.
+// put ends the Admit that asked for tickets: it keeps the n it got (none
+// when it failed or was refused), named prefix+1 … prefix+n and taken at
+// start under lim, in place of any left.
 func (l *leases) put(keyID, prefix string, n int, lim KeyLimits, start time.Time, snap AdmitDecision) {
 	kl := l.lease(keyID)
 	kl.mu.Lock()
-	kl.prefix, kl.next, kl.n, kl.until, kl.lim, kl.snap = prefix, 0, n, start.Add(l.ttl), lim, snap
+	kl.leasing = false
+	if n > 0 {
+		kl.prefix, kl.next, kl.n, kl.until, kl.lim, kl.snap = prefix, 0, n, start.Add(l.ttl), lim, snap
+	}
 	kl.mu.Unlock()
 }
 

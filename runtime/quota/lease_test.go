@@ -292,3 +292,58 @@ func TestUnusedTicketsFreeTheirSlots(t *testing.T) {
 		}
 	}
 }
+
+// TestLeaseTicketsAreTakenOneAtATime: concurrent requests of a busy key
+// that find no ticket left go to Redis together, but only one of them
+// takes tickets; were each to, their leases would replace each other and
+// the replaced tickets' slots would sit unused until their life ends,
+// refusing requests the limit has room for.
+func TestLeaseTicketsAreTakenOneAtATime(t *testing.T) {
+	const (
+		workers    = 32
+		each       = 300
+		maxStreams = 100 // above the workers' 32 with room for tickets
+	)
+	env := testenv.Redis(t)
+	rdb := env.Client()
+	l := newLimiter(t, rdb, Config{Prefix: env.Prefix})
+	ctx := context.Background()
+	lim := KeyLimits{MaxStreams: maxStreams, RPM: 1_000_000}
+	// The key was busy in the last lease period.
+	kl := l.leases.lease("k_busy")
+	kl.periodStart, kl.arrivals = time.Now().Add(-l.leases.ttl), 64
+	var refused atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("w%d_%d", w, i)
+				d, err := l.Admit(ctx, "k_busy", id, lim)
+				if err != nil {
+					t.Errorf("admit %s: %v", id, err)
+					return
+				}
+				if !d.Allowed {
+					refused.Add(1)
+					continue
+				}
+				if _, err := l.Finish(ctx, Finish{KeyID: "k_busy", RequestID: id, Release: true}); err != nil {
+					t.Errorf("finish %s: %v", id, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := refused.Load(); n > 0 {
+		t.Errorf("%d requests refused with at most %d of %d slots in use", n, workers, maxStreams)
+	}
+	if l.leases.used.Load() == 0 {
+		t.Error("no request was admitted on a ticket: the test shows nothing")
+	}
+	// What is left is at most the last lease's unused tickets.
+	if n := rdb.ZCard(ctx, l.Keys().Streams("k_busy")).Val(); n > maxTickets {
+		t.Errorf("%d slots held after every finish, want at most one lease's tickets", n)
+	}
+	t.Logf("%d of %d admitted on tickets", l.leases.used.Load(), workers*each)
+}
