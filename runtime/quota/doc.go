@@ -12,6 +12,11 @@
 //   - tokens per UTC day (tpd:{key_id}:{yyyymmdd}): a counter added to at
 //     settle time and compared at admission.
 //
+// Admit runs the three in one script. A replica that sees a key often takes
+// tickets with it (lease.go): slots and places in the minute held ahead in
+// Redis, on which the key's next requests are admitted without a round trip
+// of their own.
+//
 // A Queue is the FIFO of requests that found no capacity (q:{model}), woken
 // through pub/sub (q:{model}:wake) when a stream of the model ends.
 //
@@ -24,7 +29,8 @@
 // Time that several gateway replicas must agree on (slot deadlines, the rate
 // window, queue deadlines) comes from the Redis server's TIME inside the
 // scripts, never from a replica's clock. The only Go-side time is the UTC
-// day that names a tokens-per-day key, taken from Config.Now. Scripts that
+// day that names a tokens-per-day key, taken from Config.Now, and how long
+// a replica's own tickets stay usable. Scripts that
 // read TIME and then write need script effects replication, so the server
 // must be Redis 5 or later (the default there, the only mode since 7).
 package quota
