@@ -165,6 +165,9 @@ func (s *Server) checkLimits(c *gin.Context, ctx context.Context, p auth.Princip
 	if err != nil {
 		return unavailable("quota")
 	}
+	if d.Allowed {
+		s.cfg.Metrics.quotaAdmitted(d.OnTicket)
+	}
 	if lim.TokensPerDay > 0 && d.Refused != quota.LimitStreams && d.Refused != quota.LimitTokensPerDay {
 		c.Header("X-Ratelimit-Limit-Tokens", strconv.FormatInt(lim.TokensPerDay, 10))
 		c.Header("X-Ratelimit-Remaining-Tokens", strconv.FormatInt(d.TokensRemaining, 10))

@@ -26,6 +26,7 @@ type Metrics struct {
 	overReserved *prometheus.CounterVec
 	capped       *prometheus.CounterVec
 	early        *prometheus.CounterVec
+	admitted     *prometheus.CounterVec
 }
 
 // NewMetrics registers the gateway's metrics, and the Go runtime's
@@ -64,9 +65,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Settles whose cost the ledger capped at the reservation: tokens produced beyond it went unbilled."}, []string{"model"}),
 		early: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_early_reservations_total",
 			Help: "Reservations that ran while the engine prefilled, by result (held, or refused after the dispatch)."}, []string{"result"}),
+		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_quota_admissions_total",
+			Help: "Requests the key's limits admitted, by how (redis: a round trip; ticket: on a ticket this replica held)."}, []string{"via"}),
 	}
 	reg.MustRegister(m.requests, m.rejections, m.ttft, m.tokensPerSec, m.queueWaitH, m.inFlight, m.reservedMC, m.settledMC,
-		m.settledTok, m.overReserved, m.capped, m.early)
+		m.settledTok, m.overReserved, m.capped, m.early, m.admitted)
 	_ = reg.Register(collectors.NewGoCollector()) // already registered on a shared registry is fine
 	return m
 }
@@ -113,4 +116,12 @@ func (m *Metrics) earlyReservation(held bool) {
 		result = "held"
 	}
 	m.early.WithLabelValues(result).Inc()
+}
+
+func (m *Metrics) quotaAdmitted(onTicket bool) {
+	via := "redis"
+	if onTicket {
+		via = "ticket"
+	}
+	m.admitted.WithLabelValues(via).Inc()
 }

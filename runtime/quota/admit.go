@@ -42,6 +42,9 @@ type AdmitDecision struct {
 	// RetryAfter, set only when refused, is as AcquireStream, CheckTokens
 	// and AllowRequest give it for the limit that refused.
 	RetryAfter time.Duration
+	// OnTicket reports an admission on a ticket this replica held
+	// (lease.go), without a round trip; the counts are then the ticket's.
+	OnTicket bool
 }
 
 // Admit checks all of keyID's limits for requestID in one round trip, with

@@ -110,6 +110,7 @@ func (l *leases) take(keyID string, lim KeyLimits, now time.Time) (ticket string
 		kl.next++
 		l.used.Add(1)
 		d = kl.snap
+		d.OnTicket = true
 		if lim.RPM > 0 {
 			d.RPMRemaining += kl.n - kl.next // this replica's unused tickets are its to admit
 		}

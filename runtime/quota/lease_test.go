@@ -89,10 +89,15 @@ func TestLeaseAdmitsBusyKeyLocally(t *testing.T) {
 	if d.ActiveStreams != 9 {
 		t.Errorf("the leading admit reports %d active streams, want 9 (tickets count)", d.ActiveStreams)
 	}
+	if d.OnTicket {
+		t.Error("the admit that went to Redis says it was on a ticket")
+	}
 	var counter scriptCounter
 	rdb.AddHook(&counter)
 	for i := range 8 {
-		admit(fmt.Sprintf("local%d", i))
+		if d := admit(fmt.Sprintf("local%d", i)); !d.OnTicket || d.RPMRemaining < 1 {
+			t.Errorf("local admit %d: %+v, want on a ticket with the minute's room", i, d)
+		}
 	}
 	// Each local admission sends its claim, and nothing else.
 	for i := range 8 {
