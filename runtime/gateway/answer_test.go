@@ -1,44 +1,9 @@
 package gateway
 
 import (
-	"encoding/json"
 	"fmt"
 	"testing"
 )
-
-// addRef is answer.add as the buffered relay did it before the scan: a
-// decode of every chunk. The fuzz test holds add to it.
-func (a *answer) addRef(data []byte) {
-	var chunk struct {
-		ID      string `json:"id"`
-		Created int64  `json:"created"`
-		Model   string `json:"model"`
-		Choices []struct {
-			Delta struct {
-				Content          *string         `json:"content"`
-				ReasoningContent *string         `json:"reasoning_content"`
-				ToolCalls        []toolCallDelta `json:"tool_calls"`
-			} `json:"delta"`
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(data, &chunk) != nil {
-		return
-	}
-	a.id, a.created, a.model = chunk.ID, chunk.Created, chunk.Model
-	for _, ch := range chunk.Choices {
-		if ch.Delta.Content != nil {
-			a.content.WriteString(*ch.Delta.Content)
-		}
-		if ch.Delta.ReasoningContent != nil {
-			a.reasoning.WriteString(*ch.Delta.ReasoningContent)
-		}
-		a.calls.add(ch.Delta.ToolCalls)
-		if ch.FinishReason != nil {
-			a.finish = *ch.FinishReason
-		}
-	}
-}
 
 // oneTokenEvents are an engine's chunks for a one-token answer with
 // continuous usage: the role chunk, the content chunk, the usage chunk.
@@ -74,18 +39,19 @@ func answerState(a *answer) string {
 }
 
 // compareAdd applies data to two answers that start alike, by add and by
-// the reference, and reports how they differ.
+// the reference — addDecoded, a decode of every chunk, as the buffered
+// relay did it before the scan — and reports how they differ.
 func compareAdd(t *testing.T, data []byte) {
 	t.Helper()
 	for _, start := range []string{"", `{"id":"old","model":"old-model","created":7,"choices":[{"delta":{"content":"before","reasoning_content":"r"},"finish_reason":"length"}]}`} {
 		var got, want answer
 		got.finish, want.finish = "stop", "stop"
 		if start != "" {
-			got.addRef([]byte(start))
-			want.addRef([]byte(start))
+			got.addDecoded([]byte(start))
+			want.addDecoded([]byte(start))
 		}
 		got.add(data)
-		want.addRef(data)
+		want.addDecoded(data)
 		if g, w := answerState(&got), answerState(&want); g != w {
 			t.Fatalf("add(%q) after %q:\n got %s\nwant %s", data, start, g, w)
 		}
@@ -143,7 +109,7 @@ func BenchmarkAnswerAdd(b *testing.B) {
 	impls := []struct {
 		name string
 		add  func(*answer, []byte)
-	}{{"scan", (*answer).add}, {"reference", (*answer).addRef}}
+	}{{"scan", (*answer).add}, {"reference", (*answer).addDecoded}}
 	for _, impl := range impls {
 		for _, ev := range oneTokenEvents[:2] { // the relay takes the usage chunk's usage, not its text
 			data := []byte(ev.data)
