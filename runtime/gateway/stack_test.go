@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -323,9 +324,18 @@ func (s *stack) waitRow(requestID string) row {
 	}
 }
 
-// activeStreams counts the key's held stream slots in Redis.
+// activeStreams counts the key's held stream slots in Redis: the members
+// whose deadline (their score, in Redis's milliseconds) has not passed. An
+// expired member holds nothing; the key's next admission removes it (a
+// gateway's unused tickets end so).
 func (s *stack) activeStreams(rdb *redis.Client, keyID int64) int64 {
-	n, err := rdb.ZCard(context.Background(), quota.NewKeys(s.redis.Prefix).Streams("key:"+itoa(keyID))).Result()
+	ctx := context.Background()
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	n, err := rdb.ZCount(ctx, quota.NewKeys(s.redis.Prefix).Streams("key:"+itoa(keyID)),
+		"("+strconv.FormatInt(now.UnixMilli(), 10), "+inf").Result()
 	if err != nil {
 		s.t.Fatal(err)
 	}
