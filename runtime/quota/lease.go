@@ -75,6 +75,34 @@ type leases struct {
 	claims sync.Map // request id -> *claim
 	// used counts the requests admitted on tickets.
 	used atomic.Int64
+	// swept is when (Unix ns) sweep last ran.
+	swept atomic.Int64
+}
+
+// idleLeasePeriods is how many lease periods a key's record outlives its
+// last arrival before a sweep drops it.
+const idleLeasePeriods = 10
+
+// sweep drops the records of keys not seen for idleLeasePeriods periods,
+// at most once in that span: a replica keeps records of the keys in use,
+// not of every key (or JWT subject) it ever saw. A record dropped while a
+// request of its key uses it loses only that arrival's count.
+func (l *leases) sweep(now time.Time) {
+	span := idleLeasePeriods * l.ttl
+	last := l.swept.Load()
+	if now.UnixNano()-last < int64(span) || !l.swept.CompareAndSwap(last, now.UnixNano()) {
+		return
+	}
+	l.keys.Range(func(k, v any) bool {
+		kl := v.(*keyLease)
+		kl.mu.Lock()
+		idle := !kl.leasing && now.Sub(kl.periodStart) > span
+		kl.mu.Unlock()
+		if idle {
+			l.keys.CompareAndDelete(k, v)
+		}
+		return true
+	})
 }
 
 // claim is a ticket's slot becoming a request's.
@@ -95,6 +123,7 @@ func (l *leases) lease(keyID string) *keyLease {
 // usable under lim: its member and the decision to report. Otherwise it
 // returns how many tickets the Admit to Redis should ask for.
 func (l *leases) take(keyID string, lim KeyLimits, now time.Time) (ticket string, d AdmitDecision, want int) {
+	l.sweep(now)
 	kl := l.lease(keyID)
 	kl.mu.Lock()
 	defer kl.mu.Unlock()

@@ -352,3 +352,43 @@ func TestLeaseTicketsAreTakenOneAtATime(t *testing.T) {
 	}
 	t.Logf("%d of %d admitted on tickets", l.leases.used.Load(), workers*each)
 }
+
+// TestIdleKeysLeaveTheLeaseTable: a replica keeps lease records only for
+// the keys it saw lately.
+func TestIdleKeysLeaveTheLeaseTable(t *testing.T) {
+	env := testenv.Redis(t)
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC).UnixNano())
+	now := func() time.Time { return time.Unix(0, clock.Load()) }
+	l := newLimiter(t, env.Client(), Config{Prefix: env.Prefix, Now: now, LeaseTTL: time.Second})
+	ctx := context.Background()
+	records := func() (n int) {
+		l.leases.keys.Range(func(any, any) bool { n++; return true })
+		return n
+	}
+	for _, k := range []string{"k_a", "k_b", "k_c"} {
+		if _, err := l.Admit(ctx, k, "r_"+k, KeyLimits{RPM: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := records(); n != 3 {
+		t.Fatalf("%d records after three keys, want 3", n)
+	}
+	clock.Add(int64(5 * time.Second))
+	if _, err := l.Admit(ctx, "k_a", "r_a2", KeyLimits{RPM: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if n := records(); n != 3 {
+		t.Fatalf("%d records 5 s later, want all 3 kept", n)
+	}
+	clock.Add(int64(7 * time.Second))
+	if _, err := l.Admit(ctx, "k_d", "r_d", KeyLimits{RPM: 100}); err != nil {
+		t.Fatal(err)
+	}
+	// k_b and k_c were last seen 12 s ago, past ten periods; k_a 7 s ago.
+	for k, want := range map[string]bool{"k_a": true, "k_b": false, "k_c": false, "k_d": true} {
+		if _, ok := l.leases.keys.Load(k); ok != want {
+			t.Errorf("record of %s kept: %v, want %v", k, ok, want)
+		}
+	}
+}
