@@ -53,6 +53,15 @@ type Waiter interface {
 	Wait()
 }
 
+// Readier is a Stream that can tell, without blocking, whether its next
+// event is already there. The gateway then sends a stream's response
+// headers in the same write as its first event, as a bare reverse proxy
+// does, rather than a moment apart: the client wakes once, not twice.
+type Readier interface {
+	// Ready reports whether Recv would return at once.
+	Ready() bool
+}
+
 // Event is one server-sent event from the engine.
 type Event struct {
 	// Data is the event's JSON payload exactly as the engine sent it, for

@@ -50,6 +50,12 @@ func (s *clientView) Wait() {
 	}
 }
 
+// Ready implements dispatch.Readier: false for the streams that cannot tell.
+func (s *clientView) Ready() bool {
+	r, ok := s.Stream.(dispatch.Readier)
+	return ok && r.Ready()
+}
+
 // show is what the client sees of ev. It is apart from Recv so that the
 // frame a stream waits in stays small (see chatCompletions).
 func (s *clientView) show(ev dispatch.Event) dispatch.Event {

@@ -50,10 +50,13 @@ type relay struct {
 	onEvent func()
 	// held is what the ledger reserved for; the zero value holds nothing
 	// back.
-	held    holding
-	sse     *openai.SSEWriter // the streamed answer's, once begun
-	started bool
-	out     Outcome
+	held holding
+	sse  *openai.SSEWriter // the streamed answer's, once begun
+	// unflushed: begin wrote the headers and left them for the first
+	// event's write.
+	unflushed bool
+	started   bool
+	out       Outcome
 	// prompt and completion are the highest counts seen: the engine's
 	// running usage, or the chunks counted.
 	prompt, completion int64
@@ -120,8 +123,9 @@ func (r *relay) streamed(wantUsage bool) Outcome {
 }
 
 // begin commits to 200: the engine accepted the job, so the client gets
-// its headers (x-request-id among them) before the first token; a failure
-// from here on is an error event, as vLLM sends it.
+// its headers (x-request-id among them) now, or with the first event when
+// that is already there; a failure from here on is an error event, as
+// vLLM sends it.
 func (r *relay) begin() {
 	w := r.c.Writer
 	h := w.Header()
@@ -129,7 +133,13 @@ func (r *relay) begin() {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	w.Flush()
+	if rd, ok := r.stream.(dispatch.Readier); ok && rd.Ready() {
+		// The first event goes out in the same write: a client woken by
+		// the headers alone would wait again for it a moment later.
+		r.unflushed = true
+	} else {
+		w.Flush()
+	}
 	r.sse = openai.NewSSEWriter(w)
 }
 
@@ -170,6 +180,10 @@ func (r *relay) step(wantUsage bool) bool {
 		return false
 	}
 	if ev.Usage != nil && !wantUsage {
+		if r.unflushed {
+			w.Flush() // the headers, before waiting for the next event
+			r.unflushed = false
+		}
 		return true
 	}
 	if ev.Err != nil {
@@ -180,6 +194,7 @@ func (r *relay) step(wantUsage bool) bool {
 		return false
 	}
 	w.Flush()
+	r.unflushed = false
 	return true
 }
 

@@ -91,8 +91,9 @@ func (s *reqStream) watch(ctx context.Context) {
 }
 
 var (
-	_ dispatch.Stream = (*reqStream)(nil)
-	_ dispatch.Waiter = (*reqStream)(nil)
+	_ dispatch.Stream  = (*reqStream)(nil)
+	_ dispatch.Waiter  = (*reqStream)(nil)
+	_ dispatch.Readier = (*reqStream)(nil)
 )
 
 func newReqStream(id, nodeID string, epoch int64, window int, l link, onClose func()) *reqStream {
@@ -182,6 +183,20 @@ func (s *reqStream) Wait() {
 		return
 	}
 	s.pending, s.waitErr = s.next(context.Background())
+}
+
+// Ready implements dispatch.Readier. Once Dispatch returned it is true
+// until the first event is taken: Dispatch waits for it.
+func (s *reqStream) Ready() bool {
+	if s.finished || s.pending != nil || s.waitErr != nil || len(s.ch) > 0 {
+		return true
+	}
+	select {
+	case <-s.failed:
+		return true
+	default:
+		return false
+	}
 }
 
 // Recv implements dispatch.Stream.
