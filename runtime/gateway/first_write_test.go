@@ -101,6 +101,37 @@ func TestHeadersGoWithAReadyFirstEvent(t *testing.T) {
 	}
 }
 
+// TestEventsAlreadyThereGoInOneWrite: an engine sends its role chunk and
+// the first token together; the relay holds a write while the next event
+// is already there, so the client gets them in one write too, and each
+// event is flushed once nothing more is in hand.
+func TestEventsAlreadyThereGoInOneWrite(t *testing.T) {
+	w := &wire{header: http.Header{}}
+	st := &heldStream{events: make(chan dispatch.Event, 3)}
+	st.events <- dispatch.Event{Data: []byte(`{"role":"assistant"}`)}
+	st.events <- dispatch.Event{Data: []byte(`{"content":"Hi"}`), Tokens: 1}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		relayTo(w, readyStream{st}).streamed(false)
+	}()
+	for deadline := time.Now().Add(10 * time.Second); len(w.sent()) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("nothing sent while the stream waits for its third event")
+		}
+	}
+	got := w.sent()
+	if len(got) != 1 || !strings.HasPrefix(got[0], "HTTP OK\n") || !strings.Contains(got[0], `{"role":"assistant"}`) || !strings.Contains(got[0], `{"content":"Hi"}`) {
+		t.Fatalf("writes = %q, want the headers and both events in one", got)
+	}
+	st.events <- dispatch.Event{Data: []byte(`{"content":" there"}`), Tokens: 1}
+	close(st.events)
+	<-done
+	if got := w.sent(); len(got) < 2 || !strings.Contains(got[1], `{"content":" there"}`) {
+		t.Fatalf("writes = %q, want the later event in a write of its own", got)
+	}
+}
+
 // TestHeadersGoFirstWhenTheEventIsNotThere: a stream whose first event is
 // not there yet (or that cannot tell) has its headers sent at once, so the
 // client knows the request was accepted during a long prefill.

@@ -52,8 +52,8 @@ type relay struct {
 	// back.
 	held holding
 	sse  *openai.SSEWriter // the streamed answer's, once begun
-	// unflushed: begin wrote the headers and left them for the first
-	// event's write.
+	// unflushed: what was written waits for the next event's write,
+	// which is already there (flush).
 	unflushed bool
 	started   bool
 	out       Outcome
@@ -133,14 +133,23 @@ func (r *relay) begin() {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	if rd, ok := r.stream.(dispatch.Readier); ok && rd.Ready() {
-		// The first event goes out in the same write: a client woken by
-		// the headers alone would wait again for it a moment later.
-		r.unflushed = true
-	} else {
-		w.Flush()
-	}
+	r.flush()
 	r.sse = openai.NewSSEWriter(w)
+}
+
+// flush sends what was written, unless the stream's next event is already
+// there: then it goes out in the same write. A client woken by the headers
+// alone, or by the role chunk an engine sends just before the first token,
+// would wait again for what follows a moment later; a bare proxy sends
+// them together as its upstream's bytes arrive together. Nothing waits
+// longer for it: a stream that cannot tell is flushed at once.
+func (r *relay) flush() {
+	if rd, ok := r.stream.(dispatch.Readier); ok && rd.Ready() {
+		r.unflushed = true
+		return
+	}
+	r.c.Writer.Flush()
+	r.unflushed = false
 }
 
 // wait returns once the stream's next event is there, when the stream can
@@ -181,8 +190,7 @@ func (r *relay) step(wantUsage bool) bool {
 	}
 	if ev.Usage != nil && !wantUsage {
 		if r.unflushed {
-			w.Flush() // the headers, before waiting for the next event
-			r.unflushed = false
+			r.flush() // what was held, before waiting for the next event
 		}
 		return true
 	}
@@ -193,8 +201,7 @@ func (r *relay) step(wantUsage bool) bool {
 		r.out.State = ClientGone
 		return false
 	}
-	w.Flush()
-	r.unflushed = false
+	r.flush()
 	return true
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/wsconn"
@@ -58,6 +59,15 @@ func (c *nodeConn) handle(ctx context.Context, f nodeproto.Frame) error {
 		}
 		if !s.push(f) {
 			return fmt.Errorf("%w: %w for request %s", nodeproto.ErrInvalid, errCredit, f.RequestID)
+		}
+		if rs, ok := s.(*reqStream); ok && rs.firstOutput(f) {
+			// First tokens first: the request's consumer, waiting for the
+			// token its client measures, runs now rather than after the
+			// consumers of every other chunk in this read (a decode step
+			// brings one for every stream on the node). This loop goes
+			// on from the global run queue: at once where a processor is
+			// idle, else once this one's queue is through.
+			runtime.Gosched()
 		}
 	case *nodeproto.Done:
 		if s := c.take(f.RequestID, true); s != nil && !s.push(f) {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
@@ -81,6 +82,10 @@ type reqStream struct {
 
 	closeOnce sync.Once
 	onClose   func() // forgets the request; runs once
+
+	// tokened is set by the read loop once it pushed a chunk with output
+	// (firstOutput).
+	tokened atomic.Bool
 }
 
 // watch ends the stream when ctx ends, as the Dispatcher contract asks:
@@ -111,6 +116,24 @@ func (s *reqStream) push(f nodeproto.Frame) bool {
 	default:
 		return false
 	}
+}
+
+// firstOutputScan bounds the chunks of a request the read loop looks into
+// for its first output: engines send the role chunk, then the first token.
+const firstOutputScan = 4
+
+// firstOutput reports, for a chunk just pushed, whether it is the first
+// of the request to carry output (a token, a tool call's or an error): the
+// one its client waits for, measured as time to first token.
+func (s *reqStream) firstOutput(c *nodeproto.Chunk) bool {
+	if c.Seq >= firstOutputScan || s.tokened.Load() {
+		return false
+	}
+	ev := dispatch.ParseCheckedEvent(c.Delta)
+	if ev.Tokens == 0 && ev.Err == nil {
+		return false
+	}
+	return !s.tokened.Swap(true)
 }
 
 // fail implements sink.
