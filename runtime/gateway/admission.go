@@ -36,6 +36,9 @@ type admission struct {
 	// in refused.
 	early   chan reserveAnswer
 	refused *rejection
+	// limitsTried and limitsEnded: endLimitsNow ran, and whether it
+	// worked.
+	limitsTried, limitsEnded bool
 }
 
 // admit checks the key's limits, then reserves in the ledger. The limits
@@ -257,20 +260,16 @@ func reserveRejection(err error) *rejection {
 // afterRelay ends an admitted request once its last byte is written. The
 // key's limits and the model's queue end in one Redis round trip
 // (endLimits): the stream slot given back, the day's tokens counted, the
-// queue's head woken. With a slot to give back that runs at once (the
-// key's next request may need it); without one it runs in the background,
-// as the settle always does, so neither the database nor Redis can hold
-// the client's response open. Wait waits for that work.
+// queue's head woken. With a slot to give back that runs at once
+// (endLimitsNow, which a streamed answer runs before its end is written);
+// without one it runs in the background, as the settle always does, so
+// neither the database nor Redis can hold the client's response open.
+// Wait waits for that work.
 func (s *Server) afterRelay(a *admission, out Outcome) {
 	u, src, settle := settleOf(a, out)
-	var tokens int64
-	if settle && a.p.Limits.TokensPerDay > 0 {
-		tokens = u.PromptTokens + u.CompletionTokens
-	}
-	ended := false
-	if a.slot {
-		ended = s.endLimits(a, tokens)
-	}
+	tokens := dayTokens(a, out)
+	s.endLimitsNow(a, out)
+	ended := a.limitsEnded
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
@@ -284,6 +283,27 @@ func (s *Server) afterRelay(a *admission, out Outcome) {
 			s.notify(a.model)
 		}
 	}()
+}
+
+// endLimitsNow ends a's limits in the caller's goroutine when a holds a
+// stream slot: the key's next request may need it as soon as the client
+// has the answer. It runs once; afterRelay finishes what it could not.
+func (s *Server) endLimitsNow(a *admission, out Outcome) {
+	if !a.slot || a.limitsTried {
+		return
+	}
+	a.limitsTried = true
+	a.limitsEnded = s.endLimits(a, dayTokens(a, out))
+}
+
+// dayTokens is what out counts against the key's day: the tokens settled,
+// when the key has a tokens_per_day.
+func dayTokens(a *admission, out Outcome) int64 {
+	u, _, settle := settleOf(a, out)
+	if !settle || a.p.Limits.TokensPerDay <= 0 {
+		return 0
+	}
+	return u.PromptTokens + u.CompletionTokens
 }
 
 // endLimits ends a's use of its key's limits and wakes its model's queue

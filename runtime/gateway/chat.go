@@ -150,7 +150,7 @@ func (s *Server) open(c *gin.Context) *exchange {
 	x.streamed, x.wantUsage = req.Stream, req.WantsUsage()
 	s.cfg.Metrics.streamStarted(a.model)
 	x.rel = relay{c: c, ctx: x.ctx, stream: x.view, held: holding{a.promptEstimate, a.reserved.MaxOutputTokens},
-		onFirst: x.onFirst, onEvent: x.onEvent}
+		onFirst: x.onFirst, onEvent: x.onEvent, onEnd: x.release}
 	opened = true
 	return x
 }
@@ -182,6 +182,18 @@ func (x *exchange) onFirst() {
 
 // onEvent runs after every event, the first included.
 func (x *exchange) onEvent() { x.arm(x.s.cfg.StreamIdleTimeout) }
+
+// release runs before a streamed answer's end ([DONE]) is written: the
+// engine's place is freed, then the key's limits ended (the stream slot
+// given back, the day's tokens counted, the queue's head woken). A client
+// that sends its next request as soon as it read [DONE] finds the slot
+// free; and the answer's end then goes out with the response's own end,
+// with nothing left to wait for, so a client that stops reading at [DONE]
+// still leaves its connection whole for the next request.
+func (x *exchange) release(out Outcome) {
+	_ = x.stream.Close()
+	x.s.endLimitsNow(x.a, withProgress(out, x.view))
+}
 
 // run relays the engine's stream to the client, then settles. Until the
 // relay returns, the outcome is a broken stream with the tokens counted so

@@ -48,6 +48,9 @@ type relay struct {
 	onFirst func()
 	// onEvent runs after every event, the first included.
 	onEvent func()
+	// onEnd runs, with the outcome, before the end of a streamed answer
+	// ([DONE]) is written; not when the client is gone.
+	onEnd func(Outcome)
 	// held is what the ledger reserved for; the zero value holds nothing
 	// back.
 	held holding
@@ -152,6 +155,18 @@ func (r *relay) flush() {
 	r.unflushed = false
 }
 
+// ending runs before the answer's end is written: what was held goes out
+// now, then onEnd.
+func (r *relay) ending() {
+	if r.unflushed {
+		r.c.Writer.Flush()
+		r.unflushed = false
+	}
+	if r.onEnd != nil {
+		r.onEnd(r.out)
+	}
+}
+
 // wait returns once the stream's next event is there, when the stream can
 // say so.
 func (r *relay) wait() {
@@ -162,19 +177,23 @@ func (r *relay) wait() {
 
 // step relays the next event; it reports false once the stream ended.
 func (r *relay) step(wantUsage bool) bool {
-	w, sse := r.c.Writer, r.sse
+	sse := r.sse
 	ev, err := r.next()
+	// The answer's end ([DONE], after an error event if any) is written
+	// and not flushed: it leaves with the response's own end when the
+	// handler returns, in one write, so a client that closes the body at
+	// [DONE] has read the whole response and keeps its connection.
 	if errors.Is(err, io.EOF) {
+		r.ending()
 		_ = sse.WriteDone()
-		w.Flush()
 		return false
 	}
 	if errors.Is(err, errOverReservation) {
 		r.out.State = Broken
+		r.ending()
 		_ = sse.WriteJSON(openai.NewError(openai.TypeServer, "reservation_exceeded", "",
 			"the engine went past the output this request reserved; the answer is cut here"))
 		_ = sse.WriteDone()
-		w.Flush()
 		return false
 	}
 	if err != nil {
@@ -183,9 +202,9 @@ func (r *relay) step(wantUsage bool) bool {
 			return false
 		}
 		r.out.State = Broken
+		r.ending()
 		_ = sse.WriteJSON(brokenEvent(context.Cause(r.ctx)))
 		_ = sse.WriteDone()
-		w.Flush()
 		return false
 	}
 	if ev.Usage != nil && !wantUsage {
