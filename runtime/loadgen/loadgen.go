@@ -164,6 +164,21 @@ func poisson(ctx context.Context, rng *rand.Rand, rate float64, start time.Time,
 	}
 }
 
+// drain reads what follows [DONE] to the response's end, as the OpenAI
+// Python SDK does, so the connection goes back to the client's pool: a
+// client that closes the body at [DONE] drops a connection whose end has
+// not arrived yet, and the next request to that server pays a new one.
+// A server that sends more than a little, or keeps the response open past
+// drainWait, has its connection dropped: cancel ends the request.
+func drain(body io.Reader, cancel context.CancelFunc) {
+	stop := time.AfterFunc(drainWait, cancel)
+	defer stop.Stop()
+	_, _ = io.Copy(io.Discard, io.LimitReader(body, 4<<10))
+}
+
+// drainWait bounds the wait for a response's end after its [DONE].
+const drainWait = time.Second
+
 // sample is one request's measurements.
 type sample struct {
 	ttft   time.Duration
@@ -176,6 +191,8 @@ type sample struct {
 // stream sends one request and reads its answer to the end.
 func stream(ctx context.Context, client *http.Client, t Target, body []byte) sample {
 	var s sample
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	sent := time.Now()
 	resp, err := post(ctx, client, t, body)
 	if err != nil {
@@ -192,6 +209,7 @@ func stream(ctx context.Context, client *http.Client, t Target, body []byte) sam
 			return s
 		}
 		if openai.IsDone(data) {
+			drain(resp.Body, cancel)
 			return s
 		}
 		ev := dispatch.ParseEvent(data)
