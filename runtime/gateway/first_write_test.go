@@ -26,6 +26,7 @@ type wire struct {
 	status  int
 	pending bytes.Buffer
 	flushes []string
+	flushed chan struct{} // a signal per write, for waitSent
 }
 
 func (w *wire) Header() http.Header { return w.header }
@@ -52,8 +53,24 @@ func (w *wire) Flush() {
 	if w.pending.Len() > 0 {
 		w.flushes = append(w.flushes, w.pending.String())
 		w.pending.Reset()
+		select {
+		case w.flushed <- struct{}{}:
+		default:
+		}
 	}
 }
+
+// waitSent waits until something was written, or fails the test.
+func (w *wire) waitSent(t *testing.T, why string) {
+	t.Helper()
+	select {
+	case <-w.flushed:
+	case <-time.After(10 * time.Second):
+		t.Fatal(why)
+	}
+}
+
+func newWire() *wire { return &wire{header: http.Header{}, flushed: make(chan struct{}, 1)} }
 
 func (w *wire) sent() []string {
 	w.mu.Lock()
@@ -93,7 +110,7 @@ func relayTo(w *wire, st dispatch.Stream) *relay {
 // the same write as that event, as a bare reverse proxy sends them; a
 // client woken by the headers alone would wait again a moment later.
 func TestHeadersGoWithAReadyFirstEvent(t *testing.T) {
-	w := &wire{header: http.Header{}}
+	w := newWire()
 	st := &heldStream{events: make(chan dispatch.Event, 2)}
 	st.events <- dispatch.Event{Data: []byte(`{"id":"a"}`)}
 	close(st.events)
@@ -109,7 +126,7 @@ func TestHeadersGoWithAReadyFirstEvent(t *testing.T) {
 // is already there, so the client gets them in one write too, and each
 // event is flushed once nothing more is in hand.
 func TestEventsAlreadyThereGoInOneWrite(t *testing.T) {
-	w := &wire{header: http.Header{}}
+	w := newWire()
 	st := &heldStream{events: make(chan dispatch.Event, 3)}
 	st.events <- dispatch.Event{Data: []byte(`{"role":"assistant"}`)}
 	st.events <- dispatch.Event{Data: []byte(`{"content":"Hi"}`), Tokens: 1}
@@ -118,11 +135,7 @@ func TestEventsAlreadyThereGoInOneWrite(t *testing.T) {
 		defer close(done)
 		relayTo(w, readyStream{st}).streamed(false)
 	}()
-	for deadline := time.Now().Add(10 * time.Second); len(w.sent()) == 0; time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("nothing sent while the stream waits for its third event")
-		}
-	}
+	w.waitSent(t, "nothing sent while the stream waits for its third event")
 	got := w.sent()
 	if len(got) != 1 || !strings.HasPrefix(got[0], "HTTP OK\n") || !strings.Contains(got[0], `{"role":"assistant"}`) || !strings.Contains(got[0], `{"content":"Hi"}`) {
 		t.Fatalf("writes = %q, want the headers and both events in one", got)
@@ -147,18 +160,14 @@ func TestHeadersGoFirstWhenTheEventIsNotThere(t *testing.T) {
 		{"cannot tell", func(h *heldStream) dispatch.Stream { return h }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w := &wire{header: http.Header{}}
+			w := newWire()
 			st := &heldStream{events: make(chan dispatch.Event, 2)}
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
 				relayTo(w, tc.st(st)).streamed(false)
 			}()
-			for deadline := time.Now().Add(10 * time.Second); len(w.sent()) == 0; time.Sleep(time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("no headers sent while the first event is awaited")
-				}
-			}
+			w.waitSent(t, "no headers sent while the first event is awaited")
 			if got := w.sent(); got[0] != "HTTP OK\n" {
 				t.Fatalf("first write = %q, want the headers alone", got[0])
 			}
