@@ -94,13 +94,16 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer cleanup()
 
-	g, ctx := errgroup.WithContext(ctx)
-	defer func() { _ = g.Wait() }()
-
-	redisAddr, err := startRedis(ctx, g)
+	// Redis stops last, after every part that uses it (deferred calls run
+	// in reverse: the group's wait comes first).
+	redisAddr, stopRedis, err := startRedis()
 	if err != nil {
 		return err
 	}
+	defer stopRedis()
+	g, ctx := errgroup.WithContext(ctx)
+	defer func() { _ = g.Wait() }()
+
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	db, err := store.Open(ctx, "sqlite:"+filepath.Join(dataDir, "llmplat.db"))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"net/http"
 	"sort"
 	"strings"
@@ -42,12 +43,14 @@ func (b *syncBuffer) String() string {
 func startDev(t *testing.T) (baseURL, key, adminToken string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out, logs := &syncBuffer{}, &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})) // as llmplat dev logs
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", TimeScale: 50, Stdout: out})
+		done <- Run(ctx, Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", TimeScale: 50, Stdout: out, Logger: logger})
 	}()
 	t.Cleanup(func() {
+		before := len(logs.String())
 		cancel()
 		select {
 		case err := <-done:
@@ -56,6 +59,11 @@ func startDev(t *testing.T) (baseURL, key, adminToken string) {
 			}
 		case <-time.After(30 * time.Second):
 			t.Error("Run did not return after cancel")
+		}
+		// Ctrl-C is the normal way out: it releases the node records and
+		// warns of nothing (the embedded Redis outlives its users).
+		if stopping := logs.String()[before:]; stopping != "" {
+			t.Errorf("stopping logged:\n%s", stopping)
 		}
 	})
 	deadline := time.Now().Add(60 * time.Second)

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
-	"golang.org/x/sync/errgroup"
 )
 
 // redisTick is how often the embedded Redis's clock moves: miniredis only
@@ -15,24 +14,33 @@ import (
 const redisTick = time.Second
 
 // startRedis runs an in-process Redis-protocol server on a loopback port
-// and a ticker that moves its TTL clock; both stop when ctx ends.
-func startRedis(ctx context.Context, g *errgroup.Group) (string, error) {
+// and a ticker that moves its TTL clock, until stop is called. It outlives
+// the platform's own parts, which use it until they have stopped: the
+// orchestrator releases its node records there on the way out.
+func startRedis() (addr string, stop func(), err error) {
 	m := miniredis.NewMiniRedis()
 	if err := m.StartAddr("127.0.0.1:0"); err != nil {
-		return "", fmt.Errorf("embedded redis: %w", err)
+		return "", nil, fmt.Errorf("embedded redis: %w", err)
 	}
-	g.Go(func() error {
-		defer m.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	ticked := make(chan struct{})
+	go func() {
+		defer close(ticked)
 		t := time.NewTicker(redisTick)
 		defer t.Stop()
 		for {
 			select {
 			case <-ctx.Done():
-				return nil
+				return
 			case <-t.C:
 				m.FastForward(redisTick)
 			}
 		}
-	})
-	return m.Addr(), nil
+	}()
+	stop = func() {
+		cancel()
+		<-ticked
+		m.Close()
+	}
+	return m.Addr(), stop, nil
 }

@@ -100,8 +100,8 @@ func (o *Orchestrator) receive(ctx context.Context, ps *redis.PubSub, handle fun
 	ctx = context.WithoutCancel(ctx) // runs until Run closes ps, after the sockets
 	for {
 		msg, err := ps.ReceiveMessage(ctx)
-		if errors.Is(err, redis.ErrClosed) {
-			return
+		if errors.Is(err, redis.ErrClosed) || (err != nil && o.unsubscribed.Load()) {
+			return // closed, or its read cut short by the close
 		}
 		if err != nil {
 			o.cfg.Logger.Warn("pub/sub receive failed", "err", err)

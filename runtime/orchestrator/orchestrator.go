@@ -33,6 +33,9 @@ type Orchestrator struct {
 	cloudKick chan struct{}
 	ready     chan struct{} // closed once the reply channel is subscribed
 	nodeSub   *redis.PubSub // the channels of the nodes whose sockets are here
+	// unsubscribed is set as Run closes the subscriptions: a receive that
+	// fails then has ended, not dropped.
+	unsubscribed atomic.Bool
 
 	mu     sync.Mutex
 	conns  map[string]*nodeConn  // node id → its newest socket here
@@ -127,6 +130,7 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 	<-ctx.Done()
 	o.shutdown(o.cfg.ShutdownGrace)
 	o.relayWG.Wait()
+	o.unsubscribed.Store(true)
 	_ = replies.Close() // ends the receive loops
 	_ = o.nodeSub.Close()
 	wg.Wait()
