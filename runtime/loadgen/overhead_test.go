@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
+	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -140,16 +143,18 @@ func reportOverhead(b *testing.B, warm, run []loadgen.Result, engineTTFT map[str
 	checkWarm(b, warm)
 	type q struct{ add50, add99, itl99 time.Duration }
 	got := map[string]q{}
+	added := map[string][]time.Duration{}
 	for _, r := range run {
 		// No path may lose a request, the floor included.
 		if r.Errors > 0 {
 			b.Errorf("%s: %d of %d requests failed; first: %s", r.Name, r.Errors, r.Requests, r.FirstError)
 		}
-		added := addedTimes(engineTTFT, r.FirstToken)
-		if len(added) < len(r.FirstToken)*99/100 {
-			b.Errorf("%s: the engine timed %d of %d requests", r.Name, len(added), len(r.FirstToken))
+		a := addedTimes(engineTTFT, r.FirstToken)
+		if len(a) < len(r.FirstToken)*99/100 {
+			b.Errorf("%s: the engine timed %d of %d requests", r.Name, len(a), len(r.FirstToken))
 		}
-		got[r.Name] = q{loadgen.Quantile(added, 0.5), loadgen.Quantile(added, 0.99), loadgen.Quantile(r.ITL, 0.99)}
+		added[r.Name] = a
+		got[r.Name] = q{loadgen.Quantile(a, 0.5), loadgen.Quantile(a, 0.99), loadgen.Quantile(r.ITL, 0.99)}
 		b.Logf("%-8s %4d requests  TTFT p50 %7.2f ms p99 %7.2f ms  added p50 %5.2f ms p99 %5.2f ms  ITL p50 %5.2f ms p99 %5.2f ms",
 			r.Name, r.Requests, ms(loadgen.Quantile(r.TTFT, 0.5)), ms(loadgen.Quantile(r.TTFT, 0.99)),
 			ms(got[r.Name].add50), ms(got[r.Name].add99), ms(loadgen.Quantile(r.ITL, 0.5)), ms(got[r.Name].itl99))
@@ -162,6 +167,14 @@ func reportOverhead(b *testing.B, warm, run []loadgen.Result, engineTTFT map[str
 	b.ReportMetric(ratio(f.add50-d.add50, p.add50-d.add50), "ttft-p50-added-ratio")
 	b.ReportMetric(ratio(f.add99-d.add99, p.add99-d.add99), "ttft-p99-added-ratio")
 	b.ReportMetric(ratio(f.itl99, p.itl99), "itl-p99-ratio")
+	// How far each ratio could move by chance: a p99 of a thousand
+	// requests is their tenth slowest, and the ratio divides by the
+	// proxy's overhead, itself a difference of two such tails.
+	for _, path := range []string{"platform", "cloud"} {
+		lo50, hi50 := ratioInterval(added["direct"], added["proxy"], added[path], 0.5)
+		lo99, hi99 := ratioInterval(added["direct"], added["proxy"], added[path], 0.99)
+		b.Logf("%-8s overhead ratio to the proxy's, 90%% of resamples within: p50 %.2f–%.2f, p99 %.2f–%.2f", path, lo50, hi50, lo99, hi99)
+	}
 	c := got["cloud"]
 	b.ReportMetric(ms(c.add50-d.add50), "cloud-ttft-p50-added-ms")
 	b.ReportMetric(ms(c.add99-d.add99), "cloud-ttft-p99-added-ms")
@@ -181,6 +194,69 @@ func addedTimes(engine, client map[string]time.Duration) []time.Duration {
 		}
 	}
 	return out
+}
+
+// ratioInterval resamples each path's requests with replacement
+// (bootstrap) and returns the 5th and 95th percentiles of the path's
+// overhead ratio to the proxy's at quantile q.
+func ratioInterval(direct, proxy, path []time.Duration, q float64) (lo, hi float64) {
+	const resamples = 400
+	rng := rand.New(rand.NewPCG(1, 2)) // the same draws every run
+	draw := func(ds, buf []time.Duration) time.Duration {
+		for i := range buf {
+			buf[i] = ds[rng.IntN(len(ds))]
+		}
+		return loadgen.Quantile(buf, q)
+	}
+	bd, bp, bf := make([]time.Duration, len(direct)), make([]time.Duration, len(proxy)), make([]time.Duration, len(path))
+	rs := make([]float64, 0, resamples)
+	for range resamples {
+		d := draw(direct, bd)
+		f, p := draw(path, bf)-d, draw(proxy, bp)-d
+		if p <= 0 { // the proxy added nothing in this draw: no bound
+			rs = append(rs, math.Inf(1))
+			continue
+		}
+		rs = append(rs, ratio(f, p))
+	}
+	slices.Sort(rs)
+	return rs[resamples*5/100], rs[resamples*95/100]
+}
+
+// TestRatioIntervalBracketsTheRatio: with no spread the interval is the
+// ratio itself; with spread it holds the run's own ratio and widens at
+// the tail, where fewer requests decide the quantile.
+func TestRatioIntervalBracketsTheRatio(t *testing.T) {
+	fill := func(n int, f func(i int) time.Duration) []time.Duration {
+		ds := make([]time.Duration, n)
+		for i := range ds {
+			ds[i] = f(i)
+		}
+		return ds
+	}
+	flat := func(d time.Duration) []time.Duration { return fill(1000, func(int) time.Duration { return d }) }
+	if lo, hi := ratioInterval(flat(time.Millisecond), flat(2*time.Millisecond), flat(3*time.Millisecond), 0.99); lo != 2 || hi != 2 {
+		t.Fatalf("no spread: %v–%v, want 2–2", lo, hi)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	spread := func(base time.Duration) []time.Duration {
+		return fill(1000, func(int) time.Duration { return base + time.Duration(rng.ExpFloat64()*float64(200*time.Microsecond)) })
+	}
+	direct, proxy, path := spread(time.Millisecond), spread(2*time.Millisecond), spread(4*time.Millisecond)
+	for _, q := range []float64{0.5, 0.99} {
+		d := loadgen.Quantile(direct, q)
+		r := ratio(loadgen.Quantile(path, q)-d, loadgen.Quantile(proxy, q)-d)
+		lo, hi := ratioInterval(direct, proxy, path, q)
+		if lo > r || hi < r || lo == hi {
+			t.Errorf("q %v: interval %.2f–%.2f around the ratio %.2f", q, lo, hi, r)
+		}
+		t.Logf("q %v: ratio %.2f, interval %.2f–%.2f", q, r, lo, hi)
+	}
+	lo50, hi50 := ratioInterval(direct, proxy, path, 0.5)
+	lo99, hi99 := ratioInterval(direct, proxy, path, 0.99)
+	if hi99-lo99 <= hi50-lo50 {
+		t.Errorf("p99 interval %.2f–%.2f no wider than p50's %.2f–%.2f", lo99, hi99, lo50, hi50)
+	}
 }
 
 // defaultKVTokens is the KV cache, in tokens, of a simulator on its
