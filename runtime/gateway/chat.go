@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -391,14 +392,14 @@ func decodeRequest(body []byte) (*openai.ChatCompletionRequest, *openai.ErrorBod
 			}
 			return nil, openai.NewError(openai.TypeInvalidRequest, code, se.Path, se.Msg)
 		}
-		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error())
+		return nil, bodyRefusal(body, err)
 	}
 	// The body is well-formed JSON (Check said so): the decode is called
 	// directly, without json.Unmarshal's validation of the whole body
 	// before it calls the decode, which validates it again.
 	var req openai.ChatCompletionRequest
 	if err := req.UnmarshalJSON(body); err != nil {
-		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error())
+		return nil, bodyRefusal(body, err)
 	}
 	if name, n := extraBytes(&req); n > MaxExtraBytes {
 		return nil, openai.NewError(openai.TypeInvalidRequest, "unknown_fields_too_large", name,
@@ -413,6 +414,69 @@ func decodeRequest(body []byte) (*openai.ChatCompletionRequest, *openai.ErrorBod
 		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_value", param, err.Error())
 	}
 	return &req, nil
+}
+
+// bodyRefusal is the 400 for a body that is not JSON, or whose field has
+// the wrong type: it names the field (a message by its index, as
+// duplicate_key does) and the types in the API's terms, not the decoder's.
+func bodyRefusal(body []byte, err error) *openai.ErrorBody {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Field != "" {
+		field := te.Field
+		if rest, ok := strings.CutPrefix(field, "messages"); ok && (te.Type == nil || te.Type.Kind() != reflect.Slice) {
+			if i, ok := badMessage(body); ok {
+				field = "messages[" + strconv.Itoa(i) + "]" + rest
+			}
+		}
+		return openai.NewError(openai.TypeInvalidRequest, "invalid_type", field,
+			fmt.Sprintf("invalid type for %q: expected %s, got %s", field, jsonKind(te.Type), te.Value))
+	}
+	msg := strings.TrimPrefix(err.Error(), strictjson.ErrInvalid.Error()+": ")
+	return openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+msg)
+}
+
+// badMessage returns the index of the first message of body that does not
+// decode: the decoder's type error names the field, not the message.
+func badMessage(body []byte) (int, bool) {
+	var top struct {
+		Messages []json.RawMessage `json:"messages"`
+	}
+	if json.Unmarshal(body, &top) != nil {
+		return 0, false
+	}
+	for i, raw := range top.Messages {
+		var m openai.Message
+		if json.Unmarshal(raw, &m) != nil {
+			return i, true
+		}
+	}
+	return 0, false
+}
+
+// jsonKind names what JSON value a Go type is decoded from.
+func jsonKind(t reflect.Type) string {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "another type"
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "another type"
 }
 
 // withProgress completes out with the engine's last running count, when a

@@ -41,11 +41,11 @@ func refDecodeRequest(body []byte) (*openai.ChatCompletionRequest, *openai.Error
 			}
 			return nil, openai.NewError(openai.TypeInvalidRequest, code, se.Path, se.Msg)
 		}
-		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error())
+		return nil, bodyRefusal(body, err)
 	}
 	var req openai.ChatCompletionRequest
 	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+err.Error())
+		return nil, bodyRefusal(body, err)
 	}
 	if name, n := refExtraBytes(&req); n > MaxExtraBytes {
 		return nil, openai.NewError(openai.TypeInvalidRequest, "unknown_fields_too_large", name,
@@ -143,6 +143,45 @@ func BenchmarkDecodeRequest(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// TestBodyRefusalsNameTheField: a field of the wrong type is refused with
+// invalid_type, the field as param (a message by its index) and the types
+// in the API's terms; a body that is not JSON says so without the
+// decoder's package names.
+func TestBodyRefusalsNameTheField(t *testing.T) {
+	const msgs = `"messages":[{"role":"user","content":"x"}]`
+	for _, c := range []struct{ body, code, param, msg string }{
+		{`{"model":"m",` + msgs + `,"temperature":"hot"}`, "invalid_type", "temperature",
+			`invalid type for "temperature": expected a number, got string`},
+		{`{"model":"m",` + msgs + `,"max_tokens":1.5}`, "invalid_type", "max_tokens",
+			`invalid type for "max_tokens": expected an integer, got number 1.5`},
+		{`{"model":"m",` + msgs + `,"stream":"yes"}`, "invalid_type", "stream",
+			`invalid type for "stream": expected a boolean, got string`},
+		{`{"model":"m",` + msgs + `,"stream_options":{"include_usage":"y"}}`, "invalid_type", "stream_options.include_usage",
+			`invalid type for "stream_options.include_usage": expected a boolean, got string`},
+		{`{"model":5,` + msgs + `}`, "invalid_type", "model", `invalid type for "model": expected a string, got number`},
+		{`{"model":"m","messages":[{"role":"user","content":"x"},{"role":1,"content":"y"}]}`, "invalid_type", "messages[1].role",
+			`invalid type for "messages[1].role": expected a string, got number`},
+		{`{"model":"m","messages":["hi"]}`, "invalid_type", "messages[0]", `invalid type for "messages[0]": expected an object, got string`},
+		{`{"model":"m","messages":{"role":"user"}}`, "invalid_type", "messages", `invalid type for "messages": expected an array, got object`},
+		{`not json`, "invalid_json", "", `the request body is not valid JSON: invalid character 'o' in literal null (expecting 'u')`},
+	} {
+		_, refusal := decodeRequest([]byte(c.body))
+		if refusal == nil {
+			t.Errorf("%s: accepted", c.body)
+			continue
+		}
+		e := refusal.Error
+		param := ""
+		if e.Param != nil {
+			param = *e.Param
+		}
+		if code := string(e.Code); e.Type != openai.TypeInvalidRequest || code != `"`+c.code+`"` || param != c.param || e.Message != c.msg {
+			t.Errorf("%s:\n got %s %s %q %q\nwant %s %q %q %q", c.body, e.Type, code, param, e.Message,
+				openai.TypeInvalidRequest, c.code, c.param, c.msg)
 		}
 	}
 }
