@@ -94,16 +94,15 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	defer cleanup()
 
-	// Redis stops last, after every part that uses it (deferred calls run
-	// in reverse: the group's wait comes first).
+	// Redis and the store close last, after every part that uses them:
+	// deferred calls run in reverse, so the group is stopped and waited
+	// for first — on the way out after a failed start too, which would
+	// otherwise wait for a cancellation that never comes.
 	redisAddr, stopRedis, err := startRedis()
 	if err != nil {
 		return err
 	}
 	defer stopRedis()
-	g, ctx := errgroup.WithContext(ctx)
-	defer func() { _ = g.Wait() }()
-
 	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
 	defer rdb.Close()
 	db, err := store.Open(ctx, "sqlite:"+filepath.Join(dataDir, "llmplat.db"))
@@ -114,6 +113,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := db.Migrate(ctx); err != nil {
 		return fmt.Errorf("migrate store: %w", err)
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	g, ctx := errgroup.WithContext(ctx)
+	defer func() {
+		cancel()
+		_ = g.Wait()
+	}()
 	swept, err := frontdoor.SweptTokens(rdb, redisPrefix, cfg.Logger)
 	if err != nil {
 		return err

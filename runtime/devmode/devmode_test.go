@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
@@ -175,4 +176,33 @@ func TestLocalModeEnforcesKeysAndOpensAdmin(t *testing.T) {
 		}
 	}
 	http.DefaultClient.CloseIdleConnections()
+}
+
+// TestLocalModeFailsFastWhenItsPortIsTaken: a second `make run`, or
+// anything else on the gateway's port, ends the local mode with the
+// listen error, its parts stopped, rather than leaving them running
+// against closed clients until someone presses Ctrl-C.
+func TestLocalModeFailsFastWhenItsPortIsTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	logs := &syncBuffer{}
+	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(context.Background(), Config{Addr: taken.Addr().String(), MetricsAddr: "127.0.0.1:0", TimeScale: 50, Logger: logger})
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "address already in use") {
+			t.Fatalf("Run = %v, want the listen error", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("Run did not return after its gateway could not listen")
+	}
+	if l := logs.String(); l != "" {
+		t.Errorf("stopping after the failed start logged:\n%s", l)
+	}
 }
