@@ -135,10 +135,20 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 		started []*http.Server
 		bound   []string
 	)
+	// stop ends Run, then the servers: on a signal, or when a server could
+	// not start, which would otherwise leave those already serving.
+	stop := func() {
+		stopRun()
+		for _, srv := range started {
+			sctx, cancel := context.WithTimeout(context.Background(), serverShutdown)
+			_ = srv.Shutdown(sctx)
+			cancel()
+		}
+	}
 	for _, s := range servers {
 		ln, err := net.Listen("tcp", s.addr)
 		if err != nil {
-			stopRun()
+			stop()
 			return errors.Join(fmt.Errorf("listen on %s: %w", s.addr, err), g.Wait())
 		}
 		srv := httpserve.New(s.handler)
@@ -164,12 +174,7 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 	case <-ctx.Done():
 	case <-gctx.Done():
 	}
-	stopRun()
-	for _, srv := range started {
-		sctx, cancel := context.WithTimeout(context.Background(), serverShutdown)
-		_ = srv.Shutdown(sctx)
-		cancel()
-	}
+	stop()
 	return g.Wait()
 }
 

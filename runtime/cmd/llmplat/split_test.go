@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -153,4 +154,30 @@ func complete(ctx context.Context, t *testing.T, base, key string) (int, []byte,
 	}
 	_ = json.Unmarshal(body, &got)
 	return resp.StatusCode, body, got.Usage.CompletionTokens
+}
+
+// TestOrchestratorFailsFastWhenAPortIsTaken: when one of its addresses is
+// taken, `llmplat orchestrator` returns the listen error, the servers it
+// had already started closed, instead of serving on with a part missing.
+func TestOrchestratorFailsFastWhenAPortIsTaken(t *testing.T) {
+	dsn, rds := testenv.Postgres(t), testenv.Redis(t)
+	t.Setenv(internalTokenEnv, "internal-secret-of-32-characters-at-least")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	done := make(chan error, 1)
+	go func() {
+		done <- runOrchestrator(t.Context(), []string{"-id", "orch-1", "-addr", "127.0.0.1:0", "-internal-addr", taken.Addr().String(),
+			"-metrics-addr", "127.0.0.1:0", "-database-url", dsn, "-redis-url", rds.URL, "-redis-prefix", rds.Prefix}, io.Discard)
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), taken.Addr().String()) {
+			t.Fatalf("runOrchestrator = %v, want the listen error for %s", err, taken.Addr())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("runOrchestrator did not return after its internal address was taken")
+	}
 }
