@@ -423,9 +423,10 @@ func bodyRefusal(body []byte, err error) *openai.ErrorBody {
 	var te *json.UnmarshalTypeError
 	if errors.As(err, &te) && te.Field != "" {
 		field := te.Field
-		if rest, ok := strings.CutPrefix(field, "messages"); ok && (te.Type == nil || te.Type.Kind() != reflect.Slice) {
+		inMessage := field == "messages" || strings.HasPrefix(field, "messages.")
+		if inMessage && (te.Type == nil || te.Type.Kind() != reflect.Slice) {
 			if i, ok := badMessage(body); ok {
-				field = "messages[" + strconv.Itoa(i) + "]" + rest
+				field = "messages[" + strconv.Itoa(i) + "]" + strings.TrimPrefix(field, "messages")
 			}
 		}
 		return openai.NewError(openai.TypeInvalidRequest, "invalid_type", field,
