@@ -27,7 +27,6 @@ const engineIndex = "0"
 // metrics are the simulator's Prometheus series, with vLLM's names and
 // labels. Times are simulated seconds.
 type metrics struct {
-	running, waiting, kvUsage                   prometheus.Gauge
 	promptTokens, generationTokens, preemptions prometheus.Counter
 	success                                     map[string]prometheus.Counter
 	ttft, itl, e2e, queueTime                   prometheus.Observer
@@ -37,9 +36,6 @@ type metrics struct {
 func newMetrics(reg *prometheus.Registry, cfg Config) *metrics {
 	f := promauto.With(reg)
 	labels := prometheus.Labels{"model_name": cfg.ServedModelName, "engine": engineIndex}
-	gauge := func(name, help string) prometheus.Gauge {
-		return f.NewGauge(prometheus.GaugeOpts{Name: name, Help: help, ConstLabels: labels})
-	}
 	counter := func(name, help string) prometheus.Counter {
 		return f.NewCounter(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: labels})
 	}
@@ -47,9 +43,6 @@ func newMetrics(reg *prometheus.Registry, cfg Config) *metrics {
 		return f.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets, ConstLabels: labels})
 	}
 	m := &metrics{
-		running:          gauge("vllm:num_requests_running", "Number of requests in model execution batches."),
-		waiting:          gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
-		kvUsage:          gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
 		promptTokens:     counter("vllm:prompt_tokens_total", "Number of prefill tokens processed."),
 		generationTokens: counter("vllm:generation_tokens_total", "Number of generation tokens processed."),
 		preemptions:      counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine."),
@@ -80,6 +73,44 @@ func newMetrics(reg *prometheus.Registry, cfg Config) *metrics {
 			"num_gpu_blocks":         strconv.FormatInt(cfg.Deployment.KVCapacityBlocks(), 10),
 		}}).Set(1)
 	return m
+}
+
+// stateGauges are the engine's state (requests running and waiting, the
+// share of KV blocks in use), read from one snapshot of the scheduler at
+// each scrape: set as three separate gauges, a scrape between two of the
+// sets could see a request running that holds no KV block yet.
+type stateGauges struct {
+	snapshot                  func() Stats
+	running, waiting, kvUsage *prometheus.Desc
+}
+
+func newStateGauges(labels prometheus.Labels, snapshot func() Stats) *stateGauges {
+	desc := func(name, help string) *prometheus.Desc { return prometheus.NewDesc(name, help, nil, labels) }
+	return &stateGauges{
+		snapshot: snapshot,
+		running:  desc("vllm:num_requests_running", "Number of requests in model execution batches."),
+		waiting:  desc("vllm:num_requests_waiting", "Number of requests waiting to be processed."),
+		kvUsage:  desc("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage."),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (g *stateGauges) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.running
+	ch <- g.waiting
+	ch <- g.kvUsage
+}
+
+// Collect implements prometheus.Collector.
+func (g *stateGauges) Collect(ch chan<- prometheus.Metric) {
+	st := g.snapshot()
+	var usage float64
+	if st.KVBlocksTotal > 0 {
+		usage = float64(st.KVBlocksUsed) / float64(st.KVBlocksTotal)
+	}
+	ch <- prometheus.MustNewConstMetric(g.running, prometheus.GaugeValue, float64(st.Running))
+	ch <- prometheus.MustNewConstMetric(g.waiting, prometheus.GaugeValue, float64(st.Waiting))
+	ch <- prometheus.MustNewConstMetric(g.kvUsage, prometheus.GaugeValue, usage)
 }
 
 // finished records a request that left the engine.

@@ -236,16 +236,13 @@ func (c *scheduler) release(s *sequence) {
 	s.blocks = 0
 }
 
-// publish sets the state gauges and the stats snapshot; called with mu held
-// after every change.
+// publish sets the stats snapshot, which the state gauges read; called
+// with mu held after every change.
 func (c *scheduler) publish() {
 	c.stats.Running = len(c.running)
 	c.stats.Waiting = len(c.waiting)
 	c.stats.KVBlocksUsed = c.totalBlocks - c.freeBlocks
 	c.stats.KVBlocksTotal = c.totalBlocks
-	c.m.running.Set(float64(c.stats.Running))
-	c.m.waiting.Set(float64(c.stats.Waiting))
-	c.m.kvUsage.Set(float64(c.stats.KVBlocksUsed) / float64(c.totalBlocks))
 }
 
 // now is the simulated time, for events that happen between steps.

@@ -54,6 +54,7 @@ func New(cfg Config) (*Sim, error) {
 	}
 	s.m = newMetrics(s.reg, cfg)
 	s.sched = newScheduler(cfg, s.m)
+	s.reg.MustRegister(newStateGauges(prometheus.Labels{"model_name": cfg.ServedModelName, "engine": engineIndex}, s.sched.snapshot))
 	s.loaded.Store(cfg.LoadTime == 0)
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.handleChat)
