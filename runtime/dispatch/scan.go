@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 
+	"github.com/llmplat/llmplat/runtime/jsonscan"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -379,9 +380,9 @@ func includesUsage(opts []byte) bool {
 
 // FinishReason returns the first finish reason among an event's choices,
 // read in place; ok is false when it is unsure (a key written with
-// escapes or in another case, a duplicate, a reason that is not a plain
-// string or null, an event that is not valid JSON), and the event must be
-// decoded to know. Only the choices' finish reasons are read: an event
+// escapes or in another case, a duplicate, a reason that is not null or
+// a plain string — one with an escape or invalid UTF-8 — an event that
+// is not valid JSON), and the event must be decoded to know. Only the choices' finish reasons are read: an event
 // whose other fields have types a decode would refuse still gives its
 // reason.
 func FinishReason(data []byte) (reason string, ok bool) {
@@ -451,10 +452,11 @@ func firstReason(choices []byte) (reason string, found, ok bool) {
 		if !saw || string(r) == "null" || found {
 			return true
 		}
-		if len(r) < 2 || r[0] != '"' || bytes.IndexByte(r, '\\') >= 0 {
+		lit, plain := jsonscan.Literal(r)
+		if !plain {
 			return false
 		}
-		reason, found = string(r[1:len(r)-1]), true
+		reason, found = string(lit), true
 		return true
 	})
 	return reason, found, ok

@@ -278,6 +278,8 @@ func TestFinishReason(t *testing.T) {
 		{`{"choices":[{"finish_reason":null},{"finish_reason":"stop"}]}`, "stop", true},
 		{`{"choices":[{"finish_reason":""}]}`, "", true},
 		{`{"choices":[{"finish_reason":"st\u006fp"}]}`, "", false},
+		{"{\"choices\":[{\"finish_reason\":\"\xfe\"}]}", "", false},
+		{`{"choices":[{"finish_reason":"stöp"}]}`, "stöp", true},
 		{`{"choices":[{"Finish_Reason":"stop"}]}`, "", false},
 		{`{"choices":[{"finish_reason":"stop","finish_reason":"length"}]}`, "", false},
 		{`{"Choices":[{"finish_reason":"stop"}]}`, "", false},
