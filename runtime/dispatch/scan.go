@@ -382,9 +382,9 @@ func includesUsage(opts []byte) bool {
 // read in place; ok is false when it is unsure (a key written with
 // escapes or in another case, a duplicate, a reason that is not null or
 // a plain string — one with an escape or invalid UTF-8 — an event that
-// is not valid JSON), and the event must be decoded to know. Only the choices' finish reasons are read: an event
-// whose other fields have types a decode would refuse still gives its
-// reason.
+// is not valid JSON), and the event must be decoded to know. Only the
+// choices' finish reasons are read: an event whose other fields have
+// types a decode would refuse still gives its reason.
 func FinishReason(data []byte) (reason string, ok bool) {
 	if !json.Valid(data) {
 		return "", false
