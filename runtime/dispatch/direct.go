@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -168,6 +169,9 @@ func EngineBody(req *openai.ChatCompletionRequest, servedName string) ([]byte, e
 // returns its event stream. The stream is aborted on the engine when ctx
 // ends or Close is called: closing the HTTP stream is how vLLM cancels.
 func OpenEngineStream(ctx context.Context, client *http.Client, baseURL, requestID string, body []byte) (Stream, error) {
+	if hoptrace.On {
+		hoptrace.Mark(requestID, hoptrace.EngineSent)
+	}
 	rctx, cancel := context.WithCancel(ctx)
 	req, err := http.NewRequestWithContext(rctx, http.MethodPost, baseURL+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
@@ -192,7 +196,11 @@ func OpenEngineStream(ctx context.Context, client *http.Client, baseURL, request
 		defer resp.Body.Close()
 		return nil, engineError(resp)
 	}
-	return &httpStream{body: resp.Body, cancel: cancel, sse: openai.NewSSEReader(resp.Body)}, nil
+	st := &httpStream{body: resp.Body, cancel: cancel, sse: openai.NewSSEReader(resp.Body)}
+	if hoptrace.On {
+		st.traceID = requestID
+	}
+	return st, nil
 }
 
 func engineError(resp *http.Response) error {
@@ -219,6 +227,9 @@ type httpStream struct {
 	sse       *openai.SSEReader
 	done      bool
 	closeOnce sync.Once
+	// traceID is the request's id until its first token is read, in a
+	// build that traces hops (hoptrace).
+	traceID string
 }
 
 func (s *httpStream) Recv() (Event, error) {
@@ -237,7 +248,12 @@ func (s *httpStream) Recv() (Event, error) {
 		s.drain()
 		return Event{}, io.EOF
 	}
-	return ParseEvent(data), nil
+	ev := ParseEvent(data)
+	if hoptrace.On && s.traceID != "" && ev.Tokens > 0 {
+		hoptrace.Mark(s.traceID, hoptrace.EngineFirstRead)
+		s.traceID = ""
+	}
+	return ev, nil
 }
 
 // drainLimit and drainWait bound the read of what follows [DONE]: the end

@@ -17,6 +17,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/strictjson"
@@ -88,6 +89,9 @@ func (s *Server) open(c *gin.Context) *exchange {
 	if !ok {
 		return nil
 	}
+	if hoptrace.On {
+		hoptrace.MarkAt(hoptrace.Key(raw), hoptrace.RelayIn, x.start)
+	}
 	if r := s.checkBody(c, p, req, raw); r != nil {
 		s.write(c, r)
 		return nil
@@ -101,6 +105,10 @@ func (s *Server) open(c *gin.Context) *exchange {
 		return nil
 	}
 	x.p, x.a = p, a
+	if hoptrace.On {
+		hoptrace.Alias(a.requestID, raw)
+		hoptrace.Mark(a.requestID, hoptrace.Admitted)
+	}
 	// From the dispatch on, the first token has its own timeout, queueing
 	// included.
 	x.ctx, x.cancel = context.WithCancelCause(c.Request.Context())
@@ -152,6 +160,9 @@ func (s *Server) open(c *gin.Context) *exchange {
 	s.cfg.Metrics.streamStarted(a.model)
 	x.rel = relay{c: c, ctx: x.ctx, stream: x.view, held: holding{a.promptEstimate, a.reserved.MaxOutputTokens},
 		onFirst: x.onFirst, onEvent: x.onEvent, onEnd: x.release}
+	if hoptrace.On {
+		x.rel.traceID = a.requestID
+	}
 	opened = true
 	return x
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -63,6 +64,9 @@ type relay struct {
 	// prompt and completion are the highest counts seen: the engine's
 	// running usage, or the chunks counted.
 	prompt, completion int64
+	// traceID is the request's id until its first token is flushed, in a
+	// build that traces hops (hoptrace).
+	traceID string
 }
 
 // holding is what a request's reservation covers: the prompt estimate and
@@ -97,6 +101,9 @@ func (r *relay) next() (dispatch.Event, error) {
 	}
 	if r.onEvent != nil {
 		r.onEvent()
+	}
+	if hoptrace.On && r.traceID != "" && ev.Tokens > 0 {
+		hoptrace.Mark(r.traceID, hoptrace.GatewayFirst)
 	}
 	r.out.CompletionTokens += ev.Tokens
 	if ev.Usage != nil {
@@ -153,6 +160,10 @@ func (r *relay) flush() {
 	}
 	r.c.Writer.Flush()
 	r.unflushed = false
+	if hoptrace.On && r.traceID != "" && r.out.CompletionTokens > 0 {
+		hoptrace.Mark(r.traceID, hoptrace.RelayWrote)
+		r.traceID = ""
+	}
 }
 
 // ending runs before the answer's end is written: what was held goes out

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -194,6 +195,9 @@ func stream(ctx context.Context, client *http.Client, t Target, body []byte) sam
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sent := time.Now()
+	if hoptrace.On {
+		hoptrace.MarkAt(hoptrace.Key(body), hoptrace.ClientSent, sent)
+	}
 	resp, err := post(ctx, client, t, body)
 	if err != nil {
 		s.err = err
@@ -223,6 +227,9 @@ func stream(ctx context.Context, client *http.Client, t Target, body []byte) sam
 			s.chunks++
 			if last.IsZero() {
 				s.ttft = now.Sub(sent)
+				if hoptrace.On {
+					hoptrace.MarkAt(hoptrace.Key(body), hoptrace.ClientFirst, now)
+				}
 			} else {
 				s.itl = append(s.itl, now.Sub(last))
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
@@ -64,6 +65,7 @@ const (
 // between tokens over the proxy's (goal: at most 1.2).
 func BenchmarkPlatformOverhead(b *testing.B) {
 	b.Run("processes", func(b *testing.B) {
+		traceHops(b)
 		engineURL := platformtest.StartNodeProcess(b, platformtest.NodeProcess{Model: overheadModel, RealTime: true, TimeFirstTokens: true})
 		proxyURL := platformtest.StartProxyProcess(b, engineURL)
 		targets := overheadTargets(b, engineURL, proxyURL, func(wsURL, token string) {
@@ -76,6 +78,7 @@ func BenchmarkPlatformOverhead(b *testing.B) {
 		reportOverhead(b, out.Warm, out.Run, platformtest.FirstTokenTimes(b, engineURL))
 	})
 	b.Run("one-process", func(b *testing.B) {
+		traceHops(b)
 		sim, err := enginesim.New(enginesim.Config{ServedModelName: overheadModel, Seed: 1})
 		if err != nil {
 			b.Fatal(err)
@@ -102,6 +105,34 @@ func BenchmarkPlatformOverhead(b *testing.B) {
 			b.Fatal(err)
 		}
 		reportOverhead(b, warmRes, res, engine.Times())
+	})
+}
+
+// traceHops, in a build with the hoptrace tag, has this process and its
+// children mark each traced request's hops, and prints each path's table
+// of them once the children ended (their stop runs before this cleanup):
+// where a path's first token spends its time, hop by hop. It prints to
+// stdout: the testing package keeps only ten lines of a benchmark's log.
+//
+//	CI=true go test -tags hoptrace -run '^$' -bench 'BenchmarkPlatformOverhead$/processes' -benchtime 1x ./runtime/loadgen/
+func traceHops(b *testing.B) {
+	if !hoptrace.On {
+		return
+	}
+	hoptrace.Reset()
+	dir := b.TempDir()
+	b.Setenv(hoptrace.DirEnv, dir)
+	b.Cleanup(func() {
+		dumps, err := hoptrace.ReadDumps(dir)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		traces := hoptrace.Merge(append(dumps, hoptrace.Snapshot())...)
+		fmt.Printf("%s: where the first token's time goes, hop by hop\n", b.Name())
+		for _, path := range []string{"direct", "proxy", "platform", "cloud"} {
+			fmt.Print(hoptrace.Table(traces, "req-"+path+"-"))
+		}
 	})
 }
 

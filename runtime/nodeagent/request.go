@@ -11,12 +11,17 @@ import (
 	"unicode/utf8"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
 // assign starts a request, or refuses it with a request error.
 func (s *session) assign(ctx context.Context, a *nodeproto.Assign) {
+	if hoptrace.On {
+		hoptrace.Alias(a.RequestID, a.Body)
+		hoptrace.Mark(a.RequestID, hoptrace.AssignRead)
+	}
 	refuse := func(status int, msg string) {
 		s.send(ctx, &nodeproto.Error{RequestID: a.RequestID, Status: status, Message: msg})
 	}

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/wsconn"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
@@ -251,6 +253,13 @@ func (s *session) write(ctx context.Context, frames ...nodeproto.Frame) error {
 	}
 	if len(msgs) == 0 {
 		return nil
+	}
+	if hoptrace.On {
+		for _, f := range frames {
+			if c, ok := f.(*nodeproto.Chunk); ok && c.Seq < 2 && dispatch.ParseEvent(c.Delta).Tokens > 0 {
+				hoptrace.Mark(c.RequestID, hoptrace.ChunkWritten)
+			}
+		}
 	}
 	wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
 	err := s.conn.WriteBatch(wctx, msgs)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/wsconn"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
@@ -345,6 +346,13 @@ func (c *nodeConn) write(ctx context.Context, frames ...nodeproto.Frame) error {
 	defer cancel()
 	if err := c.ws.WriteBatch(wctx, msgs); err != nil {
 		return fmt.Errorf("write %s: %w", frames[0].Type(), err)
+	}
+	if hoptrace.On {
+		for _, f := range frames {
+			if a, ok := f.(*nodeproto.Assign); ok {
+				hoptrace.Mark(a.RequestID, hoptrace.AssignWritten)
+			}
+		}
 	}
 	return nil
 }

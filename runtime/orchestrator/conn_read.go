@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/wsconn"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
@@ -61,6 +62,9 @@ func (c *nodeConn) handle(ctx context.Context, f nodeproto.Frame) error {
 			return fmt.Errorf("%w: %w for request %s", nodeproto.ErrInvalid, errCredit, f.RequestID)
 		}
 		if rs, ok := s.(*reqStream); ok && rs.firstOutput(f) {
+			if hoptrace.On {
+				hoptrace.Mark(f.RequestID, hoptrace.ChunkRead)
+			}
 			// First tokens first: the request's consumer, waiting for the
 			// token its client measures, runs now rather than after the
 			// consumers of every other chunk in this read (a decode step

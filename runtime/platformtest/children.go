@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
@@ -47,17 +48,24 @@ const (
 //		os.Exit(code)
 //	}
 func Child() (code int, ok bool) {
-	if raw := os.Getenv(nodeProcessEnv); raw != "" {
-		return nodeProcessMain(raw), true
+	mains := []struct {
+		env  string
+		main func(string) int
+	}{
+		{nodeProcessEnv, nodeProcessMain},
+		{clientProcessEnv, clientProcessMain},
+		{proxyProcessEnv, proxyProcessMain},
+		{loadgenProcessEnv, loadgenProcessMain},
 	}
-	if raw := os.Getenv(clientProcessEnv); raw != "" {
-		return clientProcessMain(raw), true
-	}
-	if raw := os.Getenv(proxyProcessEnv); raw != "" {
-		return proxyProcessMain(raw), true
-	}
-	if raw := os.Getenv(loadgenProcessEnv); raw != "" {
-		return loadgenProcessMain(raw), true
+	for _, m := range mains {
+		if raw := os.Getenv(m.env); raw != "" {
+			code := m.main(raw)
+			if err := hoptrace.WriteDump(); err != nil {
+				fmt.Fprintln(os.Stderr, "hop trace:", err)
+				code = max(code, 1)
+			}
+			return code, true
+		}
 	}
 	return 0, false
 }

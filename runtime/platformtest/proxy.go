@@ -1,10 +1,15 @@
 package platformtest
 
 import (
+	"bytes"
+	"io"
 	"log"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+
+	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 )
 
 // Proxy is the floor the benchmarks measure the platform against: a bare
@@ -38,6 +43,55 @@ func Proxy(upstream *url.URL) http.Handler {
 func fullDuplex(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_ = http.NewResponseController(w).EnableFullDuplex() // HTTP/1 supports it; HTTP/2 is full duplex already
+		if hoptrace.On {
+			w, r = traceProxy(w, r)
+		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+// traceProxy marks the proxy's hops of a traced request (hoptrace): its
+// handler's start, and the flush of the first write that carries a token.
+// It reads the body first, for the trace key.
+func traceProxy(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, *http.Request) {
+	start := hoptrace.Now()
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return w, r
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	key := hoptrace.Key(body)
+	hoptrace.MarkAt(key, hoptrace.RelayIn, start)
+	return &tokenFlushWriter{ResponseWriter: w, flushed: func() { hoptrace.Mark(key, hoptrace.RelayWrote) }}, r
+}
+
+// tokenFlushWriter calls flushed after the first flush that follows a
+// write of a server-sent event with a token.
+type tokenFlushWriter struct {
+	http.ResponseWriter
+	flushed       func()
+	pending, done bool
+}
+
+func (w *tokenFlushWriter) Write(p []byte) (int, error) {
+	if !w.done && !w.pending {
+		for ev := range bytes.SplitSeq(p, []byte("\n\n")) {
+			if data, ok := bytes.CutPrefix(bytes.TrimSpace(ev), []byte("data: ")); ok && dispatch.ParseEvent(data).Tokens > 0 {
+				w.pending = true
+				break
+			}
+		}
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *tokenFlushWriter) FlushError() error {
+	err := http.NewResponseController(w.ResponseWriter).Flush()
+	if w.pending {
+		w.pending, w.done = false, true
+		w.flushed()
+	}
+	return err
+}
+
+func (w *tokenFlushWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

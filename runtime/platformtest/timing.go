@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/hoptrace"
 )
 
 // FirstTokenTimesPath is where a TimedEngine serves what it timed.
@@ -54,7 +55,13 @@ func (e *TimedEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	id := string(loadgenRequestID.Find(body))
+	if hoptrace.On {
+		hoptrace.MarkAt(id, hoptrace.EngineIn, start)
+	}
 	e.h.ServeHTTP(&firstTokenWriter{ResponseWriter: w, first: func() {
+		if hoptrace.On {
+			hoptrace.Mark(id, hoptrace.EngineFirst)
+		}
 		if id != "" {
 			e.mu.Lock()
 			e.ttf[id] = time.Since(start)
