@@ -156,9 +156,16 @@ func overheadTargets(b *testing.B, engineURL, proxyURL string, startNode nodeSta
 }
 
 // overheadWarm sends a few requests down every path: connections, the key
-// cache, the orchestrator's view of the node.
+// cache, the orchestrator's view of the node. Its targets are named apart
+// ("<path>warmup"), so no request id (req-<target>-<n>) of the warm-up is
+// also one of the measured run's: the engine's timings and the hop trace
+// are kept by id.
 func overheadWarm(targets []loadgen.Target) loadgen.Config {
-	return loadgen.Config{Targets: targets, Rate: 20, Duration: 2 * time.Second, Prompt: overheadPrompt, MaxTokens: 10, Seed: 1}
+	warm := slices.Clone(targets)
+	for i := range warm {
+		warm[i].Name += "warmup"
+	}
+	return loadgen.Config{Targets: warm, Rate: 20, Duration: 2 * time.Second, Prompt: overheadPrompt, MaxTokens: 10, Seed: 1}
 }
 
 // overheadRun is the measured run: the seed's load.
