@@ -198,7 +198,7 @@ func OpenEngineStream(ctx context.Context, client *http.Client, baseURL, request
 	}
 	st := &httpStream{body: resp.Body, cancel: cancel, sse: openai.NewSSEReader(resp.Body)}
 	if hoptrace.On {
-		st.traceID = requestID
+		st.trace.Set(requestID)
 	}
 	return st, nil
 }
@@ -222,14 +222,14 @@ func engineError(resp *http.Response) error {
 
 // httpStream reads an engine's SSE answer.
 type httpStream struct {
-	body      io.ReadCloser
-	cancel    context.CancelFunc
-	sse       *openai.SSEReader
+	body   io.ReadCloser
+	cancel context.CancelFunc
+	sse    *openai.SSEReader
+	// trace is the request's id until its first token is read, in a
+	// build that traces hops; empty otherwise.
+	trace     hoptrace.Tag
 	done      bool
 	closeOnce sync.Once
-	// traceID is the request's id until its first token is read, in a
-	// build that traces hops (hoptrace).
-	traceID string
 }
 
 func (s *httpStream) Recv() (Event, error) {
@@ -249,9 +249,9 @@ func (s *httpStream) Recv() (Event, error) {
 		return Event{}, io.EOF
 	}
 	ev := ParseEvent(data)
-	if hoptrace.On && s.traceID != "" && ev.Tokens > 0 {
-		hoptrace.Mark(s.traceID, hoptrace.EngineFirstRead)
-		s.traceID = ""
+	if hoptrace.On && ev.Tokens > 0 && s.trace.ID() != "" {
+		hoptrace.Mark(s.trace.ID(), hoptrace.EngineFirstRead)
+		s.trace.Set("")
 	}
 	return ev, nil
 }

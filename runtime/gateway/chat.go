@@ -161,7 +161,7 @@ func (s *Server) open(c *gin.Context) *exchange {
 	x.rel = relay{c: c, ctx: x.ctx, stream: x.view, held: holding{a.promptEstimate, a.reserved.MaxOutputTokens},
 		onFirst: x.onFirst, onEvent: x.onEvent, onEnd: x.release}
 	if hoptrace.On {
-		x.rel.traceID = a.requestID
+		x.rel.trace.Set(a.requestID)
 	}
 	opened = true
 	return x

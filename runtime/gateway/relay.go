@@ -61,12 +61,12 @@ type relay struct {
 	unflushed bool
 	started   bool
 	out       Outcome
+	// trace is the request's id until its first token is flushed, in a
+	// build that traces hops; empty otherwise.
+	trace hoptrace.Tag
 	// prompt and completion are the highest counts seen: the engine's
 	// running usage, or the chunks counted.
 	prompt, completion int64
-	// traceID is the request's id until its first token is flushed, in a
-	// build that traces hops (hoptrace).
-	traceID string
 }
 
 // holding is what a request's reservation covers: the prompt estimate and
@@ -102,8 +102,8 @@ func (r *relay) next() (dispatch.Event, error) {
 	if r.onEvent != nil {
 		r.onEvent()
 	}
-	if hoptrace.On && r.traceID != "" && ev.Tokens > 0 {
-		hoptrace.Mark(r.traceID, hoptrace.GatewayFirst)
+	if hoptrace.On && ev.Tokens > 0 && r.out.CompletionTokens == 0 {
+		hoptrace.Mark(r.trace.ID(), hoptrace.GatewayFirst)
 	}
 	r.out.CompletionTokens += ev.Tokens
 	if ev.Usage != nil {
@@ -160,9 +160,9 @@ func (r *relay) flush() {
 	}
 	r.c.Writer.Flush()
 	r.unflushed = false
-	if hoptrace.On && r.traceID != "" && r.out.CompletionTokens > 0 {
-		hoptrace.Mark(r.traceID, hoptrace.RelayWrote)
-		r.traceID = ""
+	if hoptrace.On && r.out.CompletionTokens > 0 && r.trace.ID() != "" {
+		hoptrace.Mark(r.trace.ID(), hoptrace.RelayWrote)
+		r.trace.Set("")
 	}
 }
 

@@ -2,7 +2,10 @@
 
 package hoptrace
 
-import "testing"
+import (
+	"testing"
+	"unsafe"
+)
 
 // TestOffRecordsNothing: without the tag nothing is kept and no dump is
 // written, even with the directory set.
@@ -19,5 +22,15 @@ func TestOffRecordsNothing(t *testing.T) {
 	}
 	if dumps, err := ReadDumps(dir); err != nil || len(dumps) != 0 {
 		t.Errorf("dumps %v, %v; want none", dumps, err)
+	}
+}
+
+// TestOffTagTakesNoRoom: a stream's struct carries a Tag; without the tag
+// it must cost nothing (an open stream's memory is a measured goal).
+func TestOffTagTakesNoRoom(t *testing.T) {
+	var tag Tag
+	tag.Set("req-proxy-1")
+	if size := unsafe.Sizeof(tag); size != 0 || tag.ID() != "" {
+		t.Errorf("Tag: %d bytes, id %q; want 0 and none", size, tag.ID())
 	}
 }

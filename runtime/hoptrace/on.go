@@ -82,3 +82,14 @@ func Reset() {
 	clear(marks)
 	clear(alias)
 }
+
+// Tag holds a request's id in a struct that lives as long as its stream,
+// for the points marked later; without the hoptrace tag it is empty and
+// takes no room.
+type Tag struct{ id string }
+
+// Set keeps id.
+func (t *Tag) Set(id string) { t.id = id }
+
+// ID returns the id kept, or "".
+func (t *Tag) ID() string { return t.id }

@@ -37,6 +37,10 @@ func TestRecorderMarksOnceUnderAliasAndDumps(t *testing.T) {
 	if r[ClientSent] != 1000 || r[Admitted] != 1000+int64(time.Millisecond) {
 		t.Errorf("client sent %d, admitted %d; want 1000 and 1000+1ms", r[ClientSent], r[Admitted])
 	}
+	var tag Tag
+	if tag.Set("gw-7"); tag.ID() != "gw-7" {
+		t.Errorf("tag holds %q, want gw-7", tag.ID())
+	}
 	Reset()
 	if d := Snapshot(); len(d.Marks) != 0 || len(d.Alias) != 0 {
 		t.Errorf("after Reset: %v", d)
