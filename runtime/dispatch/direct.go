@@ -284,15 +284,7 @@ func (s *httpStream) Close() error {
 // ParseEvent classifies one event payload without decoding ordinary content
 // chunks: the relay stays as cheap as a proxy, and only the rare usage and
 // error events are decoded.
-func ParseEvent(data []byte) Event { return parseEvent(data, false) }
-
-// ParseCheckedEvent is ParseEvent for a payload already known to be valid
-// JSON: a chunk frame's delta, which the node protocol's decoder checks
-// (nodeproto.Chunk.Validate), is not validated a second time.
-func ParseCheckedEvent(data []byte) Event { return parseEvent(data, true) }
-
-// parseEvent is ParseEvent; valid says data is known to be valid JSON.
-func parseEvent(data []byte, valid bool) Event {
+func ParseEvent(data []byte) Event {
 	ev := Event{Data: data}
 	if e := openai.StreamError(data); e != nil {
 		ev.Err = e
@@ -315,7 +307,7 @@ func parseEvent(data []byte, valid bool) Event {
 		Usage   *openai.Usage   `json:"usage"`
 	}
 	var read bool
-	c.Choices, c.Usage, read = eventFields(data, valid)
+	c.Choices, c.Usage, read = eventFields(data)
 	if !read && json.Unmarshal(data, &c) != nil {
 		c.Choices, c.Usage = nil, nil
 		if delta {

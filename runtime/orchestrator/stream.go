@@ -129,7 +129,7 @@ func (s *reqStream) firstOutput(c *nodeproto.Chunk) bool {
 	if c.Seq >= firstOutputScan || s.tokened.Load() {
 		return false
 	}
-	ev := dispatch.ParseCheckedEvent(c.Delta)
+	ev := dispatch.ParseEvent(c.Delta)
 	if ev.Tokens == 0 && ev.Err == nil {
 		return false
 	}
@@ -249,7 +249,7 @@ func (s *reqStream) take(f nodeproto.Frame, err error) (dispatch.Event, error) {
 			s.link.grant(s.id, s.unacked)
 			s.unacked = 0
 		}
-		ev := dispatch.ParseCheckedEvent(f.Delta) // the frame's decoder checked the delta
+		ev := dispatch.ParseEvent(f.Delta)
 		s.sawErr = s.sawErr || ev.Err != nil
 		return ev, nil
 	case *nodeproto.Done:
