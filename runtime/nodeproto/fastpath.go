@@ -105,7 +105,7 @@ func decodeChunkFast(b []byte) (*Chunk, bool) {
 		return nil, false
 	}
 	delta := trimSpace(b[i : len(b)-1])
-	if len(delta) == 0 || delta[0] != '{' || !json.Valid(delta) {
+	if len(delta) == 0 || delta[0] != '{' || !validJSON(delta) {
 		return nil, false
 	}
 	return &Chunk{RequestID: string(id), Seq: seq, Delta: delta[:len(delta):len(delta)]}, true

@@ -3,6 +3,8 @@ package nodeproto
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/llmplat/llmplat/runtime/jsonscan"
 )
 
 // MaxIDLen bounds node and request ids: they become Redis keys and channel
@@ -49,10 +51,22 @@ func checkObject(t Type, field string, raw json.RawMessage) error {
 	if i == len(raw) {
 		return invalid(t, field, "is required")
 	}
-	if raw[i] != '{' || !json.Valid(raw) {
+	if raw[i] != '{' || !validJSON(raw) {
 		return invalid(t, field, "must be a JSON object")
 	}
 	return nil
+}
+
+// validJSON is json.Valid, answered by jsonscan's faster scan where it
+// can (a chunk's delta is checked by the agent as it encodes and by the
+// orchestrator as it decodes): only what jsonscan refuses, malformed or
+// nested past jsonscan.MaxDepth, is checked again by encoding/json, which
+// decides.
+func validJSON(b []byte) bool {
+	if _, ok := jsonscan.Value(b); ok {
+		return true
+	}
+	return json.Valid(b)
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -294,3 +294,29 @@ func TestSecretNeverPrinted(t *testing.T) {
 		t.Errorf("encoded frame lacks the token: %s", enc)
 	}
 }
+
+// TestDeepPayloadIsStillJSON: a payload nested past jsonscan's depth is
+// valid JSON all the same; the check falls back to encoding/json, so such
+// a chunk is encoded and decoded like any other, and a malformed one is
+// still refused.
+func TestDeepPayloadIsStillJSON(t *testing.T) {
+	deep := []byte(`{"a":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`)
+	if !json.Valid(deep) {
+		t.Fatal("the test's payload is not valid JSON")
+	}
+	b, err := Encode(&Chunk{RequestID: "req_1", Seq: 0, Delta: deep})
+	if err != nil {
+		t.Fatalf("encode a deep payload: %v", err)
+	}
+	f, err := Decode(b)
+	if err != nil {
+		t.Fatalf("decode a deep payload: %v", err)
+	}
+	if c, ok := f.(*Chunk); !ok || !bytes.Equal(c.Delta, deep) {
+		t.Fatalf("decoded %#v, want the chunk with its payload", f)
+	}
+	bad := deep[:len(deep)-2]
+	if _, err := Encode(&Chunk{RequestID: "req_1", Seq: 0, Delta: append(bad, '}')}); err == nil {
+		t.Error("a malformed deep payload was encoded")
+	}
+}
