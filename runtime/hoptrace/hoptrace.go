@@ -154,6 +154,7 @@ func Table(traces map[string]*[NumPoints]int64, prefix string) string {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys) // a gap's first appearance fixes its row: the same rows each run
+	var request, firstToken []time.Duration
 	for _, k := range keys {
 		r := traces[k]
 		if !strings.HasPrefix(k, prefix) || r[ClientSent] == 0 || r[ClientFirst] == 0 {
@@ -170,14 +171,17 @@ func Table(traces map[string]*[NumPoints]int64, prefix string) string {
 			}
 			prev = int(p)
 		}
-	}
-	for _, k := range keys {
-		r := traces[k]
-		if !strings.HasPrefix(k, prefix) || r[ClientSent] == 0 || r[ClientFirst] == 0 || r[EngineIn] == 0 || r[EngineFirst] == 0 {
-			continue
+		if r[EngineIn] != 0 && r[EngineFirst] != 0 {
+			request = append(request, time.Duration(r[EngineIn]-r[ClientSent]))
+			firstToken = append(firstToken, time.Duration(r[ClientFirst]-r[EngineFirst]))
 		}
-		add("request: client → engine", time.Duration(r[EngineIn]-r[ClientSent]))
-		add("first token: engine → client", time.Duration(r[ClientFirst]-r[EngineFirst]))
+	}
+	// The whole ways come after every gap.
+	for _, d := range request {
+		add("request: client → engine", d)
+	}
+	for _, d := range firstToken {
+		add("first token: engine → client", d)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %d requests traced end to end (ms)\n", strings.TrimSuffix(prefix, "-"), n)
