@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -214,21 +213,6 @@ func (g *Guard) CheckURL(ctx context.Context, raw string) error {
 	return nil
 }
 
-// checkHost refuses a host (name or address literal) inside the network.
-func (g *Guard) checkHost(ctx context.Context, host string) error {
-	host = strings.TrimSuffix(host, ".")
-	if host == "" {
-		return &BlockedError{Reason: "URL has no host"}
-	}
-	if addr, ok := parseIPLoose(host); ok {
-		return checkAddr(addr)
-	}
-	if internalName(host) {
-		return &BlockedError{Reason: fmt.Sprintf("host %q is internal", host)}
-	}
-	return g.checkResolved(ctx, host)
-}
-
 // whatwgHost returns the host of a normalized URL of a special scheme as a
 // WHATWG parser finds it: after "scheme:", every slash and backslash is
 // skipped; the authority ends at the first /, \, ? or #; the userinfo ends
@@ -257,30 +241,4 @@ func whatwgHost(s string) (host string, ok bool) {
 		return "", false
 	}
 	return strings.ToLower(decoded), true
-}
-
-func (g *Guard) checkResolved(ctx context.Context, host string) error {
-	r := g.Resolver
-	if r == nil {
-		r = net.DefaultResolver
-	}
-	ctx, cancel := context.WithTimeout(ctx, ResolveTimeout)
-	defer cancel()
-	addrs, err := r.LookupNetIP(ctx, "ip", host)
-	if err != nil || len(addrs) == 0 {
-		if g.AllowUnresolvable {
-			return nil
-		}
-		return &BlockedError{Reason: fmt.Sprintf("host %q could not be resolved to check it", host)}
-	}
-	for _, a := range addrs {
-		if err := checkAddr(a); err != nil {
-			var be *BlockedError
-			if errors.As(err, &be) {
-				be.Reason = fmt.Sprintf("host %q resolves to %s", host, be.Reason)
-			}
-			return err
-		}
-	}
-	return nil
 }

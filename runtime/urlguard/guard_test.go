@@ -30,6 +30,14 @@ var resolver = fakeResolver{
 	"images.example.com":    {"93.184.216.34"},
 	"rebind.example.com":    {"93.184.216.34", "10.0.0.7"},
 	"meta.attacker.example": {"169.254.169.254"},
+	// Names that map (UTS #46) onto others, for a resolver that looks the
+	// unmapped form up too.
+	"ｉｍａｇｅｓ.example.com":        {"93.184.216.34"},
+	"ｍｅｔａ.attacker.example":     {"93.184.216.34"},
+	"ｒｅｂｉｎｄ.example.com":        {"93.184.216.34"},
+	"bücher.example.com":        {"93.184.216.34"},
+	"xn--bcher-kva.example.com": {"93.184.216.34"},
+	"everywhere.example.com":    {"93.184.216.34"},
 }
 
 func TestCheckURL(t *testing.T) {
