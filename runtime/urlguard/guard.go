@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // ResolveTimeout bounds one host lookup: admission must stay fast, and a
@@ -133,13 +134,24 @@ func collect(v any, path string, out *[]found) {
 // normalize does what a WHATWG URL parser (browsers, and the URL
 // libraries engines fetch images with) does before parsing: it strips
 // leading and trailing C0 controls and spaces, and removes every ASCII
-// tab and newline. "ht\ttp://…" and "\x00http://…" are URLs to them.
+// tab and newline. "ht\ttp://…" and "\x00http://…" are URLs to them. It
+// strips what other fetchers trim from the ends too (see trimmed), so
+// "\u00a0http://…" is a URL.
 func normalize(s string) string {
-	s = strings.TrimFunc(s, func(r rune) bool { return r <= 0x20 })
+	s = strings.TrimFunc(s, trimmed)
 	if strings.ContainsAny(s, "\t\n\r") {
 		s = strings.NewReplacer("\t", "", "\n", "", "\r", "").Replace(s)
 	}
 	return s
+}
+
+// trimmed reports a character some fetcher strips from a URL's ends:
+// WHATWG's C0 controls and space; Unicode White_Space (NBSP, U+3000, U+2028
+// …), which Python's str.strip and Java's String.strip remove; and, to be
+// safe, every other control or format character: the BOM, which
+// JavaScript's trim removes, zero-width spaces and joiners, bidi marks.
+func trimmed(r rune) bool {
+	return r <= 0x20 || unicode.In(r, unicode.White_Space, unicode.Cc, unicode.Cf)
 }
 
 // special are WHATWG's special schemes: after "scheme:" any slashes and

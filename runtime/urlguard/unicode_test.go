@@ -2,8 +2,12 @@ package urlguard
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
+	"unicode/utf16"
 )
 
 // TestMappedHosts: a host that IDNA-aware fetchers (WHATWG URL parsers,
@@ -67,4 +71,73 @@ func TestMappedHosts(t *testing.T) {
 			})
 		}
 	}
+}
+
+// spaces are characters some fetcher strips from a URL's ends: Unicode
+// White_Space (Python's str.strip, Java's String.strip), the BOM
+// (JavaScript's trim), zero-width and other format characters.
+var spaces = []struct{ name, s string }{
+	{"nbsp", "\u00a0"}, {"bom", "\ufeff"}, {"ideographic space", "\u3000"}, {"line separator", "\u2028"},
+	{"paragraph separator", "\u2029"}, {"next line", "\u0085"}, {"en quad", "\u2000"}, {"hair space", "\u200a"},
+	{"narrow nbsp", "\u202f"}, {"ogham space", "\u1680"}, {"zero-width space", "\u200b"},
+	{"word joiner", "\u2060"}, {"mongolian vowel separator", "\u180e"}, {"left-to-right mark", "\u200e"},
+	{"mixed", "\u00a0 \ufeff\t\u3000"},
+}
+
+// TestSpacedURLs: a URL with Unicode spaces or a BOM around it is still a
+// URL, in a body and on its own.
+func TestSpacedURLs(t *testing.T) {
+	g := &Guard{Resolver: resolver, AllowUnresolvable: true}
+	for _, sp := range spaces {
+		for _, tc := range []struct{ where, url string }{
+			{"before", sp.s + "http://127.0.0.1/"},
+			{"around", sp.s + "http://169.254.169.254/latest/" + sp.s},
+			{"before, mapped host", sp.s + "http://１２７.0.0.１/"},
+			{"after the host", "http://127.0.0.1" + sp.s},
+		} {
+			t.Run(sp.name+"/"+tc.where, func(t *testing.T) {
+				if !looksLikeURL(tc.url) {
+					t.Errorf("looksLikeURL(%q) = false, want true", tc.url)
+				}
+				raw, err := json.Marshal(tc.url)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, lit := range []string{string(raw), escaped(tc.url)} {
+					err := g.CheckJSON(context.Background(), []byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"image_url","image_url":{"url":`+lit+`}}]}]}`))
+					var be *BlockedError
+					if !errors.As(err, &be) || be.Path != "messages[0].content[0].image_url.url" {
+						t.Errorf("CheckJSON(%s) = %v, want a BlockedError at the image url", lit, err)
+					}
+				}
+			})
+		}
+		t.Run(sp.name+"/public", func(t *testing.T) {
+			if err := g.CheckURL(context.Background(), sp.s+"https://images.example.com/cat.png"+sp.s); err != nil {
+				t.Errorf("CheckURL = %v, want nil", err)
+			}
+		})
+	}
+}
+
+// escaped writes s as a JSON string with every non-ASCII character
+// \u-escaped, as a client may send it.
+func escaped(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r < 0x20 || r > 0x7e:
+			for _, u := range utf16.Encode([]rune{r}) {
+				fmt.Fprintf(&b, "\\u%04x", u)
+			}
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
