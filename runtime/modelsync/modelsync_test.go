@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -34,7 +35,13 @@ type store struct {
 	// cutAfter, when positive, breaks every object body after that many
 	// bytes, as a dropped connection would.
 	cutAfter atomic.Int64
+	// hooks answer requests for their URL path instead of the store: a
+	// hostile or broken S3.
+	hooks sync.Map // string → http.HandlerFunc
 }
+
+// hook answers requests for path (bucket and key, "/models/m/r/f") with h.
+func (s *store) hook(path string, h http.HandlerFunc) { s.hooks.Store(path, h) }
 
 func newStore(t *testing.T) *store {
 	t.Helper()
@@ -44,6 +51,10 @@ func newStore(t *testing.T) *store {
 	}
 	faker := gofakes3.New(s.backend).Server()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h, ok := s.hooks.Load(r.URL.Path); ok {
+			h.(http.HandlerFunc)(w, r)
+			return
+		}
 		if r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "" && strings.Count(strings.Trim(r.URL.Path, "/"), "/") >= 1 {
 			s.gets.Add(1)
 			cw := &countingWriter{ResponseWriter: w, n: &s.sent, limit: s.cutAfter.Load()}
@@ -253,7 +264,7 @@ func TestSyncRefusals(t *testing.T) {
 		{"revision with a slash", func(c *modelsync.Config) { c.Revision = "a/b" }, "-revision"},
 		{"model dot-dot", func(c *modelsync.Config) { c.Model = ".." }, "-model"},
 		{"no bucket", func(c *modelsync.Config) { c.Bucket = "" }, "-bucket"},
-		{"key escaping the folder", func(c *modelsync.Config) { c.Model, c.Revision = "evil", "r" }, "outside the revision's folder"},
+		{"key escaping the folder", func(c *modelsync.Config) { c.Model, c.Revision = "evil", "r" }, "inside the revision's folder"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base

@@ -1,0 +1,35 @@
+// Package modelsync copies one revision of a model's weights from S3 to
+// the node's local disk: the model pods' init container. The copy is
+// parallel over files and resumable (a file interrupted mid-way goes on
+// from its last byte, and a whole file left by an interrupted run is
+// checked rather than fetched again), every file is checked against its
+// size and, where S3 has one, its MD5 ETag, and a marker written last
+// makes a second pod on the same node start without copying at all.
+//
+// The S3 server and the cache folder are both treated as untrusted:
+//
+//   - The listing pass is bounded: at most maxListPages pages and
+//     maxObjects keys, keys no longer than S3's own 1,024 bytes, sizes
+//     that are not negative and add up to at most maxRevisionBytes and to
+//     no more than the disk has free (ErrListing, ErrNoSpace). A page that
+//     says more follows but gives no new continuation token is refused, not
+//     taken as the end.
+//   - A key maps to a path only if it is a clean relative path inside the
+//     revision's folder (ErrUnsafeKey), and never to a name modelsync keeps
+//     for itself: a segment starting ".llmplat-" (the marker and its
+//     temporary file) or ending ".partial" (copies in progress) is refused
+//     loudly (ErrReservedName), so no object can be dropped by, or replace,
+//     modelsync's own files.
+//   - Every object's copy is bounded by its listed size: a body that
+//     announces or sends more is refused after at most that many bytes are
+//     on disk, and the partial copy is removed (ErrTooLarge).
+//   - Every file operation under the cache folder (-dest) goes through an
+//     os.Root, so nothing can lead it outside, and no link inside it is
+//     followed: a symbolic link where modelsync expects a folder, a file,
+//     a partial copy or the marker is refused (ErrLink), and an opened file
+//     is checked to be the one that was looked at. The cache folder itself
+//     may be a link; that is the operator's choice.
+//
+// Folders are made as before (0755, only when missing), so modelsync needs
+// no more rights on the cache folder than it did.
+package modelsync
