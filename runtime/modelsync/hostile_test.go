@@ -287,3 +287,47 @@ func TestSyncRefusesAbsurdListings(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncRefusesAHugeListingPage: a listing page is read up to a bound,
+// not into memory whole: a 200 MB key is refused after a few MiB.
+// (Under -race the XML decoder reads about 1 MiB in 3 s, far inside the
+// page timeout.)
+func TestSyncRefusesAHugeListingPage(t *testing.T) {
+	const stream = 200 << 20
+	s := newStore(t)
+	var sent atomic.Int64
+	handled := make(chan struct{})
+	list := func(w http.ResponseWriter, r *http.Request) {
+		defer close(handled)
+		w.Header().Set("Content-Type", "application/xml")
+		head := `<?xml version="1.0" encoding="UTF-8"?><ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Name>` + bucket +
+			`</Name><KeyCount>1</KeyCount><MaxKeys>1000</MaxKeys><IsTruncated>false</IsTruncated><Contents><Key>m/r/`
+		if _, err := w.Write([]byte(head)); err != nil {
+			return
+		}
+		chunk := bytes.Repeat([]byte("k"), 64<<10)
+		for sent.Load() < stream {
+			n, err := w.Write(chunk)
+			sent.Add(int64(n))
+			if err != nil {
+				return
+			}
+		}
+		_, _ = w.Write([]byte(`</Key><Size>1</Size></Contents></ListBucketResult>`))
+	}
+	s.hook("/"+bucket, list)
+	s.hook("/"+bucket+"/", list)
+	_, err := modelsync.Sync(t.Context(), modelsync.Config{S3: s.client(), Bucket: bucket, Model: "m", Revision: "r", Dest: t.TempDir()})
+	t.Logf("refused: %v", err)
+	if !errors.Is(err, modelsync.ErrListing) {
+		t.Errorf("err = %v, want ErrListing", err)
+	}
+	select {
+	case <-handled:
+	case <-time.After(handlerWait):
+		t.Fatal("the server is still streaming: the listing never hung up")
+	}
+	if got := sent.Load(); got >= stream {
+		t.Errorf("the server streamed all %d bytes of the page: the listing read them", got)
+	}
+}

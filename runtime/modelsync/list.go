@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -26,6 +29,12 @@ const (
 	// copy's name (partialExtraLen more) still fits a file name (255
 	// bytes on Linux file systems).
 	maxSegmentLen = 255 - partialExtraLen
+	// maxListPageBytes bounds one listing page's body: 1,000 keys of
+	// S3's longest (1,024 bytes) with their fields take about 1.4 MiB.
+	maxListPageBytes = 4 << 20
+	// listPageTimeout bounds the wait for one listing page: S3 answers in
+	// well under a second, so two minutes is a server that stalls.
+	listPageTimeout = 2 * time.Minute
 	// maxRevisionBytes bounds a revision's listed size: four times the
 	// largest open checkpoint (a trillion parameters in bf16, 2 TB).
 	maxRevisionBytes = 8 << 40
@@ -60,7 +69,7 @@ func list(ctx context.Context, cfg Config) ([]Object, error) {
 	var token *string
 	var total int64
 	for pages := 1; ; pages++ {
-		page, err := cfg.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(cfg.Bucket), Prefix: aws.String(pre), ContinuationToken: token})
+		page, err := listPage(ctx, cfg, pre, token)
 		if err != nil {
 			return nil, fmt.Errorf("modelsync: list %s: %w", where, err)
 		}
@@ -102,6 +111,47 @@ func list(ctx context.Context, cfg Config) ([]Object, error) {
 		return nil, fmt.Errorf("%w: %s: %w", ErrListing, where, err)
 	}
 	return objs, nil
+}
+
+// listPage reads one page of the listing, bounded in time and size.
+func listPage(ctx context.Context, cfg Config, pre string, token *string) (*s3.ListObjectsV2Output, error) {
+	ctx, cancel := context.WithTimeout(ctx, listPageTimeout)
+	defer cancel()
+	return cfg.S3.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: aws.String(cfg.Bucket), Prefix: aws.String(pre), ContinuationToken: token},
+		func(o *s3.Options) {
+			if o.HTTPClient != nil {
+				o.HTTPClient = cappedClient{o.HTTPClient}
+			}
+		})
+}
+
+// cappedClient caps every response body at maxListPageBytes.
+type cappedClient struct{ c s3.HTTPClient }
+
+func (c cappedClient) Do(r *http.Request) (*http.Response, error) {
+	resp, err := c.c.Do(r)
+	if err == nil && resp.Body != nil {
+		resp.Body = &cappedBody{ReadCloser: resp.Body, left: maxListPageBytes}
+	}
+	return resp, err
+}
+
+// cappedBody fails a read once more than its bytes would pass.
+type cappedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *cappedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if int64(n) > b.left {
+		return 0, fmt.Errorf("%w: a page of more than %d bytes", ErrListing, maxListPageBytes)
+	}
+	b.left -= int64(n)
+	return n, err
 }
 
 // distinct refuses two objects at one path, or one object at a path
