@@ -8,7 +8,8 @@
 //
 // The S3 server and the cache folder are both treated as untrusted:
 //
-//   - The listing pass is bounded: at most maxListPages pages and
+//   - The listing pass is bounded: at most maxListPages pages of at most
+//     maxListPageBytes each, read within listPageTimeout, at most
 //     maxObjects keys, keys no longer than S3's own 1,024 bytes, sizes
 //     that are not negative and add up to at most maxRevisionBytes and to
 //     no more than the disk has free (ErrListing, ErrNoSpace). A page that
