@@ -53,11 +53,12 @@ func syncFile(ctx context.Context, cfg Config, rev *os.Root, o Object, done *ato
 		defer d.Close()
 	}
 	ok, err := keep(cfg, d, name, o)
-	if err != nil || ok {
-		if ok {
-			done.Add(o.Size)
-		}
+	if err != nil {
 		return 0, err
+	}
+	if ok {
+		done.Add(o.Size)
+		return 0, nil
 	}
 	part := partialName(name, o.ETag)
 	f, err := openFile(d, part, os.O_CREATE|os.O_RDWR)

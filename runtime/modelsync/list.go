@@ -78,10 +78,10 @@ func list(ctx context.Context, cfg Config) ([]Object, error) {
 		}
 		for _, o := range page.Contents {
 			rel, skip, err := relPath(pre, aws.ToString(o.Key))
-			if err != nil || skip {
-				if err != nil {
-					return nil, err
-				}
+			if err != nil {
+				return nil, err
+			}
+			if skip {
 				continue
 			}
 			size := aws.ToInt64(o.Size)
