@@ -85,6 +85,7 @@ func TestSyncBoundsACopyByTheListedSize(t *testing.T) {
 			case <-time.After(handlerWait):
 				t.Fatal("the server is still streaming: the copy never hung up")
 			}
+			t.Logf("server sent %d bytes; at most %d seen on disk", sent.Load(), onDisk.Load())
 			if got := onDisk.Load(); got > int64(len(data)) {
 				t.Errorf("%d bytes were on disk, the object is listed at %d", got, len(data))
 			}
@@ -327,6 +328,7 @@ func TestSyncRefusesAHugeListingPage(t *testing.T) {
 	case <-time.After(handlerWait):
 		t.Fatal("the server is still streaming: the listing never hung up")
 	}
+	t.Logf("server sent %d bytes of the page", sent.Load())
 	if got := sent.Load(); got >= stream {
 		t.Errorf("the server streamed all %d bytes of the page: the listing read them", got)
 	}
