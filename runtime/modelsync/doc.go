@@ -6,6 +6,15 @@
 // size and, where S3 has one, its MD5 ETag, and a marker written last
 // makes a second pod on the same node start without copying at all.
 //
+// Syncs of one revision into one cache folder take turns: each takes an
+// exclusive lock (flock) on the revision's ".llmplat-lock" before it
+// copies, so replicas of a model started together on one node, in any
+// number of pods or goroutines, never write the same partial copy or
+// marker. The first copies; the others wait (polling every lockPoll, for
+// as long as their context allows), then find its marker and read
+// nothing from S3. The lock dies with the process that holds it, so a
+// crashed copy never leaves the revision locked; the file stays.
+//
 // The S3 server and the cache folder are both treated as untrusted:
 //
 //   - The listing pass is bounded: at most maxListPages pages of at most
@@ -17,10 +26,10 @@
 //     taken as the end.
 //   - A key maps to a path only if it is a clean relative path inside the
 //     revision's folder (ErrUnsafeKey), and never to a name modelsync keeps
-//     for itself: a segment starting ".llmplat-" (the marker and its
-//     temporary file) or ending ".partial" (copies in progress) is refused
-//     loudly (ErrReservedName), so no object can be dropped by, or replace,
-//     modelsync's own files.
+//     for itself: a segment starting ".llmplat-" (the marker, its
+//     temporary file, the lock) or ending ".partial" (copies in progress)
+//     is refused loudly (ErrReservedName), so no object can be dropped by,
+//     or replace, modelsync's own files.
 //   - Every object's copy is bounded by its listed size: a body that
 //     announces or sends more is refused after at most that many bytes are
 //     on disk, and the partial copy is removed (ErrTooLarge).

@@ -9,3 +9,6 @@ const (
 
 // PartialName is partialName.
 var PartialName = partialName
+
+// LockName is the revision's lock file.
+const LockName = lockName

@@ -41,8 +41,8 @@ const (
 )
 
 // reservedPrefix starts the names modelsync keeps for itself in a
-// revision's folder: the marker and its temporary file. No key may map
-// to a segment that starts with it.
+// revision's folder: the marker, its temporary file and the lock. No key
+// may map to a segment that starts with it.
 const reservedPrefix = ".llmplat-"
 
 var (

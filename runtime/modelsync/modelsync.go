@@ -92,18 +92,10 @@ func Sync(ctx context.Context, cfg Config) (Result, error) {
 	defer cache.Close()
 	revPath := cfg.Model + "/" + cfg.Revision
 	if rev, err := openDir(cache, revPath, false); err == nil {
-		m, ok, err := readMarker(rev)
+		ok, err := synced(rev, cfg, &res)
 		rev.Close()
-		if err != nil {
+		if ok || err != nil {
 			return res, err
-		}
-		if ok && m.Bucket == cfg.Bucket && m.Model == cfg.Model && m.Revision == cfg.Revision {
-			res.Skipped, res.Files = true, len(m.Objects)
-			for _, o := range m.Objects {
-				res.Bytes += o.Size
-			}
-			cfg.Logger.Info("model revision already synced", "dir", dir, "files", res.Files, "bytes", res.Bytes)
-			return res, nil
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return res, err
@@ -112,15 +104,26 @@ func Sync(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	res.Files = len(objs)
-	for _, o := range objs {
-		res.Bytes += o.Size
-	}
 	rev, err := openDir(cache, revPath, true)
 	if err != nil {
 		return res, err
 	}
 	defer rev.Close()
+	// One copy of a revision at a time on a node: two replicas of a model
+	// scheduled together would otherwise write the same partial files and
+	// the same marker. The second waits, then finds the first's marker.
+	lock, err := lockRevision(ctx, rev, cfg.Logger, dir)
+	if err != nil {
+		return res, err
+	}
+	defer lock.Close()
+	if ok, err := synced(rev, cfg, &res); ok || err != nil {
+		return res, err
+	}
+	res.Files = len(objs)
+	for _, o := range objs {
+		res.Bytes += o.Size
+	}
 	if err := roomFor(cfg.Dest, rev, objs); err != nil {
 		return res, err
 	}
@@ -172,6 +175,22 @@ func Sync(ctx context.Context, cfg Config) (Result, error) {
 	}
 	cfg.Logger.Info("model revision synced", "dir", dir, "files", res.Files, "bytes", res.Bytes, "fetched", res.Fetched)
 	return res, nil
+}
+
+// synced reports whether rev holds cfg's revision whole (its marker is
+// there, for the same bucket, model and revision), filling res from the
+// marker when it does.
+func synced(rev *os.Root, cfg Config, res *Result) (bool, error) {
+	m, ok, err := readMarker(rev)
+	if err != nil || !ok || m.Bucket != cfg.Bucket || m.Model != cfg.Model || m.Revision != cfg.Revision {
+		return false, err
+	}
+	res.Skipped, res.Files, res.Bytes = true, len(m.Objects), 0
+	for _, o := range m.Objects {
+		res.Bytes += o.Size
+	}
+	cfg.Logger.Info("model revision already synced", "dir", res.Dir, "files", res.Files, "bytes", res.Bytes)
+	return true, nil
 }
 
 // validate refuses a config that would read or write outside its place.

@@ -38,6 +38,10 @@ type store struct {
 	// hooks answer requests for their URL path instead of the store: a
 	// hostile or broken S3.
 	hooks sync.Map // string → http.HandlerFunc
+	// lists counts listing requests.
+	lists atomic.Int64
+	// gate, when set, holds every object GET until it is closed.
+	gate atomic.Pointer[chan struct{}]
 }
 
 // hook answers requests for path (bucket and key, "/models/m/r/f") with h.
@@ -55,7 +59,17 @@ func newStore(t *testing.T) *store {
 			h.(http.HandlerFunc)(w, r)
 			return
 		}
+		if r.URL.Query().Get("list-type") != "" {
+			s.lists.Add(1)
+		}
 		if r.Method == http.MethodGet && r.URL.Query().Get("list-type") == "" && strings.Count(strings.Trim(r.URL.Path, "/"), "/") >= 1 {
+			if gate := s.gate.Load(); gate != nil {
+				select {
+				case <-*gate:
+				case <-r.Context().Done():
+					return
+				}
+			}
 			s.gets.Add(1)
 			cw := &countingWriter{ResponseWriter: w, n: &s.sent, limit: s.cutAfter.Load()}
 			faker.ServeHTTP(cw, r)
