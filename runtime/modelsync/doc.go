@@ -40,6 +40,10 @@
 //     is checked to be the one that was looked at. The cache folder itself
 //     may be a link; that is the operator's choice.
 //
-// Folders are made as before (0755, only when missing), so modelsync needs
-// no more rights on the cache folder than it did.
+// Folders are made 0755, only when missing, so modelsync needs no more
+// rights than to write in the cache folder. In a model pod it runs as the
+// image's non-root user, after Own, the pod's only root step (with
+// CAP_CHOWN alone), has handed it the cache folder that kubelet made
+// root:root 0755; Own changes the owner of that folder and of nothing in
+// it.
 package modelsync
