@@ -129,6 +129,9 @@ func TestSyncRefusesLinksInTheCache(t *testing.T) {
 		{"marker", func(t *testing.T, _, dir, outFile, _ string) {
 			link(t, outFile, filepath.Join(dir, modelsync.MarkerName))
 		}, modelsync.ErrLink},
+		{"lock", func(t *testing.T, _, dir, outFile, _ string) {
+			link(t, outFile, filepath.Join(dir, modelsync.LockName))
+		}, modelsync.ErrLink},
 		{"file with the object's bytes", func(t *testing.T, _, dir, outFile, _ string) {
 			if err := os.WriteFile(outFile, files["config.json"], 0o644); err != nil {
 				t.Fatal(err)
@@ -190,10 +193,10 @@ func link(t *testing.T, target, name string) {
 }
 
 // TestSyncRefusesKeysNamedLikeItsOwnFiles: a key named like the marker's
-// temporary file (or the marker, or a partial copy) is refused loudly,
+// temporary file (or the marker, the lock, or a partial copy) is refused loudly,
 // never copied and then dropped or overwritten.
 func TestSyncRefusesKeysNamedLikeItsOwnFiles(t *testing.T) {
-	for _, name := range []string{modelsync.MarkerTemp, modelsync.MarkerName, "config.json.0badc0de.partial", "sub/" + modelsync.MarkerTemp} {
+	for _, name := range []string{modelsync.MarkerTemp, modelsync.MarkerName, modelsync.LockName, "config.json.0badc0de.partial", "sub/" + modelsync.MarkerTemp} {
 		t.Run(name, func(t *testing.T) {
 			s := newStore(t)
 			revision(t, s, "llama-8b", "rev1")
