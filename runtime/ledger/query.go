@@ -45,11 +45,13 @@ type ModelUsage struct {
 // Usage returns the team's settled usage per model for requests created in
 // [from, to), sorted by model. teamID must come from the caller's verified
 // credential: the query sees no other team's rows. Reserved and cancelled
-// rows are not usage.
+// rows are not usage. The sums saturate at math.MaxInt64 rather than fail
+// (store.Dialect.SaturatingSum): settles bound every count, but a row
+// written before they did must not cost its team its usage report.
 func (l *Ledger) Usage(ctx context.Context, teamID int64, from, to time.Time) ([]ModelUsage, error) {
+	sum := l.db.Dialect().SaturatingSum
 	rows, err := l.db.QueryContext(ctx, `SELECT model, COUNT(*),
-		CAST(SUM(prompt_tokens) AS BIGINT), CAST(SUM(completion_tokens) AS BIGINT),
-		CAST(SUM(cost_microcredits) AS BIGINT)
+		`+sum("prompt_tokens")+`, `+sum("completion_tokens")+`, `+sum("cost_microcredits")+`
 		FROM usage_ledger
 		WHERE team_id = $1 AND status = 'settled' AND created_at >= $2 AND created_at < $3
 		GROUP BY model ORDER BY model`, teamID, ceilMicro(from), ceilMicro(to))

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 )
@@ -95,5 +96,33 @@ func TestBalanceOfUnknownTeam(t *testing.T) {
 	forEachDialect(t, func(t *testing.T, f *fixture) {
 		_, err := f.l.Balance(context.Background(), 12345)
 		wantErr(t, "Balance", err, ErrUnknownTeam)
+	})
+}
+
+// TestUsageSumsNeverOverflow: rows written before settles bounded their
+// counts (2^62 tokens each) sum to at most the largest int64 in the usage
+// report, on both dialects, instead of failing the team's query for good.
+func TestUsageSumsNeverOverflow(t *testing.T) {
+	ctx := context.Background()
+	forEachDialect(t, func(t *testing.T, f *fixture) {
+		team := f.team(t, "a", 1_000_000)
+		for _, id := range []string{"a", "b", "c"} {
+			f.reserve(t, req(id, team))
+			if _, err := f.l.Settle(ctx, id, Usage{PromptTokens: 10, CompletionTokens: 10}, SourceExact); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, err := f.db.ExecContext(ctx, `UPDATE usage_ledger SET prompt_tokens = $1, completion_tokens = $1,
+			cost_microcredits = $1 WHERE team_id = $2`, int64(1)<<62, team); err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.l.Usage(ctx, team, startTime, startTime.Add(1))
+		if err != nil {
+			t.Fatalf("Usage: %v", err)
+		}
+		want := ModelUsage{Model: m8b, Requests: 3, PromptTokens: math.MaxInt64, CompletionTokens: math.MaxInt64, CostMicrocredits: math.MaxInt64}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("Usage = %+v, want %+v", got, want)
+		}
 	})
 }

@@ -34,3 +34,19 @@ func (d Dialect) ForUpdate() string {
 	}
 	return ""
 }
+
+// SaturatingSum returns the SQL aggregate of the sum of expr, a bigint
+// column, as a bigint that never overflows: at most the largest bigint,
+// never an error. Plain SUM fails both ways on a huge total — PostgreSQL's
+// numeric sum cast back to bigint raises "out of range", SQLite's integer
+// sum raises "integer overflow" — and a query that errs or wraps for one
+// team's rows would answer that team 503, or a negative total, for good.
+// PostgreSQL sums exactly in numeric and caps; SQLite sums in floating
+// point (TOTAL, exact while the total stays below 2^53) and its cast to
+// INTEGER saturates at the largest integer.
+func (d Dialect) SaturatingSum(expr string) string {
+	if d == Postgres {
+		return "LEAST(SUM(" + expr + "), 9223372036854775807)::bigint"
+	}
+	return "CAST(TOTAL(" + expr + ") AS INTEGER)"
+}
