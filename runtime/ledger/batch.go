@@ -213,8 +213,11 @@ type finishReq struct {
 }
 
 // finishBatchSQL settles and cancels a batch in one statement, by the rules
-// of finish: it locks the batch's reserved rows (in id order), applies the
-// partial rule (nothing produced cancels; output without a prompt count
+// of finish: it locks the batch's reserved rows (in id order), bounds the
+// usage by each row's reservation as BoundUsage does with nothing relayed
+// (b: negative counts are zero, the completion at most the output cap, the
+// prompt at most the estimate plus the cap less the completion), applies
+// the partial rule (nothing produced cancels; output without a prompt count
 // bills the reservation's prompt estimate), prices each row at its reserved
 // prices capped at its reservation, moves the rows out of 'reserved', and
 // debits each team once by its rows' costs and releases their holds (team
@@ -226,7 +229,7 @@ var finishBatchSQL = `WITH s AS (
 ), rows AS (
 	SELECT u.id, u.request_id, u.team_id, u.key_id, u.model, u.reserved_microcredits AS reserved,
 		u.prompt_price_micro_per_mtok AS pp, u.completion_price_micro_per_mtok AS cp, u.prompt_tokens AS est_prompt,
-		s.status, s.src, s.pt, s.ct
+		u.max_output_tokens AS mo, s.status, s.src, s.pt AS rpt, s.ct AS rct
 	FROM usage_ledger u JOIN s ON s.request_id = u.request_id
 	-- The rows are read by the request_id index (= ANY). status is
 	-- compared as text so that the planner, which sees few reserved rows,
@@ -234,10 +237,17 @@ var finishBatchSQL = `WITH s AS (
 	-- holds an entry for every dead version of every settled row.
 	WHERE u.request_id = ANY($1::text[]) AND u.status::text = 'reserved'
 	ORDER BY u.id FOR UPDATE OF u
-), p AS (
-	SELECT rows.*,
-		CASE WHEN status = 'settled' AND src IN ('partial', 'node_log') AND pt = 0 AND ct = 0 THEN 'cancelled' ELSE status END AS final
+), bc AS (
+	SELECT rows.*, CASE WHEN mo > 0 THEN LEAST(GREATEST(rct, 0), mo) ELSE GREATEST(rct, 0) END AS ct
 	FROM rows
+), b AS (
+	SELECT bc.*, CASE WHEN mo > 0 THEN LEAST(GREATEST(rpt, 0), est_prompt + mo - ct) ELSE GREATEST(rpt, 0) END AS pt,
+		rpt < 0 OR rct < 0 AS negative
+	FROM bc
+), p AS (
+	SELECT b.*, pt < GREATEST(rpt, 0) OR ct < GREATEST(rct, 0) AS over,
+		CASE WHEN status = 'settled' AND src IN ('partial', 'node_log') AND pt = 0 AND ct = 0 THEN 'cancelled' ELSE status END AS final
+	FROM b
 ), q AS (
 	SELECT p.*,
 		CASE WHEN final = 'cancelled' THEN 0 WHEN src IN ('partial', 'node_log') AND pt = 0 THEN est_prompt ELSE pt END AS fpt,
@@ -254,7 +264,8 @@ var finishBatchSQL = `WITH s AS (
 	FROM c WHERE u.id = c.id AND u.status::text = 'reserved'
 	RETURNING u.id, u.request_id, u.team_id, COALESCE(u.key_id, 0) AS key_id, u.model, u.status,
 		COALESCE(u.settled_from::text, '') AS settled_from, u.prompt_tokens, u.completion_tokens, u.cost_microcredits,
-		c.full_cost > c.reserved AND c.final = 'settled' AS capped, c.full_cost, c.reserved
+		(c.full_cost > c.reserved OR c.over) AND c.final = 'settled' AS capped, c.full_cost, c.reserved,
+		c.over, c.negative, c.rpt, c.rct
 ), per_team AS (
 	SELECT team_id, sum(cost_microcredits) AS cost, sum(reserved) AS released FROM upd GROUP BY team_id
 ), locked AS (
@@ -268,7 +279,7 @@ var finishBatchSQL = `WITH s AS (
 )
 SELECT upd.request_id, upd.team_id, upd.key_id, upd.model, upd.status, upd.settled_from,
 	upd.prompt_tokens, upd.completion_tokens, upd.cost_microcredits, upd.capped, upd.full_cost, upd.reserved,
-	debit.balance_microcredits
+	upd.over, upd.negative, upd.rpt, upd.rct, debit.balance_microcredits
 FROM upd JOIN debit ON debit.id = upd.team_id
 ORDER BY upd.id`
 
@@ -297,21 +308,29 @@ func (l *Ledger) finishBatch(ctx context.Context, calls []*call[finishReq, Outco
 		out             Outcome
 		full, reserved  int64
 		balanceAfterAll int64
+		reported        Usage
 	}
 	var done []got
 	for rows.Next() {
 		var g got
 		var settledFrom string
+		var over, negative bool
 		o := &g.out
 		if err := rows.Scan(&o.RequestID, &o.TeamID, &o.KeyID, &o.Model, &o.Status, &settledFrom,
 			&o.Usage.PromptTokens, &o.Usage.CompletionTokens, &o.CostMicrocredits, &o.Capped, &g.full, &g.reserved,
-			&g.balanceAfterAll); err != nil {
+			&over, &negative, &g.reported.PromptTokens, &g.reported.CompletionTokens, &g.balanceAfterAll); err != nil {
 			for _, c := range calls {
 				c.err = fmt.Errorf("finish batch: %w", err)
 			}
 			return
 		}
 		o.Applied = true
+		if over {
+			o.Corrected |= OverReserved
+		}
+		if negative {
+			o.Corrected |= Negative
+		}
 		done = append(done, g)
 	}
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
@@ -334,7 +353,7 @@ func (l *Ledger) finishBatch(ctx context.Context, calls []*call[finishReq, Outco
 		if c == nil {
 			continue
 		}
-		if g.out.Capped {
+		if g.full > g.reserved && g.out.Status == StatusSettled {
 			l.cfg.Logger.Warn("settle capped at the reservation: the usage cost more than was reserved",
 				"request_id", g.out.RequestID, "team_id", g.out.TeamID, "source", string(c.in.src),
 				"prompt_tokens", g.out.Usage.PromptTokens, "completion_tokens", g.out.Usage.CompletionTokens,
@@ -347,6 +366,9 @@ func (l *Ledger) finishBatch(ctx context.Context, calls []*call[finishReq, Outco
 		// As finish reports it: the source asked for, also when the
 		// partial rule cancelled the row.
 		g.out.Source = c.in.src
+		if g.out.Corrected != 0 {
+			l.logCorrected(g.out, g.reported)
+		}
 		c.out, c.ok = g.out, true
 	}
 }

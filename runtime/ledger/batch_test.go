@@ -16,8 +16,9 @@ import (
 // TestBatchesMatchThePrecisePath: concurrent reservations and settles,
 // combined into batches, give each request exactly what the one-request
 // paths give it alone: the same hold and output cap, the same refusals
-// (unknown model, prompt too long), the same cost, status, usage and cap
-// flag under the partial rule; and the books balance.
+// (unknown model, prompt too long), the same cost, status, usage, cap flag
+// and corrections under the bound and the partial rule; and the books
+// balance.
 func TestBatchesMatchThePrecisePath(t *testing.T) {
 	batched := newFixture(t, testenv.Postgres(t))
 	precise := newFixture(t, testenv.Postgres(t))
@@ -52,6 +53,14 @@ func TestBatchesMatchThePrecisePath(t *testing.T) {
 		s.settle = rng.IntN(4) > 0
 		s.src = []Source{SourceExact, SourcePartial, SourceEstimate, SourceNodeLog}[rng.IntN(4)]
 		s.u = Usage{PromptTokens: rng.Int64N(2) * rng.Int64N(2500), CompletionTokens: rng.Int64N(2) * rng.Int64N(1200)}
+		switch rng.IntN(10) { // a hostile or broken report, bounded alike (BoundUsage)
+		case 0:
+			s.u.PromptTokens = -1 - s.u.PromptTokens
+		case 1:
+			s.u.CompletionTokens = -huge
+		case 2:
+			s.u.PromptTokens, s.u.CompletionTokens = huge, huge
+		}
 	}
 	type result struct {
 		res  Reserved

@@ -24,6 +24,15 @@
 //     shorter answer rather than a false refusal for a length it never asked
 //     for; an explicit max_tokens the balance cannot cover is refused
 //     (ErrInsufficientBalance). Prices and the cap are stored on the row.
+//   - Every count a settle is given is bounded first (BoundUsage, the one
+//     rule for it): never negative, never beyond the tokens the reservation
+//     held (the output cap, and the prompt estimate plus the cap in all),
+//     and — where the caller counted what it relayed, as the gateway does —
+//     never below that count. An engine or node that reports 2^62 tokens,
+//     fewer than it streamed, or a negative count is billed within those
+//     bounds, the correction logged and reported (Outcome.Corrected), and
+//     the row is closed: a settle never leaves a row reserved for its
+//     numbers. Usage sums saturate rather than overflow.
 //   - Settle bills Cost(usage) at the reserved prices, but never more than
 //     the reservation: the client was promised at most that, and the
 //     reservation is what admission checked against the balance.

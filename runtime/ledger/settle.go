@@ -54,20 +54,29 @@ type Outcome struct {
 	// Overdrawn means this settle took the team's balance below zero: its
 	// balance was lowered while the request ran. The debt is carried.
 	Overdrawn bool
-	// Capped means the usage cost more than the reservation and the team
-	// was debited the reservation: the difference went unbilled. It is
-	// logged; the gateway counts it.
+	// Capped means the usage reported went past the reservation (its
+	// tokens, or its cost) and the team was debited at most the
+	// reservation: the difference went unbilled. It is logged; the gateway
+	// counts it.
 	Capped bool
+	// Corrected is what BoundUsage changed in the usage this settle was
+	// given (Usage is what was billed). A caller that bounds the usage
+	// itself first, as the gateway does, leaves nothing to correct here.
+	Corrected Correction
 }
 
 // Settle moves the reserved row of requestID to settled with usage u from
 // src, and in the same transaction debits the team by the cost and releases
-// the reservation. The cost is Cost(u) at the prices reserved with the row,
-// capped at the reservation: the client was promised at most that. A row
-// already settled or cancelled is returned unchanged with Applied false;
-// an unknown request id is ErrNotFound.
+// the reservation. u is first bounded by the row's reservation (BoundUsage:
+// a negative count is zero, a count beyond the reservation is the bound;
+// logged as an error, reported in Outcome.Corrected), so whatever a node
+// or engine reported, a settle always closes the row. The cost is Cost(u)
+// at the prices reserved with the row, capped at the reservation: the
+// client was promised at most that. A row already settled or cancelled is
+// returned unchanged with Applied false; an unknown request id is
+// ErrNotFound.
 func (l *Ledger) Settle(ctx context.Context, requestID string, u Usage, src Source) (Outcome, error) {
-	if requestID == "" || !src.valid() || u.PromptTokens < 0 || u.CompletionTokens < 0 {
+	if requestID == "" || !src.valid() {
 		return Outcome{}, fmt.Errorf("settle %q: source %q, usage %+v: %w", requestID, src, u, ErrInvalidInput)
 	}
 	out, err := l.finish(ctx, requestID, StatusSettled, src, u)
@@ -103,6 +112,7 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 		}
 	}
 	var out Outcome
+	reported := u
 	err := l.db.InTx(ctx, func(tx *sql.Tx) error {
 		row, err := l.lockRow(ctx, tx, requestID)
 		if err != nil {
@@ -111,6 +121,10 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 		out = row.outcome()
 		if row.status != StatusReserved {
 			return nil
+		}
+		var corrected Correction
+		if status == StatusSettled {
+			u, corrected = BoundUsage(u, 0, row.bounds())
 		}
 		if status == StatusSettled && (src == SourcePartial || src == SourceNodeLog) {
 			var produced bool
@@ -124,8 +138,8 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 		capped := false
 		if status == StatusSettled {
 			full := Cost(u.PromptTokens, u.CompletionTokens, row.promptPrice, row.completionPrice)
-			cost, capped = min(full, row.reserved), full > row.reserved
-			if capped {
+			cost, capped = min(full, row.reserved), full > row.reserved || corrected&OverReserved != 0
+			if full > row.reserved {
 				l.cfg.Logger.Warn("settle capped at the reservation: the usage cost more than was reserved",
 					"request_id", requestID, "team_id", row.teamID, "source", string(src),
 					"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens,
@@ -154,7 +168,7 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 			return fmt.Errorf("debit team %d: %w", row.teamID, err)
 		}
 		out.Status, out.Usage, out.CostMicrocredits, out.Applied, out.Capped = status, u, cost, true, capped
-		out.Source = src
+		out.Source, out.Corrected = src, corrected
 		if cost > 0 && balance < 0 {
 			out.Overdrawn = true
 			l.cfg.Logger.Warn("settle overdrew a team: its balance was lowered while the request ran",
@@ -162,6 +176,9 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 		}
 		return nil
 	})
+	if err == nil && out.Applied && out.Corrected != 0 {
+		l.logCorrected(out, reported)
+	}
 	return out, err
 }
 
@@ -175,6 +192,13 @@ type ledgerRow struct {
 	reserved, cost    int64
 	promptPrice       int64
 	completionPrice   int64
+	maxOutput         int64
+}
+
+// bounds returns what the row's reservation allows a settle to bill: its
+// prompt_tokens hold the prompt estimate while it is reserved.
+func (r ledgerRow) bounds() Bounds {
+	return Bounds{PromptEstimate: r.usage.PromptTokens, MaxOutput: r.maxOutput}
 }
 
 // lockRow reads the row of requestID and locks it until the transaction
@@ -185,11 +209,11 @@ func (l *Ledger) lockRow(ctx context.Context, tx *sql.Tx, requestID string) (led
 	var source sql.NullString
 	err := tx.QueryRowContext(ctx, `SELECT id, team_id, key_id, model, status, settled_from,
 		prompt_tokens, completion_tokens, reserved_microcredits, cost_microcredits,
-		prompt_price_micro_per_mtok, completion_price_micro_per_mtok
+		prompt_price_micro_per_mtok, completion_price_micro_per_mtok, max_output_tokens
 		FROM usage_ledger WHERE request_id = $1`+l.db.Dialect().ForUpdate(), requestID).
 		Scan(&r.id, &r.teamID, &keyID, &r.model, &r.status, &source,
 			&r.usage.PromptTokens, &r.usage.CompletionTokens, &r.reserved, &r.cost,
-			&r.promptPrice, &r.completionPrice)
+			&r.promptPrice, &r.completionPrice, &r.maxOutput)
 	if errors.Is(err, sql.ErrNoRows) {
 		return r, ErrNotFound
 	}
@@ -221,4 +245,15 @@ func partialUsage(u Usage, promptEstimate int64) (Usage, bool) {
 		u.PromptTokens = promptEstimate
 	}
 	return u, true
+}
+
+// logCorrected reports a settle whose usage BoundUsage corrected, once: the
+// settle closed the row. Callers that bound the usage themselves (the
+// gateway) never get here, so this is a node's or a kept record's report
+// the platform could not take as it was.
+func (l *Ledger) logCorrected(out Outcome, reported Usage) {
+	l.cfg.Logger.Error("settle corrected a reported usage the reservation does not allow",
+		"request_id", out.RequestID, "team_id", out.TeamID, "source", string(out.Source), "corrected", out.Corrected.String(),
+		"reported_prompt_tokens", reported.PromptTokens, "reported_completion_tokens", reported.CompletionTokens,
+		"billed_prompt_tokens", out.Usage.PromptTokens, "billed_completion_tokens", out.Usage.CompletionTokens)
 }
