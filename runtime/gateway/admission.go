@@ -267,6 +267,7 @@ func reserveRejection(err error) *rejection {
 // Wait waits for that work.
 func (s *Server) afterRelay(a *admission, out Outcome) {
 	u, src, settle := settleOf(a, out)
+	corrected := s.corrected(a, out)
 	tokens := dayTokens(a, out)
 	s.endLimitsNow(a, out)
 	ended := a.limitsEnded
@@ -276,7 +277,7 @@ func (s *Server) afterRelay(a *admission, out Outcome) {
 		if !ended {
 			ended = s.endLimits(a, tokens)
 		}
-		s.finish(a, u, src, settle, !ended)
+		s.finish(a, u, src, settle, !ended, corrected)
 		if !ended {
 			// The request's engine place is free (its stream was closed
 			// before afterRelay runs): wake the queue's head.
@@ -399,19 +400,52 @@ func (s *Server) releaseSlot(ctx context.Context, a *admission) error {
 // exact usage when it arrived; the tokens produced so far when the client
 // left or the engine broke, the prompt counted at its reserved estimate
 // when the engine's usage never came; a cancel (settle false) when nothing
-// was produced.
+// was produced. Either way the counts are bounded (ledger.BoundUsage): at
+// least what was relayed, at most what the reservation allows, never
+// negative.
 func settleOf(a *admission, out Outcome) (u ledger.Usage, src ledger.Source, settle bool) {
+	u, src, settle, _ = settleCorrected(a, out)
+	return u, src, settle
+}
+
+// settleCorrected is settleOf with what the bound corrected.
+func settleCorrected(a *admission, out Outcome) (ledger.Usage, ledger.Source, bool, ledger.Correction) {
+	var u ledger.Usage
+	var src ledger.Source
 	switch {
 	case out.State == Completed && out.Usage:
-		return ledger.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens}, ledger.SourceExact, true
-	case out.CompletionTokens > 0 || out.Usage:
+		u, src = ledger.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens}, ledger.SourceExact
+	case out.CompletionTokens > 0 || out.Usage || out.Relayed > 0:
 		prompt := out.PromptTokens
 		if !out.Usage {
 			prompt = a.promptEstimate
 		}
-		return ledger.Usage{PromptTokens: prompt, CompletionTokens: out.CompletionTokens}, ledger.SourcePartial, true
+		u, src = ledger.Usage{PromptTokens: prompt, CompletionTokens: out.CompletionTokens}, ledger.SourcePartial
+	default:
+		return ledger.Usage{}, "", false, 0
 	}
-	return ledger.Usage{}, "", false
+	u, c := ledger.BoundUsage(u, out.Relayed, a.bounds())
+	return u, src, true, c
+}
+
+// bounds is what a's reservation lets its settle bill: what the relay
+// held the engine to.
+func (a *admission) bounds() ledger.Bounds {
+	return holding{a.promptEstimate, a.reserved.MaxOutputTokens}.bounds()
+}
+
+// corrected counts and logs, once per request, what the bound corrected in
+// the usage out reports, and returns it.
+func (s *Server) corrected(a *admission, out Outcome) ledger.Correction {
+	u, _, settle, c := settleCorrected(a, out)
+	if !settle || c == 0 {
+		return 0
+	}
+	s.cfg.Metrics.usageCorrected(a.model, c)
+	s.cfg.Logger.Warn("the engine's usage was corrected before the settle", "request_id", a.requestID, "model", a.model,
+		"corrected", c.String(), "reported_prompt_tokens", out.PromptTokens, "reported_completion_tokens", out.CompletionTokens,
+		"relayed", out.Relayed, "billed_prompt_tokens", u.PromptTokens, "billed_completion_tokens", u.CompletionTokens)
+	return c
 }
 
 // keepTimeout bounds keeping a settle in the settle log.
@@ -446,7 +480,8 @@ func (s *Server) keep(a *admission, u ledger.Usage, src ledger.Source, settle bo
 // then, when count is set (endLimits could not), counts the settled tokens
 // on the key's day. Settle is idempotent, so a retry after a blip cannot
 // debit twice; a settle the database refuses is kept for replay (keep).
-func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle, count bool) {
+// corrected is what the gateway's bound changed in the engine's usage.
+func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle, count bool, corrected ledger.Correction) {
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
 	var (
@@ -473,8 +508,13 @@ func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle,
 	}
 	if o.Applied {
 		s.cfg.Metrics.settled(a.model, a.p.TeamName, o.CostMicrocredits, o.Usage)
-		if o.Capped {
+		if o.Capped || corrected&ledger.OverReserved != 0 {
 			s.cfg.Metrics.settleCapped(a.model)
+		}
+		if o.Corrected != 0 {
+			// The ledger's own bound, on a row whose terms differ from
+			// the gateway's view of it: counted here, logged there.
+			s.cfg.Metrics.usageCorrected(a.model, o.Corrected)
 		}
 	}
 	if !count || a.p.Limits.TokensPerDay <= 0 {

@@ -25,6 +25,7 @@ type Metrics struct {
 	settledTok   *prometheus.CounterVec
 	overReserved *prometheus.CounterVec
 	capped       *prometheus.CounterVec
+	corrected    *prometheus.CounterVec
 	early        *prometheus.CounterVec
 	admitted     *prometheus.CounterVec
 }
@@ -63,13 +64,16 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Streams cut because the engine went past what the request reserved."}, []string{"model"}),
 		capped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_settles_capped_total",
 			Help: "Settles whose cost the ledger capped at the reservation: tokens produced beyond it went unbilled."}, []string{"model"}),
+		corrected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_usage_corrected_total",
+			Help: "Settles whose reported usage was corrected before billing, by model and reason: under_reported (fewer completion tokens than relayed; the relayed count was billed), over_reserved (past the reservation; the bound was billed), negative (counted as zero)."},
+			[]string{"model", "reason"}),
 		early: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_early_reservations_total",
 			Help: "Reservations that ran while the engine prefilled, by result (held, or refused after the dispatch)."}, []string{"result"}),
 		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_quota_admissions_total",
 			Help: "Requests the key's limits admitted, by how (redis: a round trip; ticket: on a ticket this replica held)."}, []string{"via"}),
 	}
 	reg.MustRegister(m.requests, m.rejections, m.ttft, m.tokensPerSec, m.queueWaitH, m.inFlight, m.reservedMC, m.settledMC,
-		m.settledTok, m.overReserved, m.capped, m.early, m.admitted)
+		m.settledTok, m.overReserved, m.capped, m.corrected, m.early, m.admitted)
 	_ = reg.Register(collectors.NewGoCollector()) // already registered on a shared registry is fine
 	return m
 }
@@ -109,6 +113,13 @@ func (m *Metrics) finished(model string, out Outcome, total time.Duration) {
 func (m *Metrics) overReservation(model string) { m.overReserved.WithLabelValues(model).Inc() }
 
 func (m *Metrics) settleCapped(model string) { m.capped.WithLabelValues(model).Inc() }
+
+// usageCorrected counts one settle's corrections, once per reason.
+func (m *Metrics) usageCorrected(model string, c ledger.Correction) {
+	for _, reason := range c.Reasons() {
+		m.corrected.WithLabelValues(model, reason).Inc()
+	}
+}
 
 func (m *Metrics) earlyReservation(held bool) {
 	result := "refused"

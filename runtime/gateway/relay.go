@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/hoptrace"
+	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -38,6 +39,11 @@ type Outcome struct {
 	Usage            bool
 	PromptTokens     int64
 	CompletionTokens int64
+	// Relayed is the platform's own count of the content events the relay
+	// took from the engine for the client (dispatch.Event.Tokens), whatever
+	// the engine's usage says: a settle bills at least this
+	// (ledger.BoundUsage).
+	Relayed int64
 }
 
 // relay copies one engine stream to one client.
@@ -75,6 +81,11 @@ type holding struct {
 	promptEstimate, maxOutput int64
 }
 
+// bounds is the holding as the ledger's bound reads it.
+func (h holding) bounds() ledger.Bounds {
+	return ledger.Bounds{PromptEstimate: h.promptEstimate, MaxOutput: h.maxOutput}
+}
+
 // errOverReservation ends a stream whose engine went past what the ledger
 // reserved: more output than the cap it was sent, or a prompt so much
 // larger than the estimate that prompt and output together pass the
@@ -106,6 +117,7 @@ func (r *relay) next() (dispatch.Event, error) {
 		hoptrace.Mark(r.trace.ID(), hoptrace.GatewayFirst)
 	}
 	r.out.CompletionTokens += ev.Tokens
+	r.out.Relayed += ev.Tokens
 	if ev.Usage != nil {
 		r.out.Usage = true
 		r.out.PromptTokens, r.out.CompletionTokens = ev.Usage.PromptTokens, ev.Usage.CompletionTokens
@@ -280,7 +292,12 @@ func (r *relay) buffered() Outcome {
 			return r.out
 		}
 		if ev.Usage != nil {
-			resp.Usage = ev.Usage
+			// The client is told the usage it is billed (settleOf bounds
+			// it the same way), not an engine's count past the
+			// reservation, below what was relayed or negative.
+			u, _ := ledger.BoundUsage(ledger.Usage{PromptTokens: ev.Usage.PromptTokens, CompletionTokens: ev.Usage.CompletionTokens},
+				r.out.Relayed, r.held.bounds())
+			resp.Usage = openai.NewUsage(u.PromptTokens, u.CompletionTokens)
 			continue
 		}
 		a.add(ev.Data)

@@ -93,7 +93,9 @@ func overrunEngine() http.Handler {
 // TestRelayCutsAtTheReservation: an engine that goes past the reserved
 // output (it ignores max_tokens) is cut there: the client gets an error
 // event and [DONE] right after the reserved output, the row settles at
-// what the engine produced, and the case is counted and logged.
+// what the reservation allows (ledger.BoundUsage) — the engine's prompt
+// and the reserved output, not the token past it the client never got —
+// and the case is counted and logged.
 func TestRelayCutsAtTheReservation(t *testing.T) {
 	s := newStack(t, stackOpts{engine: overrunEngine()})
 	team := s.team("alpha", 10*credit)
@@ -117,8 +119,8 @@ func TestRelayCutsAtTheReservation(t *testing.T) {
 			t.Fatalf("non-streamed: %d %s, want 502 reservation_exceeded", resp.StatusCode, body)
 		}
 		r := s.waitRow(resp.Header.Get("X-Request-Id"))
-		if r.status != "settled" || r.from != "partial" || r.completion != 6 || r.prompt != 9 {
-			t.Errorf("streamed %v: row %+v, want settled partial at the engine's 9 prompt and 6 produced", streamed, r)
+		if r.status != "settled" || r.from != "partial" || r.completion != 5 || r.prompt != 9 {
+			t.Errorf("streamed %v: row %+v, want settled partial at the engine's 9 prompt and the 5 reserved", streamed, r)
 		}
 	}
 	if !strings.Contains(s.logs.String(), "engine went past the reservation") {

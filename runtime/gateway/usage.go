@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"math"
 	"net/http"
 	"time"
 
@@ -64,11 +65,20 @@ func (s *Server) usage(c *gin.Context) {
 	for _, r := range rows {
 		rep.Data = append(rep.Data, UsageEntry{
 			Model: r.Model, Requests: r.Requests, PromptTokens: r.PromptTokens, CompletionTokens: r.CompletionTokens,
-			TotalTokens: r.PromptTokens + r.CompletionTokens, CostMicrocredits: r.CostMicrocredits,
+			TotalTokens: addSaturating(r.PromptTokens, r.CompletionTokens), CostMicrocredits: r.CostMicrocredits,
 			CostCredits: float64(r.CostMicrocredits) / microPerCredit,
 		})
 	}
 	c.JSON(http.StatusOK, rep)
+}
+
+// addSaturating returns a+b for the non-negative sums of a usage report,
+// or math.MaxInt64 where that would wrap: a total never turns negative.
+func addSaturating(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // parseTime reads RFC 3339 or a UTC date; empty means def.
