@@ -324,6 +324,22 @@ func (s *stack) waitRow(requestID string) row {
 	}
 }
 
+// waitSlotsFree polls until the key holds no stream slot and returns the
+// count it last saw. A slot is given back as the response ends, or, when
+// Redis is too busy to answer in time, by a retry in the background:
+// either way it is free soon after, never necessarily at once.
+func (s *stack) waitSlotsFree(rdb *redis.Client, keyID int64) int64 {
+	s.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := s.activeStreams(rdb, keyID)
+		if n == 0 || time.Now().After(deadline) {
+			return n
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // activeStreams counts the key's held stream slots in Redis: the members
 // whose deadline (their score, in Redis's milliseconds) has not passed. An
 // expired member holds nothing; the key's next admission removes it (a
