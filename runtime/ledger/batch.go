@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,24 +22,34 @@ import (
 // a duplicate request id, a settle of a row that is not reserved — each of
 // those requests goes on alone through the precise path, which decides.
 //
-// There is no background goroutine: the first caller to find no batch
-// running runs batches until none is waiting (the leader); the others wait
-// for their result.
+// A goroutine runs batches while calls wait: the first caller to find none
+// running starts it, and it ends when no call waits. A ledger runs one
+// batch at a time, of either kind. A reservation batch and a settle batch
+// lock the same team rows: run side by side, one waited for the other's
+// commit, then re-read its rows and re-ran its plan's start (PostgreSQL's
+// EvalPlanQual) — CPU spent for no gain. Run in turn, each waits only on
+// the mutex, and the batches waiting meanwhile grow: a batch takes its
+// calls once it holds the mutex.
 //
-// A ledger runs one batch at a time, of either kind. A reservation batch and
-// a settle batch lock the same team rows: run side by side, one waited for
-// the other's commit, then re-read its rows and re-ran its plan's start
-// (PostgreSQL's EvalPlanQual) — CPU spent for no gain. Run in turn, each
-// waits only on the mutex, and the batches waiting meanwhile grow. A waiting caller waits for its batch even when its own
-// context ends, so that it always knows whether its reservation was made;
-// a batch is bounded by batchTimeout.
+// A caller waits for its batch only until its own context ends, so that a
+// frozen database (a stopped server or a black-holed network accepts bytes
+// and answers nothing) cannot hold it past its budget; and it still knows
+// what became of its call. A call whose caller leaves before its batch
+// takes it is withdrawn: nothing was done, and the caller gets its
+// context's error. A caller that leaves while its batch runs gets
+// ErrOutcomeUnknown: the batch may yet commit, and the caller must treat
+// the call as possibly done (the gateway answers 503 and cancels the
+// reservation, keeping the cancel for replay if the database refuses it).
+// A batch is bounded by batchTimeout.
 
 // maxBatch bounds a batch: PostgreSQL takes one array per column, and a
 // batch holds its teams' rows locked while it runs.
 const maxBatch = 256
 
-// batchTimeout bounds one batch's statement.
-const batchTimeout = 30 * time.Second
+// batchTimeout bounds one batch's statement: no caller waits longer (the
+// gateway's longest budget, its 10 s settle), so a batch still running then
+// answers no one and only holds the ledger's next batches back.
+const batchTimeout = 10 * time.Second
 
 // call is one request waiting in a batcher.
 type call[T, R any] struct {
@@ -65,49 +76,76 @@ type batcher[T, R any] struct {
 	batches, calls, handled atomic.Int64
 }
 
-// do queues in, runs batches if no caller is running them, and returns
-// in's result: ok false means the batch did not handle it.
+// do queues in, starts the batches' goroutine if none runs, and returns
+// in's result: ok false means the batch did not handle it. When ctx ends
+// first, do returns at once: with ctx's cause when the call was withdrawn
+// before its batch took it, with ErrOutcomeUnknown when its batch runs.
 func (b *batcher[T, R]) do(ctx context.Context, in T) (R, bool, error) {
 	c := &call[T, R]{in: in, done: make(chan struct{})}
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
-	if b.running {
-		b.mu.Unlock()
-		<-c.done
-		return c.out, c.ok, c.err
+	if !b.running {
+		b.running = true
+		go b.drain()
 	}
-	b.running = true
-	for len(b.pending) > 0 {
-		n := min(len(b.pending), maxBatch)
-		batch := b.pending[:n:n]
-		b.pending = b.pending[n:]
-		b.mu.Unlock()
-		b.batches.Add(1)
-		b.calls.Add(int64(n))
-		b.runBatch(ctx, batch)
-		for _, bc := range batch {
-			if bc.ok {
-				b.handled.Add(1)
-			}
-			close(bc.done)
-		}
-		b.mu.Lock()
-	}
-	b.running = false
 	b.mu.Unlock()
-	return c.out, c.ok, c.err
+	select {
+	case <-c.done:
+		return c.out, c.ok, c.err
+	case <-ctx.Done():
+	}
+	var zero R
+	b.mu.Lock()
+	if i := slices.Index(b.pending, c); i >= 0 {
+		b.pending = slices.Delete(b.pending, i, i+1)
+		b.mu.Unlock()
+		return zero, false, fmt.Errorf("batch not run: %w", context.Cause(ctx))
+	}
+	b.mu.Unlock()
+	select {
+	case <-c.done: // the batch answered meanwhile
+		return c.out, c.ok, c.err
+	default:
+		return zero, false, fmt.Errorf("%w: %w", ErrOutcomeUnknown, context.Cause(ctx))
+	}
 }
 
-// runBatch runs one batch, alone among the ledger's batches when serial
-// is set, within batchTimeout of when it starts to run.
-func (b *batcher[T, R]) runBatch(ctx context.Context, batch []*call[T, R]) {
+// drain runs batches until no call waits.
+func (b *batcher[T, R]) drain() {
+	for b.runNext() {
+	}
+}
+
+// runNext runs one batch of the calls waiting, alone among the ledger's
+// batches when serial is set, within batchTimeout of when it starts; it
+// reports false, and ends the batches' goroutine, when none waits.
+func (b *batcher[T, R]) runNext() bool {
 	if b.serial != nil {
 		b.serial.Lock()
 		defer b.serial.Unlock()
 	}
-	bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
-	defer cancel()
-	b.run(bctx, batch)
+	b.mu.Lock()
+	if len(b.pending) == 0 {
+		b.running = false
+		b.mu.Unlock()
+		return false
+	}
+	n := min(len(b.pending), maxBatch)
+	batch := slices.Clone(b.pending[:n])
+	b.pending = slices.Delete(b.pending, 0, n)
+	b.mu.Unlock()
+	b.batches.Add(1)
+	b.calls.Add(int64(n))
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	b.run(ctx, batch)
+	cancel()
+	for _, bc := range batch {
+		if bc.ok {
+			b.handled.Add(1)
+		}
+		close(bc.done)
+	}
+	return true
 }
 
 // reserveBatchSQL reserves a batch in one statement. The requests come as

@@ -49,7 +49,10 @@
 // On PostgreSQL concurrent reservations, and concurrent settles and cancels,
 // are each combined into one statement and one commit (group commit,
 // batch.go); what a batch cannot decide exactly goes on alone through the
-// paths above.
+// paths above. No call waits past its context, also when the database is
+// frozen: a call whose context ends while its batch runs returns
+// ErrOutcomeUnknown (the batch may yet commit), one still queued is
+// withdrawn and returns its context's error, having done nothing.
 //
 // Usage reports are scoped by the team id the caller took from the verified
 // credential, never from the request.

@@ -50,6 +50,12 @@ var (
 	// ErrInvalidInput means an argument is out of range: an empty id,
 	// negative tokens, a zero amount or an unknown source.
 	ErrInvalidInput = errors.New("invalid ledger input")
+	// ErrOutcomeUnknown means the caller's context ended while its call
+	// ran in a batch that may still commit: the reservation, settle or
+	// cancel may or may not have happened. The caller must treat it as
+	// possibly done (a reservation is cancelled; Settle and Cancel are
+	// idempotent, so either is simply tried again later).
+	ErrOutcomeUnknown = errors.New("outcome unknown: the database may yet commit")
 	// ErrBalanceOutOfRange means a credit would take a team's balance past
 	// ±MaxBalance; nothing was recorded.
 	ErrBalanceOutOfRange = errors.New("balance would leave its range")
