@@ -18,9 +18,11 @@ func TestParseDSN(t *testing.T) {
 		wantErr    error
 	}{
 		{name: "postgres", dsn: "postgres://u@h:5432/db?sslmode=disable", dialect: Postgres, driver: "pgx",
-			sourceHas: []string{"postgres://u@h:5432/db?sslmode=disable"}},
+			sourceHas: []string{"postgres://u@h:5432/db?", "sslmode=disable", "connect_timeout=5"}},
 		{name: "postgresql", dsn: "postgresql://u@h/db", dialect: Postgres, driver: "pgx",
-			sourceHas: []string{"postgresql://u@h/db"}},
+			sourceHas: []string{"postgresql://u@h/db?connect_timeout=5"}},
+		{name: "postgres own connect timeout", dsn: "postgres://u@h/db?connect_timeout=2", dialect: Postgres, driver: "pgx",
+			sourceHas: []string{"connect_timeout=2"}, sourceLack: []string{"connect_timeout=5"}},
 		{name: "sqlite file", dsn: "sqlite:/var/lib/x/db.sqlite", dialect: SQLite, driver: "sqlite",
 			sourceHas: []string{"/var/lib/x/db.sqlite?", "journal_mode%28WAL%29", "busy_timeout%2810000%29",
 				"foreign_keys%281%29", "_txlock=immediate", "_time_format=sqlite", "_timezone=UTC"}},

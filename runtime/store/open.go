@@ -20,6 +20,14 @@ import (
 // max_connections of 100.
 const PostgresMaxConns = 24
 
+// PostgresConnectTimeout bounds one attempt at a PostgreSQL connection
+// (the DSN's connect_timeout, unless it sets one): a connection takes a
+// few round trips, and a frozen server (stopped, or behind a network that
+// drops packets) accepts the TCP handshake and answers nothing, so without
+// it the pool's own background opens, which have no deadline, would wait
+// forever and hold their place in the pool.
+const PostgresConnectTimeout = 5 * time.Second
+
 const (
 	// sqliteBusyTimeout is how long an SQLite writer waits for another's
 	// lock before failing: far longer than any transaction of the local
@@ -84,10 +92,15 @@ type target struct {
 func parseDSN(dsn string) (target, error) {
 	switch {
 	case strings.HasPrefix(dsn, "postgres://"), strings.HasPrefix(dsn, "postgresql://"):
-		if _, err := url.Parse(dsn); err != nil {
+		u, err := url.Parse(dsn)
+		if err != nil {
 			return target{}, fmt.Errorf("%w: %w", ErrUnsupportedDSN, err)
 		}
-		return target{dialect: Postgres, driver: "pgx", source: dsn}, nil
+		if q := u.Query(); !q.Has("connect_timeout") {
+			q.Set("connect_timeout", strconv.Itoa(int(PostgresConnectTimeout/time.Second)))
+			u.RawQuery = q.Encode()
+		}
+		return target{dialect: Postgres, driver: "pgx", source: u.String()}, nil
 	case strings.HasPrefix(dsn, "sqlite:"):
 		return sqliteTarget(strings.TrimPrefix(dsn, "sqlite:"))
 	default:
