@@ -11,9 +11,16 @@ import (
 // reaches direct engines within 5 s, and a request costs no query.
 const servedNamesTTL = 5 * time.Second
 
+// servedNamesLoadTimeout bounds one load of the table: it runs on a
+// request's path, under the cache's lock, and a frozen database answers
+// nothing; the table loads in a millisecond when the database is up.
+const servedNamesLoadTimeout = 2 * time.Second
+
 // ServedNames maps platform model names to the names engines answer to,
 // from a loader (the admin store's model rows), cached for servedNamesTTL.
-// A failed reload keeps the last good table.
+// A failed reload keeps the last good table, for another TTL: while the
+// database is away one request per TTL, not every request, waits for a
+// load.
 type ServedNames struct {
 	load func(context.Context) (map[string]string, error)
 	now  func() time.Time
@@ -34,8 +41,14 @@ func (s *ServedNames) Lookup(ctx context.Context, model string) (name string, ok
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.names == nil || s.now().Sub(s.loaded) >= servedNamesTTL {
-		if names, err := s.load(ctx); err == nil {
+		lctx, cancel := context.WithTimeout(ctx, servedNamesLoadTimeout)
+		names, err := s.load(lctx)
+		cancel()
+		switch {
+		case err == nil:
 			s.names, s.loaded = names, s.now()
+		case s.names != nil:
+			s.loaded = s.now()
 		}
 	}
 	name, ok = s.names[model]
