@@ -64,10 +64,15 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 		RequestID: a.requestID, TeamID: p.TeamID, KeyID: p.KeyID, Model: req.Model,
 		PromptTokens: a.promptEstimate, MaxOutputTokens: dayCap(asked, a.tokensLeft, a.promptEstimate),
 	}
-	if s.reserveEarly(ctx, a, r) {
+	// The quote and the reservation share one budget: a frozen database
+	// must not hold the client (LedgerTimeout).
+	deadline := time.Now().Add(s.cfg.LedgerTimeout)
+	if s.reserveEarly(ctx, deadline, a, r) {
 		return a, nil
 	}
-	res, err := s.cfg.Ledger.Reserve(ctx, r)
+	rctx, cancel := context.WithDeadline(ctx, deadline)
+	res, err := s.cfg.Ledger.Reserve(rctx, r)
+	cancel()
 	s.balances.observe(p.TeamID, 0, res, err)
 	if rej := s.held(ctx, a, res, err); rej != nil {
 		return nil, rej
@@ -80,13 +85,15 @@ func (s *Server) admit(c *gin.Context, ctx context.Context, p auth.Principal, re
 // over; it reports whether it did. The engine is then told the quoted cap,
 // and r asks for exactly it: should the balance have shrunk meanwhile, the
 // ledger refuses (402) rather than shrink a cap the engine already has.
-// The reservation runs on the request's context; confirm receives its
-// answer, on every path.
-func (s *Server) reserveEarly(ctx context.Context, a *admission, r ledger.Reservation) bool {
+// The quote and the reservation run on the request's context, until
+// deadline; confirm receives the reservation's answer, on every path.
+func (s *Server) reserveEarly(ctx context.Context, deadline time.Time, a *admission, r ledger.Reservation) bool {
 	if s.cfg.Quoter == nil {
 		return false
 	}
-	q, err := s.cfg.Quoter.Quote(ctx, r)
+	qctx, cancel := context.WithDeadline(ctx, deadline)
+	q, err := s.cfg.Quoter.Quote(qctx, r)
+	cancel()
 	if err != nil || !s.balances.claim(r.TeamID, q.Microcredits) {
 		// A refused quote (unknown model, prompt too long) is the ledger's
 		// to answer, on its own fresh terms.
@@ -96,7 +103,9 @@ func (s *Server) reserveEarly(ctx context.Context, a *admission, r ledger.Reserv
 	a.reserved = q // the cap the engine is told; confirm replaces it
 	a.early = make(chan reserveAnswer, 1)
 	go func() {
-		res, err := s.cfg.Ledger.Reserve(ctx, r)
+		rctx, cancel := context.WithDeadline(ctx, deadline)
+		res, err := s.cfg.Ledger.Reserve(rctx, r)
+		cancel()
 		s.balances.observe(r.TeamID, q.Microcredits, res, err)
 		a.early <- reserveAnswer{res, err}
 	}()
@@ -129,20 +138,19 @@ func (s *Server) confirm(ctx context.Context, a *admission) *rejection {
 // cancelled.
 func (s *Server) held(ctx context.Context, a *admission, res ledger.Reserved, err error) *rejection {
 	if err != nil {
-		bg := context.WithoutCancel(ctx)
-		s.giveBackSlot(bg, a)
+		s.giveBackSlot(context.WithoutCancel(ctx), a)
 		if !isRefusal(err) {
 			// The reservation may have committed with its answer lost (a
-			// dropped connection, the client gone mid-commit): cancel it
-			// now, idempotently, rather than hold the team's credit until
-			// the sweeper's window.
-			cctx, cancel := context.WithTimeout(bg, settleTimeout)
-			_, cerr := s.cfg.Ledger.Cancel(cctx, a.requestID)
-			cancel()
-			if cerr != nil && !errors.Is(cerr, ledger.ErrNotFound) {
-				// The database is down: keep the cancel for replay.
-				s.keep(a, ledger.Usage{}, ledger.SourcePartial, false, cerr)
-			}
+			// dropped connection, the client gone mid-commit, a frozen
+			// database's batch that may yet commit: ledger.ErrOutcomeUnknown):
+			// cancel it, idempotently, rather than hold the team's credit
+			// until the sweeper's window. In the background, as a settle:
+			// the client's 503 does not wait on the database that failed.
+			s.bg.Add(1)
+			go func() {
+				defer s.bg.Done()
+				s.finish(a, ledger.Usage{}, "", false, false, 0)
+			}()
 		}
 		return reserveRejection(err)
 	}
@@ -480,9 +488,12 @@ func (s *Server) keep(a *admission, u ledger.Usage, src ledger.Source, settle bo
 // then, when count is set (endLimits could not), counts the settled tokens
 // on the key's day. Settle is idempotent, so a retry after a blip cannot
 // debit twice; a settle the database refuses is kept for replay (keep).
+//
+// The settle's budget is settleTimeout, cut short when the gateway shuts
+// down (Serve): either way a settle not done is kept before it returns.
 // corrected is what the gateway's bound changed in the engine's usage.
 func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle, count bool, corrected ledger.Correction) {
-	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	ctx, cancel := context.WithTimeout(s.settling, settleTimeout)
 	defer cancel()
 	var (
 		o   ledger.Outcome
@@ -494,10 +505,13 @@ func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle,
 		} else {
 			o, err = s.cfg.Ledger.Cancel(ctx, a.requestID)
 		}
-		if err == nil {
+		if err == nil || ctx.Err() != nil || errors.Is(err, ledger.ErrNotFound) {
 			break
 		}
 		time.Sleep(settleRetryPause)
+	}
+	if !settle && errors.Is(err, ledger.ErrNotFound) {
+		return // a cancel of a reservation that was never made
 	}
 	if err != nil {
 		s.keep(a, u, src, settle, err)

@@ -13,6 +13,11 @@ import (
 // asked at most once per TTL, not once per request.
 const DefaultCatalogTTL = 5 * time.Second
 
+// catalogLoadTimeout bounds one load of the model list: it runs on a
+// request's path, under the catalog's lock, and a frozen database answers
+// nothing; the list loads in a millisecond when the database is up.
+const catalogLoadTimeout = 2 * time.Second
+
 // CachedCatalog loads the model list through a function and keeps it for a
 // TTL. When a reload fails it keeps serving the last good list.
 type CachedCatalog struct {
@@ -35,16 +40,21 @@ func NewCachedCatalog(load func(context.Context) ([]openai.Model, error), ttl ti
 	return &CachedCatalog{load: load, ttl: ttl, now: time.Now}
 }
 
-// Models implements Catalog.
+// Models implements Catalog. A failed reload keeps the last good list for
+// another TTL, so that while the database is away one request per TTL,
+// not every request, waits for a load (catalogLoadTimeout).
 func (c *CachedCatalog) Models(ctx context.Context) ([]openai.Model, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.models != nil && c.now().Sub(c.loaded) < c.ttl {
 		return c.models, nil
 	}
-	models, err := c.load(ctx)
+	lctx, cancel := context.WithTimeout(ctx, catalogLoadTimeout)
+	models, err := c.load(lctx)
+	cancel()
 	if err != nil {
 		if c.models != nil {
+			c.loaded = c.now()
 			return c.models, nil
 		}
 		return nil, err

@@ -43,7 +43,17 @@ const (
 	// The client must honour context deadlines (go-redis's
 	// ContextTimeoutEnabled), as the platform's clients do.
 	DefaultRedisTimeout = 500 * time.Millisecond
-	// settleTimeout bounds the settle that runs after the client left.
+	// DefaultLedgerTimeout bounds a request's ledger calls before its
+	// dispatch (the quote and the reservation, together): a reservation
+	// commits in milliseconds, a group-commit batch under the heaviest
+	// measured load in well under a second, so five seconds without an
+	// answer means PostgreSQL is down or frozen (a stopped server or a
+	// black-holed network accepts bytes and answers nothing), and the
+	// client gets a 503 to retry instead of a hang.
+	DefaultLedgerTimeout = 5 * time.Second
+	// settleTimeout bounds the settle that runs after the client left; a
+	// settle still not done then is kept in the settle log (keepTimeout),
+	// so a settle is done or kept within 12 s of the answer's end.
 	settleTimeout = 10 * time.Second
 	// settleAttempts retries a settle that failed on a database blip; the
 	// sweeper is the backstop after that.
@@ -145,6 +155,12 @@ type Config struct {
 	MaxRequestDuration time.Duration
 	// RedisTimeout bounds each Redis call of a request (DefaultRedisTimeout).
 	RedisTimeout time.Duration
+	// LedgerTimeout bounds a request's quote and reservation together
+	// (DefaultLedgerTimeout).
+	LedgerTimeout time.Duration
+	// ShutdownGrace is how long open streams get to finish when Serve
+	// shuts down (zero: ShutdownGrace).
+	ShutdownGrace time.Duration
 
 	// Logger receives one line per request, never its prompt or answer.
 	Logger *slog.Logger
@@ -160,6 +176,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("gateway: a model catalog is required")
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
 		return c, errors.New("gateway: TLS needs both a certificate and a key file")
+	case c.LedgerTimeout < 0 || c.ShutdownGrace < 0:
+		return c, errors.New("gateway: negative ledger timeout or shutdown grace")
 	}
 	if c.URLGuard == nil {
 		c.URLGuard = &urlguard.Guard{}
@@ -181,6 +199,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.RedisTimeout == 0 {
 		c.RedisTimeout = DefaultRedisTimeout
+	}
+	if c.LedgerTimeout == 0 {
+		c.LedgerTimeout = DefaultLedgerTimeout
+	}
+	if c.ShutdownGrace == 0 {
+		c.ShutdownGrace = ShutdownGrace
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -23,8 +23,19 @@ const (
 	// MaxBodyBytes bounds a request body: 8 MiB holds a 128k-token prompt
 	// with room to spare; anything larger is an abuse, answered 413.
 	MaxBodyBytes = 8 << 20
-	// ShutdownGrace is how long open streams get to finish at shutdown.
+	// ShutdownGrace is how long open streams get to finish at shutdown
+	// (Config.ShutdownGrace); Serve's whole shutdown stays within the
+	// pod's 40 s terminationGracePeriodSeconds (see Serve).
 	ShutdownGrace = 30 * time.Second
+	// requestsEndTimeout bounds the wait, at shutdown, for the handlers of
+	// the requests ended after the grace: cancelled, and their
+	// connections closed, they return at once.
+	requestsEndTimeout = 2 * time.Second
+	// shutdownSettleBudget is what the settles still running once every
+	// request ended get to reach the database before they are kept in the
+	// settle log instead: with keepTimeout after it, the shutdown ends
+	// within ShutdownGrace + 8 s, inside the pod's 40 s.
+	shutdownSettleBudget = 4 * time.Second
 )
 
 // Server is a gateway.
@@ -38,6 +49,13 @@ type Server struct {
 	// give up then rather than hold the shutdown.
 	stopping     chan struct{}
 	stoppingOnce sync.Once
+	// settling is the settles' context (finish): Serve ends it
+	// shutdownSettleBudget after the last request ended, so that every
+	// settle still running is kept in the settle log before Serve returns.
+	settling     context.Context
+	stopSettling context.CancelFunc
+	// requests counts the handlers running, for Serve to wait for.
+	requests requestGate
 	// balances is what this replica saw of teams' available balances: it
 	// decides which requests reserve while their engine prefills.
 	balances *balanceView
@@ -56,9 +74,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{}), balances: newBalanceView(time.Now)}
+	s.settling, s.stopSettling = context.WithCancel(context.Background())
 	// The recovery logs through the gateway's logger only: gin's own
 	// writer would dump the request's headers to stderr.
-	s.engine.Use(gin.CustomRecoveryWithWriter(io.Discard, s.recovered), requestID)
+	s.engine.Use(s.track, gin.CustomRecoveryWithWriter(io.Discard, s.recovered), requestID)
 	s.engine.NoRoute(func(c *gin.Context) {
 		writeError(c, http.StatusNotFound, openai.NewError(openai.TypeNotFound, "unknown_url", "", "no route for "+c.Request.Method+" "+c.Request.URL.Path))
 	})
@@ -89,10 +108,27 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx ends, then lets open streams finish for up
-// to ShutdownGrace. With a certificate configured it serves TLS.
+// Serve serves on ln until ctx ends, then shuts down. With a certificate
+// configured it serves TLS.
+//
+// The shutdown runs in this order, so that every delivered token is settled
+// or kept before the process exits, within the pod's 40 s grace, whatever
+// the database does (down, or frozen):
+//
+//  1. no new connections; open streams finish, for up to ShutdownGrace;
+//  2. the requests still running are ended (their contexts cancelled,
+//     their connections closed) and their handlers waited for, up to
+//     requestsEndTimeout: each queues the settle of what it relayed;
+//  3. the settles still running get shutdownSettleBudget more to reach the
+//     database, then each not done is kept in the settle log (keepTimeout);
+//  4. Serve returns once every settle is done or kept.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	srv := s.cfg.ConnLimits.New(s.engine)
+	// The requests' contexts outlive ctx, for the grace; endRequests ends
+	// them after it.
+	base, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRequests()
+	srv.BaseContext = func(net.Listener) context.Context { return base }
 	errc := make(chan error, 1)
 	go func() {
 		if s.cfg.TLSCertFile != "" {
@@ -106,15 +142,80 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownGrace)
-	defer cancel()
-	err := srv.Shutdown(sctx)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
+	err := srv.Shutdown(sctx) // 1
+	cancel()
 	s.stoppingOnce.Do(func() { close(s.stopping) })
-	s.Wait() // the last responses' settles
+	endRequests() // 2
+	if err != nil {
+		// Streams outlived the grace: closing their connections also ends
+		// a write to a client that stopped reading.
+		_ = srv.Close()
+	}
+	if !s.requests.closeAndWait(requestsEndTimeout) {
+		s.cfg.Logger.Error("requests still running after the shutdown ended them; their settles may be lost",
+			"timeout", requestsEndTimeout.String())
+	}
+	stop := time.AfterFunc(shutdownSettleBudget, s.stopSettling) // 3
+	s.Wait()                                                     // 4
+	stop.Stop()
+	s.stopSettling()
 	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
 		err = errors.Join(err, serveErr)
 	}
 	return err
+}
+
+// track counts the request for Serve's shutdown, which waits for its
+// handler; once the shutdown has ended the requests, it refuses new ones.
+func (s *Server) track(c *gin.Context) {
+	if !s.requests.enter() {
+		writeError(c, http.StatusServiceUnavailable, openai.NewError(openai.TypeUnavailable, "shutting_down", "",
+			"the gateway is shutting down; retry"))
+		return
+	}
+	defer s.requests.exit()
+	c.Next()
+}
+
+// requestGate counts the requests being served; once closed it admits
+// none, so that a wait for the ones it counted is a wait for all.
+type requestGate struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// enter counts a request, unless the gate is closed.
+func (g *requestGate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+// exit ends a request enter counted.
+func (g *requestGate) exit() { g.wg.Done() }
+
+// closeAndWait closes the gate and waits up to within for the requests it
+// counted to end; it reports whether they did.
+func (g *requestGate) closeAndWait(within time.Duration) bool {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	done := make(chan struct{})
+	go func() { g.wg.Wait(); close(done) }()
+	t := time.NewTimer(within)
+	defer t.Stop()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+		return false
+	}
 }
 
 func (s *Server) recovered(c *gin.Context, err any) {
