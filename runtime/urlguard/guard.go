@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -67,15 +69,15 @@ func (g *Guard) CheckJSON(ctx context.Context, body []byte) error {
 		return fmt.Errorf("urlguard: %w", err)
 	}
 	var urls []found
-	collect(doc, "", &urls)
+	collect(doc, &urls)
 	if len(urls) > MaxURLs {
-		return &BlockedError{Path: urls[MaxURLs].path, Reason: fmt.Sprintf("more than %d URLs in one request", MaxURLs)}
+		return &BlockedError{Path: urls[MaxURLs].path(), Reason: fmt.Sprintf("more than %d URLs in one request", MaxURLs)}
 	}
 	for _, u := range urls {
 		if err := g.CheckURL(ctx, u.value); err != nil {
 			var be *BlockedError
 			if errors.As(err, &be) {
-				be.Path = u.path
+				be.Path = u.path()
 			}
 			return err
 		}
@@ -107,26 +109,73 @@ func mayHoldURL(body []byte) bool {
 	return false
 }
 
-type found struct{ path, value string }
+// found is a string that looks like a URL, and where it was.
+type found struct {
+	at    []step
+	value string
+}
 
-// collect gathers every string that looks like an absolute URL.
-func collect(v any, path string, out *[]found) {
+// path names where the string was: "messages[0].content[1].image_url.url".
+func (f found) path() string {
+	var b strings.Builder
+	for _, s := range f.at {
+		switch {
+		case !s.isKey:
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(s.index))
+			b.WriteByte(']')
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s.key)
+		}
+	}
+	return b.String()
+}
+
+// step is one level of a path: an object's key, or an array's index.
+type step struct {
+	key   string
+	index int
+	isKey bool
+}
+
+// collect gathers the strings of v that look like absolute URLs, at most
+// MaxURLs+1 of them: CheckJSON refuses more. Each keeps a copy of the
+// steps to it, not a path string: a path built at every level would cost
+// the length of a long key once for every value below it, and a path per
+// URL the length of the keys above it.
+func collect(v any, out *[]found) {
+	c := collector{out: out}
+	c.walk(v)
+}
+
+type collector struct {
+	at  []step
+	out *[]found
+}
+
+func (c *collector) walk(v any) {
+	if len(*c.out) > MaxURLs {
+		return
+	}
 	switch t := v.(type) {
 	case map[string]any:
-		for k, c := range t {
-			p := k
-			if path != "" {
-				p = path + "." + k
-			}
-			collect(c, p, out)
+		for k, x := range t {
+			c.at = append(c.at, step{key: k, isKey: true})
+			c.walk(x)
+			c.at = c.at[:len(c.at)-1]
 		}
 	case []any:
-		for i, c := range t {
-			collect(c, fmt.Sprintf("%s[%d]", path, i), out)
+		for i, x := range t {
+			c.at = append(c.at, step{index: i})
+			c.walk(x)
+			c.at = c.at[:len(c.at)-1]
 		}
 	case string:
 		if looksLikeURL(t) {
-			*out = append(*out, found{path: path, value: t})
+			*c.out = append(*c.out, found{at: slices.Clone(c.at), value: t})
 		}
 	}
 }
