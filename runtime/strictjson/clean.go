@@ -5,35 +5,50 @@ import (
 	"reflect"
 )
 
-// maxCleanDepth bounds the scanner's recursion: a deeper document is left
-// to explain, which enforces encoding/json's own limit of 10000 with its
-// own error.
-const maxCleanDepth = 1000
-
 // maxCleanKeys is how many keys of one object are compared pairwise
 // before the scanner keeps them in a map instead.
 const maxCleanKeys = 16
 
-// clean reports whether data is one well-formed JSON value that Check
-// accepts for type t. It is a proof, not a verdict: it returns false at
-// anything it does not handle (a key with an escape or a non-ASCII byte,
-// a deep document, any error) and leaves the answer to explain. So it
-// must never accept what explain refuses; FuzzCleanAgreesWithExplain
-// holds it to that.
-func clean(data []byte, t reflect.Type) bool {
+// verdict is the scanner's answer about a document.
+type verdict int
+
+const (
+	unproven verdict = iota // left to explain
+	accepted                // Check accepts it
+	tooDeep                 // Check refuses it with ErrTooDeep
+)
+
+// scan reads data, one JSON value to be decoded into t. It is a proof,
+// not a verdict on everything: it answers unproven at anything it does
+// not handle (a key with an escape or a non-ASCII byte, any error) and
+// leaves the answer to explain. It answers tooDeep only when all it read
+// before the nesting past MaxDepth was clean, where explain refuses the
+// document at the same place. So it must never answer otherwise than
+// explain would; FuzzCleanAgreesWithExplain holds it to that.
+func scan(data []byte, t reflect.Type) verdict {
 	s := scanner{data: data}
 	s.space()
 	if !s.value(t, 0) {
-		return false
+		if s.deep {
+			return tooDeep
+		}
+		return unproven
 	}
 	s.space()
-	return s.pos == len(s.data)
+	if s.pos != len(s.data) {
+		return unproven
+	}
+	return accepted
 }
 
-// scanner reads a document for clean.
+// clean reports whether scan accepts data for t.
+func clean(data []byte, t reflect.Type) bool { return scan(data, t) == accepted }
+
+// scanner reads a document for scan.
 type scanner struct {
 	data []byte
 	pos  int
+	deep bool // a container nested past MaxDepth stopped the scan
 }
 
 // shape resolves t as walk does: pointers followed, free-form types nil.
@@ -64,10 +79,15 @@ func (s *scanner) value(t reflect.Type, depth int) bool {
 		return false
 	}
 	switch s.data[s.pos] {
-	case '{':
-		return depth < maxCleanDepth && s.object(shape(t), depth+1)
-	case '[':
-		return depth < maxCleanDepth && s.array(shape(t), depth+1)
+	case '{', '[':
+		if depth >= MaxDepth {
+			s.deep = true
+			return false
+		}
+		if s.data[s.pos] == '{' {
+			return s.object(shape(t), depth+1)
+		}
+		return s.array(shape(t), depth+1)
 	case '"':
 		return s.str()
 	case 't':

@@ -1,6 +1,7 @@
 package strictjson
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -47,7 +48,7 @@ func TestCleanGivesUp(t *testing.T) {
 		`{"model":"a","model":"b"}`, `{"MODEL":"m"}`, `{"max_tokens":1,"MAX_TOKENS":2}`,
 		`{"messages":[{"role":"a","role":"b"}]}`, `{"messages":[{"ROLE":"a"}]}`, `{"SEED":1}`,
 		`{"mo\u0064el":"m"}`, "{\"max_to\u212aens\":1}", `{"free":{"a":1,"a":2}}`, many.String(),
-		strings.Repeat("[", maxCleanDepth+1) + strings.Repeat("]", maxCleanDepth+1),
+		strings.Repeat("[", MaxDepth+1) + strings.Repeat("]", MaxDepth+1),
 	} {
 		if clean([]byte(body), reflect.TypeFor[request]()) {
 			t.Errorf("clean(%q) = true, want false", body)
@@ -56,7 +57,8 @@ func TestCleanGivesUp(t *testing.T) {
 }
 
 // FuzzCleanAgreesWithExplain: whatever the scanner accepts, the
-// tokenizer-based walk accepts too, so Check keeps its strictness.
+// tokenizer-based walk accepts too, so Check keeps its strictness; what
+// it finds too deep, the walk finds too deep.
 func FuzzCleanAgreesWithExplain(f *testing.F) {
 	for _, s := range cleanBodies {
 		f.Add([]byte(s))
@@ -71,11 +73,20 @@ func FuzzCleanAgreesWithExplain(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	types := []reflect.Type{reflect.TypeFor[request](), reflect.TypeFor[map[string]message](), reflect.TypeFor[[]part](), nil}
+	for _, s := range nestings {
+		f.Add(s.body(MaxDepth))
+		f.Add(s.body(MaxDepth + s.levels))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, typ := range types {
-			if clean(data, typ) {
+			switch scan(data, typ) {
+			case accepted:
 				if err := explain(data, typ); err != nil {
-					t.Fatalf("clean accepted for %v what explain refuses (%v): %q", typ, err, data)
+					t.Fatalf("the scanner accepted for %v what explain refuses (%v): %q", typ, err, data)
+				}
+			case tooDeep:
+				if err := explain(data, typ); !errors.Is(err, ErrTooDeep) {
+					t.Fatalf("the scanner found too deep for %v what explain answers %v: %q", typ, err, data)
 				}
 			}
 		}

@@ -33,6 +33,13 @@ import (
 	"unicode/utf8"
 )
 
+// MaxDepth is how deeply the objects and arrays of a checked document
+// may nest. A chat request with JSON-schema tools nests 20 to 30 levels
+// (a schema nests 2 to 4 levels per level of its own, under 6 of the
+// request), so 64 leaves room for any real one, while a hostile body
+// meets the bound long before encoding/json's own limit of 10000.
+const MaxDepth = 64
+
 // Error is a refused document: Path names the key at fault as a request
 // parameter ("messages[0].role"), for the OpenAI error's param.
 type Error struct {
@@ -47,16 +54,25 @@ func (e *Error) Error() string { return e.Msg }
 // ErrInvalid wraps a document that is not well-formed JSON.
 var ErrInvalid = errors.New("strictjson: invalid JSON")
 
+// ErrTooDeep is a document whose objects and arrays nest deeper than
+// MaxDepth: it is refused before any other pass reads it.
+var ErrTooDeep = fmt.Errorf("strictjson: objects and arrays nested deeper than %d levels", MaxDepth)
+
 // Check reports whether data, one JSON value, may be decoded into a value
 // of type t without encoding/json reading it differently from an exact
-// parser. It returns an *Error, or ErrInvalid wrapped, or nil.
+// parser. It returns an *Error, ErrTooDeep, or ErrInvalid wrapped, or nil.
 //
 // A byte scanner accepts the common document in one pass without
 // allocating; whatever it cannot prove acceptable is walked again with
-// encoding/json's decoder, whose verdict and error stand.
+// encoding/json's decoder, whose verdict and error stand. Both passes
+// stop at MaxDepth and cost memory linear in len(data): a refusal's path
+// is built only when it is reported.
 func Check(data []byte, t reflect.Type) error {
-	if clean(data, t) {
+	switch scan(data, t) {
+	case accepted:
 		return nil
+	case tooDeep:
+		return ErrTooDeep
 	}
 	return explain(data, t)
 }
@@ -66,7 +82,8 @@ func Check(data []byte, t reflect.Type) error {
 func explain(data []byte, t reflect.Type) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
-	if err := walk(dec, t, ""); err != nil {
+	w := walker{dec: dec}
+	if err := w.value(t); err != nil {
 		return err
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
@@ -78,44 +95,85 @@ func explain(data []byte, t reflect.Type) error {
 // rawMessage is json.RawMessage's type: free-form JSON.
 var rawMessage = reflect.TypeFor[json.RawMessage]()
 
-// walk checks the next value of dec, decoded into t (nil: free form).
-func walk(dec *json.Decoder, t reflect.Type, path string) error {
-	tok, err := dec.Token()
+// walker is explain's walk. The path to the value being read is a stack
+// of steps, turned into a string only for an error: a path string built
+// at every level costs memory quadratic in the depth.
+type walker struct {
+	dec  *json.Decoder
+	path []step
+}
+
+// step is one level of a path: an object's key, or an array's index
+// (key unset).
+type step struct {
+	key   string
+	index int
+	isKey bool
+}
+
+// at returns the path with key appended, as a request parameter.
+func (w *walker) at(key string) string {
+	var b strings.Builder
+	for _, s := range w.path {
+		switch {
+		case !s.isKey:
+			b.WriteByte('[')
+			b.WriteString(strconv.Itoa(s.index))
+			b.WriteByte(']')
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(s.key)
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteByte('.')
+	}
+	b.WriteString(key)
+	return b.String()
+}
+
+// value checks the next value of the decoder, decoded into t (nil: free
+// form).
+func (w *walker) value(t reflect.Type) error {
+	tok, err := w.dec.Token()
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == rawMessage || (t != nil && t.Kind() == reflect.Interface) {
-		t = nil
-	}
+	t = shape(t)
 	d, ok := tok.(json.Delim)
 	if !ok {
 		return nil // a scalar
 	}
+	if len(w.path) >= MaxDepth {
+		return ErrTooDeep
+	}
 	switch d {
 	case '{':
-		return walkObject(dec, t, path)
+		return w.object(t)
 	case '[':
 		var elem reflect.Type
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			elem = t.Elem()
 		}
-		for i := 0; dec.More(); i++ {
-			if err := walk(dec, elem, path+"["+strconv.Itoa(i)+"]"); err != nil {
+		for i := 0; w.dec.More(); i++ {
+			w.path = append(w.path, step{index: i})
+			err := w.value(elem)
+			w.path = w.path[:len(w.path)-1]
+			if err != nil {
 				return err
 			}
 		}
-		if _, err := dec.Token(); err != nil { // ]
+		if _, err := w.dec.Token(); err != nil { // ]
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
 	}
 	return nil
 }
 
-// walkObject checks an object's members after its '{'.
-func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
+// object checks an object's members after its '{'.
+func (w *walker) object(t reflect.Type) error {
 	var fields map[string]field // by folded name, when t is a struct
 	var elem reflect.Type       // the members' type, when t is a map
 	if t != nil {
@@ -127,8 +185,8 @@ func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
 		}
 	}
 	seen := map[string]bool{}
-	for dec.More() {
-		tok, err := dec.Token()
+	for w.dec.More() {
+		tok, err := w.dec.Token()
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrInvalid, err)
 		}
@@ -136,15 +194,15 @@ func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
 		if !ok {
 			return fmt.Errorf("%w: object key is not a string", ErrInvalid)
 		}
-		at := join(path, key)
 		// A struct's fields are matched as encoding/json matches them
 		// (folded); any other key is kept exactly as it came.
-		cmp := key
+		cmp, name := key, key
 		f, known := fields[fold(key)]
 		if known {
-			cmp, at = "\x00"+f.name, join(path, f.name)
+			cmp, name = "\x00"+f.name, f.name
 		}
 		if seen[cmp] {
+			at := w.at(name)
 			return &Error{Path: at, Duplicate: true, Msg: fmt.Sprintf("the key %q appears more than once", at)}
 		}
 		seen[cmp] = true
@@ -152,30 +210,26 @@ func walkObject(dec *json.Decoder, t reflect.Type, path string) error {
 		if fields != nil {
 			switch {
 			case known && f.name != key:
+				at := w.at(name)
 				return &Error{Path: at, Msg: fmt.Sprintf(
-					"the key %q is a variant spelling of %q: keys must match exactly", join(path, key), at)}
+					"the key %q is a variant spelling of %q: keys must match exactly", w.at(key), at)}
 			case known:
 				child = f.typ
 			default:
 				child = nil // unknown: kept as it came, checked for duplicates
 			}
 		}
-		if err := walk(dec, child, at); err != nil {
+		w.path = append(w.path, step{key: name, isKey: true})
+		err = w.value(child)
+		w.path = w.path[:len(w.path)-1]
+		if err != nil {
 			return err
 		}
 	}
-	if _, err := dec.Token(); err != nil { // }
+	if _, err := w.dec.Token(); err != nil { // }
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
-}
-
-// join appends key to a parameter path.
-func join(path, key string) string {
-	if path == "" {
-		return key
-	}
-	return path + "." + key
 }
 
 // field is a struct field as encoding/json names it.

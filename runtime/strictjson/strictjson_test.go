@@ -105,6 +105,10 @@ func FuzzCheck(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	for _, s := range nestings {
+		f.Add(s.body(MaxDepth))
+		f.Add(s.body(MaxDepth + s.levels))
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if Check(data, reflect.TypeFor[request]()) != nil {
 			return
