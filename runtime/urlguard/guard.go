@@ -1,15 +1,12 @@
 package urlguard
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"net/url"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -61,15 +58,7 @@ func (g *Guard) CheckJSON(ctx context.Context, body []byte) error {
 	if !mayHoldURL(body) {
 		return nil // the common request: no string has a scheme's colon
 	}
-	// Numbers stay text: one out of float64's range is no URL, and is no
-	// reason to refuse the document.
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if err := dec.Decode(&doc); err != nil {
-		return fmt.Errorf("urlguard: %w", err)
-	}
-	var urls []found
-	collect(doc, &urls)
+	urls := collect(body)
 	if len(urls) > MaxURLs {
 		return &BlockedError{Path: urls[MaxURLs].path(), Reason: fmt.Sprintf("more than %d URLs in one request", MaxURLs)}
 	}
@@ -107,77 +96,6 @@ func mayHoldURL(body []byte) bool {
 		}
 	}
 	return false
-}
-
-// found is a string that looks like a URL, and where it was.
-type found struct {
-	at    []step
-	value string
-}
-
-// path names where the string was: "messages[0].content[1].image_url.url".
-func (f found) path() string {
-	var b strings.Builder
-	for _, s := range f.at {
-		switch {
-		case !s.isKey:
-			b.WriteByte('[')
-			b.WriteString(strconv.Itoa(s.index))
-			b.WriteByte(']')
-		default:
-			if b.Len() > 0 {
-				b.WriteByte('.')
-			}
-			b.WriteString(s.key)
-		}
-	}
-	return b.String()
-}
-
-// step is one level of a path: an object's key, or an array's index.
-type step struct {
-	key   string
-	index int
-	isKey bool
-}
-
-// collect gathers the strings of v that look like absolute URLs, at most
-// MaxURLs+1 of them: CheckJSON refuses more. Each keeps a copy of the
-// steps to it, not a path string: a path built at every level would cost
-// the length of a long key once for every value below it, and a path per
-// URL the length of the keys above it.
-func collect(v any, out *[]found) {
-	c := collector{out: out}
-	c.walk(v)
-}
-
-type collector struct {
-	at  []step
-	out *[]found
-}
-
-func (c *collector) walk(v any) {
-	if len(*c.out) > MaxURLs {
-		return
-	}
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			c.at = append(c.at, step{key: k, isKey: true})
-			c.walk(x)
-			c.at = c.at[:len(c.at)-1]
-		}
-	case []any:
-		for i, x := range t {
-			c.at = append(c.at, step{index: i})
-			c.walk(x)
-			c.at = c.at[:len(c.at)-1]
-		}
-	case string:
-		if looksLikeURL(t) {
-			*c.out = append(*c.out, found{at: slices.Clone(c.at), value: t})
-		}
-	}
 }
 
 // normalize does what a WHATWG URL parser (browsers, and the URL
