@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/llmplat/llmplat/runtime/strictjson"
 )
 
 // FuzzDecodeBody: the admin API's strict decoder never panics, answers a
@@ -19,6 +21,7 @@ func FuzzDecodeBody(f *testing.F) {
 		`{"team_id":1,"amount_microcredits":5,"idempotency_key":"k"}`,
 		`{"team_id":1,"team_id":2,"amount_microcredits":5,"idempotency_key":"k"}`,
 		`{"Team_ID":1}`, `{"note":"a\u0007"}`, `[]`, `null`,
+		`{"note":` + nest(`[`, `]`, strictjson.MaxDepth) + `}`, `{"note":` + nest(`{"a":`, `}`, strictjson.MaxDepth-1) + `}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -34,6 +37,9 @@ func FuzzDecodeBody(f *testing.F) {
 				t.Fatalf("refusal with status %d", w.Code)
 			}
 			return
+		}
+		if depth := depthOf(body); depth > strictjson.MaxDepth {
+			t.Fatalf("accepted a body %d deep", depth)
 		}
 		var exact map[string]json.RawMessage
 		if err := json.Unmarshal(body, &exact); err != nil {

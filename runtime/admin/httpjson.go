@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -24,6 +25,7 @@ const (
 	codeVariantKey      = "variant_key"
 	codeInvalidValue    = "invalid_value"
 	codeTooLarge        = "request_too_large"
+	codeTooDeep         = "nesting_too_deep"
 	codeNotFound        = "not_found"
 	codeConflict        = "conflict"
 	codeIdempotency     = "idempotency_conflict"
@@ -111,8 +113,15 @@ func decodeBody(c *gin.Context, dst any) (map[string]bool, bool) {
 	// Keys are read exactly: a key given twice ("team_id" twice: which
 	// team?) or spelled as a variant of a field is refused, at any depth,
 	// where encoding/json would quietly pick one.
+	// Check is the first pass over the body: it bounds the depth of the
+	// decodes after it.
 	if err := strictjson.Check(body, reflect.TypeOf(dst).Elem()); err != nil {
 		var se *strictjson.Error
+		if errors.Is(err, strictjson.ErrTooDeep) {
+			writeError(c, http.StatusBadRequest, openai.TypeInvalidRequest, codeTooDeep, "", fmt.Sprintf(
+				"the request body nests objects and arrays deeper than %d levels", strictjson.MaxDepth))
+			return nil, false
+		}
 		if errors.As(err, &se) {
 			code := codeVariantKey
 			if se.Duplicate {
