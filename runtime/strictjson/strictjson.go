@@ -17,6 +17,10 @@
 // below them); so are objects of free form (json.RawMessage, maps,
 // interfaces), where only exact duplicates are refused: a JSON schema may
 // well name both "Name" and "name".
+//
+// Check is meant to be the first pass over an untrusted body: it refuses a
+// document nested deeper than MaxDepth (ErrTooDeep), so every pass after
+// it is bounded too, and it costs memory linear in the document's size.
 package strictjson
 
 import (
