@@ -394,8 +394,13 @@ func decodeRequest(body []byte) (*openai.ChatCompletionRequest, *openai.ErrorBod
 	// Keys are read exactly, as the engine reads them: a duplicate or a
 	// variant spelling of a known key ("max_to\u212aens") would let
 	// encoding/json and the engine disagree about what was asked.
+	// Check is the first pass over the body, and bounds the depth of
+	// every later one: the decode, the URL guard's walk.
 	if err := strictjson.Check(body, requestType); err != nil {
 		var se *strictjson.Error
+		if errors.Is(err, strictjson.ErrTooDeep) {
+			return nil, tooDeep()
+		}
 		if errors.As(err, &se) {
 			code := "variant_key"
 			if se.Duplicate {
@@ -425,6 +430,12 @@ func decodeRequest(body []byte) (*openai.ChatCompletionRequest, *openai.ErrorBod
 		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_value", param, err.Error())
 	}
 	return &req, nil
+}
+
+// tooDeep is the 400 of a body nested past strictjson.MaxDepth.
+func tooDeep() *openai.ErrorBody {
+	return openai.NewError(openai.TypeInvalidRequest, "nesting_too_deep", "", fmt.Sprintf(
+		"the request body nests objects and arrays deeper than %d levels", strictjson.MaxDepth))
 }
 
 // bodyRefusal is the 400 for a body that is not JSON, or whose field has
