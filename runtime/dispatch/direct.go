@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/hoptrace"
+	"github.com/llmplat/llmplat/runtime/jsonscan"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -281,82 +282,95 @@ func (s *httpStream) Close() error {
 	return nil
 }
 
-// ParseEvent classifies one event payload without decoding ordinary content
-// chunks: the relay stays as cheap as a proxy, and only the rare usage and
-// error events are decoded.
+// ParseEvent classifies one event payload: an error, the final usage, a
+// running usage, output. It reads what the event's JSON means, however the
+// engine spells it (Python's json.dumps writes "usage": {…}, other engines
+// indent or order keys their own way): the event is read in place in one
+// checking pass (scan.go), and decoded with encoding/json only when that
+// pass cannot tell.
 func ParseEvent(data []byte) Event {
 	ev := Event{Data: data}
 	if e := openai.StreamError(data); e != nil {
 		ev.Err = e
 		return ev
 	}
-	content := hasContent(data)
-	usage := bytes.Contains(data, []byte(`"usage":{`))
-	delta := !content && bytes.Contains(data, []byte(`"delta":{`))
-	if !usage && !delta {
-		if content {
-			ev.Tokens = 1
-		}
-		return ev
+	r, ok := readEvent(data)
+	if !ok {
+		r = decodeEvent(data)
 	}
-	// The event read in place (scan.go), or else one decode of it, the
-	// choices kept raw; a chunk without content has its choices decoded,
-	// not the whole event again.
-	var c struct {
-		Choices json.RawMessage `json:"choices"`
-		Usage   *openai.Usage   `json:"usage"`
-	}
-	var read bool
-	c.Choices, c.Usage, read = eventFields(data)
-	if !read && json.Unmarshal(data, &c) != nil {
-		c.Choices, c.Usage = nil, nil
-		if delta {
-			c.Choices = choicesOf(data)
-		}
-	}
-	if usage && c.Usage != nil {
-		if emptyArray(c.Choices) {
-			ev.Usage = c.Usage // the final usage chunk
+	if r.usage != nil {
+		if r.noChoices {
+			ev.Usage = r.usage // the final usage chunk
 			return ev
 		}
-		ev.Progress = c.Usage // a running count on an output chunk
+		ev.Progress = r.usage // a running count on an output chunk
 	}
-	if content || (delta && hasOtherOutput(c.Choices)) {
+	if r.output {
 		ev.Tokens = 1
 	}
 	return ev
 }
 
-// emptyArray reports whether raw is an empty array, spaces aside.
-func emptyArray(raw []byte) bool {
-	if string(raw) == "[]" {
-		return true
-	}
-	return string(bytes.Join(bytes.Fields(raw), nil)) == "[]"
-}
-
-// choicesOf is an event's choices when the event as a whole would not
-// decode into ParseEvent's struct (a usage of an odd shape).
-func choicesOf(data []byte) json.RawMessage {
+// decodeEvent is readEvent by encoding/json, for the events it leaves: the
+// usage and the choices are decoded apart, so that a usage of an odd shape
+// still leaves the choices read. An event that is not JSON tells nothing
+// but, when it looks like a content chunk, one token: it is relayed as it
+// came, and billed as what it shows.
+func decodeEvent(data []byte) eventRead {
 	var c struct {
 		Choices json.RawMessage `json:"choices"`
+		Usage   json.RawMessage `json:"usage"`
 	}
-	_ = json.Unmarshal(data, &c)
-	return c.Choices
+	if json.Unmarshal(data, &c) != nil {
+		return eventRead{output: looksLikeContent(data)}
+	}
+	var r eventRead
+	if len(c.Usage) > 0 && !jsonscan.IsNull(c.Usage) {
+		var u openai.Usage
+		if json.Unmarshal(c.Usage, &u) == nil {
+			r.usage = &u
+		}
+	}
+	r.noChoices = jsonscan.IsEmptyArray(c.Choices)
+	r.output = hasOtherOutput(c.Choices)
+	return r
 }
 
-// hasContent reports whether a chunk carries non-empty delta content: the
-// common chunk, found without decoding.
-func hasContent(data []byte) bool {
-	const key = `"content":"`
-	i := bytes.Index(data, []byte(key))
-	return i >= 0 && i+len(key) < len(data) && data[i+len(key)] != '"'
+// looksLikeContent reports whether bytes that are not JSON hold a
+// "content" key with a string value that is not empty, spaces around its
+// colon allowed.
+func looksLikeContent(data []byte) bool {
+	const key = `"content"`
+	for rest := data; ; {
+		i := bytes.Index(rest, []byte(key))
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(key):]
+		j := skipSpace(rest, 0)
+		if j >= len(rest) || rest[j] != ':' {
+			continue
+		}
+		j = skipSpace(rest, j+1)
+		if j+1 < len(rest) && rest[j] == '"' && rest[j+1] != '"' {
+			return true
+		}
+	}
 }
 
-// hasOtherOutput reports whether a chunk's choices, with no content,
-// still carry generated output in a delta: tool calls, reasoning, a
-// refusal, anything but the role. Such chunks cost the engine tokens like
-// content does, so a client that drops a tool-call stream pays for what it
+// skipSpace returns the index of the first byte at or after i in b that is
+// not JSON whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// hasOtherOutput reports whether a chunk's choices carry generated output
+// in a delta: content, tool calls, reasoning, a refusal, anything but the
+// role that is not empty. Such chunks cost the engine tokens like content
+// does, so a client that drops a tool-call stream pays for what it
 // received. Only the deltas' members are decoded.
 func hasOtherOutput(choices json.RawMessage) bool {
 	if len(choices) == 0 {
@@ -373,14 +387,9 @@ func hasOtherOutput(choices json.RawMessage) bool {
 	}
 	for _, ch := range c {
 		for k, v := range ch.Delta {
-			if k == "role" {
-				continue
+			if k != "role" && !emptyValue(bytes.TrimSpace(v)) {
+				return true
 			}
-			switch string(bytes.TrimSpace(v)) {
-			case "", "null", `""`, "[]", "{}":
-				continue
-			}
-			return true
 		}
 	}
 	return false

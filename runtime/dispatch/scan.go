@@ -2,7 +2,6 @@ package dispatch
 
 import (
 	"bytes"
-	"encoding/json"
 
 	"github.com/llmplat/llmplat/runtime/jsonscan"
 	"github.com/llmplat/llmplat/runtime/openai"
@@ -12,50 +11,64 @@ import (
 // on the socket path (the agent, then the orchestrator), and with
 // continuous usage every event has a usage object. Decoding each with
 // encoding/json was one of the platform's largest costs per request. The
-// functions here read the common event in place instead, with jsonscan,
-// which checks the whole event as it walks it and finds what ParseEvent
-// needs in one pass. Anything unusual — a key written with escapes or
+// functions here read the event in place instead, with jsonscan, which
+// checks the whole event as it walks it and finds what ParseEvent needs
+// in one pass, by the event's structure: spaces, indents and the order of
+// members change nothing, as they change nothing for encoding/json. Anything unusual — a key written with escapes or
 // non-ASCII bytes, a key encoding/json would match case-insensitively, a
 // duplicate, a count that is not a plain integer, nesting past
 // jsonscan.MaxDepth — makes them give up, and the encoding/json path
 // decides, as before. FuzzParseEventMatchesDecode holds the two paths to
 // the same answers.
 
-// eventFields returns an event's top-level choices (raw, nil when absent)
-// and usage (nil when absent or null), as ParseEvent's decode into
-// {Choices json.RawMessage; Usage *openai.Usage} gives them; ok is false
-// when the event is not one it reads, malformed ones included: the scan
-// checks the whole event as it goes.
-func eventFields(data []byte) (choices json.RawMessage, usage *openai.Usage, ok bool) {
+// eventRead is what ParseEvent needs to know of an event.
+type eventRead struct {
+	usage     *openai.Usage // nil when absent or null
+	noChoices bool          // the choices are an empty array: the final usage chunk
+	output    bool          // a choice's delta carries generated output
+}
+
+// readEvent reads an event in place, as decodeEvent would read it,
+// whitespace and member order being nothing to either; ok is false when
+// the event is not one it reads, malformed ones included: the scan checks
+// the whole event as it goes.
+func readEvent(data []byte) (r eventRead, ok bool) {
 	var sawChoices, sawUsage bool
 	o := jsonscan.Members(data)
 	for key, v, more := o.Next(); more; key, v, more = o.Next() {
 		i, plain := jsonscan.Match(key, eventNames)
 		switch {
 		case !plain:
-			return nil, nil, false
+			return eventRead{}, false
 		case i == 0:
 			if sawChoices {
-				return nil, nil, false
+				return eventRead{}, false
 			}
-			sawChoices, choices = true, v
+			sawChoices = true
+			if jsonscan.IsNull(v) {
+				continue
+			}
+			if r.output, ok = otherOutput(v); !ok {
+				return eventRead{}, false
+			}
+			r.noChoices = jsonscan.IsEmptyArray(v)
 		case i == 1:
 			if sawUsage {
-				return nil, nil, false
+				return eventRead{}, false
 			}
 			sawUsage = true
 			if jsonscan.IsNull(v) {
 				continue
 			}
-			if usage, ok = usageOf(v); !ok {
-				return nil, nil, false
+			if r.usage, ok = usageOf(v); !ok {
+				return eventRead{}, false
 			}
 		}
 	}
 	if o.Malformed() {
-		return nil, nil, false
+		return eventRead{}, false
 	}
-	return choices, usage, true
+	return r, true
 }
 
 var (
@@ -153,12 +166,7 @@ func deltaOutput(delta []byte) (found, ok bool) {
 			}
 		}
 		keys = append(keys, k)
-		if string(k) == "role" {
-			continue
-		}
-		switch string(v) {
-		case "null", `""`, "[]", "{}":
-		default:
+		if string(k) != "role" && !emptyValue(v) {
 			found = true
 		}
 	}
@@ -166,6 +174,21 @@ func deltaOutput(delta []byte) (found, ok bool) {
 		return false, false
 	}
 	return found, true
+}
+
+// emptyValue reports whether a value span, spaces around it trimmed, is
+// null, an empty string, an empty array or an empty object, however
+// spaced: a delta member that carries no output.
+func emptyValue(v []byte) bool {
+	switch {
+	case len(v) == 0, jsonscan.IsNull(v), string(v) == `""`, jsonscan.IsEmptyArray(v):
+		return true
+	case v[0] != '{':
+		return false
+	}
+	o := jsonscan.Members(v)
+	_, _, more := o.Next()
+	return !more && !o.Malformed()
 }
 
 // StreamsWithUsage reports whether an engine request certainly asks for a

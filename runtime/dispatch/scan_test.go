@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/llmplat/llmplat/runtime/jsonvariant"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -18,41 +19,42 @@ var commonEvents = []string{
 	`{"id":"chatcmpl-e1a5","object":"chat.completion.chunk","created":1796403410,"model":"meta-llama/Llama-3.1-8B-Instruct","choices":[],"usage":{"prompt_tokens":11,"total_tokens":12,"completion_tokens":1}}`,
 }
 
-// parseEventByDecode is ParseEvent as it was before the in-place read:
-// the reference the fast path must agree with.
+// parseEventByDecode is ParseEvent by encoding/json alone: the reference
+// the in-place read must agree with. It reads what an event's JSON means,
+// not how it is spelled: the usage object (decoded apart from the
+// choices), whether the choices are an empty array, and whether a
+// choice's delta has a member other than the role whose value is not
+// empty.
 func parseEventByDecode(data []byte) Event {
 	ev := Event{Data: data}
 	if e := openai.StreamError(data); e != nil {
 		ev.Err = e
 		return ev
 	}
-	content := hasContent(data)
-	usage := bytes.Contains(data, []byte(`"usage":{`))
-	delta := !content && bytes.Contains(data, []byte(`"delta":{`))
-	if !usage && !delta {
-		if content {
+	var c struct {
+		Choices json.RawMessage `json:"choices"`
+		Usage   json.RawMessage `json:"usage"`
+	}
+	if json.Unmarshal(data, &c) != nil {
+		if looksLikeContent(data) {
 			ev.Tokens = 1
 		}
 		return ev
 	}
-	var c struct {
-		Choices json.RawMessage `json:"choices"`
-		Usage   *openai.Usage   `json:"usage"`
+	var usage *openai.Usage
+	if json.Unmarshal(c.Usage, &usage) != nil {
+		usage = nil
 	}
-	if json.Unmarshal(data, &c) != nil {
-		c.Choices, c.Usage = nil, nil
-		if delta {
-			c.Choices = choicesOf(data)
-		}
-	}
-	if usage && c.Usage != nil {
-		if string(bytes.Join(bytes.Fields(c.Choices), nil)) == "[]" {
-			ev.Usage = c.Usage
+	var choices []any
+	noChoices := json.Unmarshal(c.Choices, &choices) == nil && choices != nil && len(choices) == 0
+	if usage != nil {
+		if noChoices {
+			ev.Usage = usage
 			return ev
 		}
-		ev.Progress = c.Usage
+		ev.Progress = usage
 	}
-	if content || (delta && hasOtherOutputByDecode(c.Choices)) {
+	if hasOtherOutputByDecode(c.Choices) {
 		ev.Tokens = 1
 	}
 	return ev
@@ -60,26 +62,33 @@ func parseEventByDecode(data []byte) Event {
 
 // hasOtherOutputByDecode is hasOtherOutput without the in-place read.
 func hasOtherOutputByDecode(choices json.RawMessage) bool {
-	if len(choices) == 0 {
-		return false
-	}
 	var c []struct {
-		Delta map[string]json.RawMessage `json:"delta"`
+		Delta map[string]any `json:"delta"`
 	}
-	if json.Unmarshal(choices, &c) != nil {
+	if len(choices) == 0 || json.Unmarshal(choices, &c) != nil {
 		return false
 	}
 	for _, ch := range c {
 		for k, v := range ch.Delta {
-			if k == "role" {
-				continue
+			if k != "role" && !emptyDecoded(v) {
+				return true
 			}
-			switch string(bytes.TrimSpace(v)) {
-			case "", "null", `""`, "[]", "{}":
-				continue
-			}
-			return true
 		}
+	}
+	return false
+}
+
+// emptyDecoded reports whether a decoded value is null, "", [] or {}.
+func emptyDecoded(v any) bool {
+	switch v := v.(type) {
+	case nil:
+		return true
+	case string:
+		return v == ""
+	case []any:
+		return len(v) == 0
+	case map[string]any:
+		return len(v) == 0
 	}
 	return false
 }
@@ -88,12 +97,9 @@ func hasOtherOutputByDecode(choices json.RawMessage) bool {
 // the fast path, and give what the decode gives.
 func TestCommonEventsAreReadInPlace(t *testing.T) {
 	for i, e := range commonEvents {
-		choices, usage, ok := eventFields([]byte(e))
-		if !ok || choices == nil || usage == nil {
-			t.Errorf("event %d: read in place = %v (choices %q, usage %v), want its choices and usage", i, ok, choices, usage)
-		}
-		if _, ok := otherOutput(choices); !ok {
-			t.Errorf("event %d: its choices were not read in place", i)
+		r, ok := readEvent([]byte(e))
+		if !ok || r.usage == nil {
+			t.Errorf("event %d: read in place = %v (%+v), want its usage", i, ok, r)
 		}
 		if got, want := ParseEvent([]byte(e)), parseEventByDecode([]byte(e)); !reflect.DeepEqual(got, want) {
 			t.Errorf("event %d: ParseEvent = %+v, want %+v", i, got, want)
@@ -112,31 +118,58 @@ func TestUnusualEventsGoToTheDecode(t *testing.T) {
 		`{"choices":[],"Usage":{"prompt_tokens":1}}`,
 		`{"choices":[],"us\u0061ge":{"prompt_tokens":1}}`,
 		`{"choices":[],"usage":{"prompt_tokens":1},"usage":{"total_tokens":2}}`,
-		`{"choices":[],"usage":{"prompt_tokens":1}`, // not valid JSON
+		`{"choices":[],"usage":{"prompt_tokens":1}`,            // not valid JSON
+		`{"choices":[{"delta":{"content":"a","content":""}}]}`, // a map keeps the last
+		`{"choices":[{"Delta":{"content":"a"}}]}`,
+		`{"choices":[{"delta":{"c\u006fntent":"a"}}]}`,
+		`{"choices":[null]}`,
+		`{"choices":{"delta":{}}}`,
 		`[1,2]`,
 	} {
-		if _, _, ok := eventFields([]byte(e)); ok {
+		if _, ok := readEvent([]byte(e)); ok {
 			t.Errorf("%s was read in place, want it left to the decode", e)
-		}
-	}
-	for _, c := range []string{
-		`[{"delta":{"content":"a","content":""}}]`, // a map keeps the last
-		`[{"Delta":{"content":"a"}}]`,
-		`[{"delta":{"c\u006fntent":"a"}}]`,
-		`[null]`,
-		`{"delta":{}}`,
-	} {
-		if _, ok := otherOutput([]byte(c)); ok {
-			t.Errorf("choices %s were read in place, want them left to the decode", c)
 		}
 	}
 }
 
-// FuzzParseEventMatchesDecode: for any event, ParseEvent gives what the
-// decode gives.
+// checkParseEvent holds ParseEvent to the decode for data and for each
+// respelling of it (spaced, indented, its members reordered): every
+// spelling tells what the compact one tells.
+func checkParseEvent(t *testing.T, data []byte) {
+	t.Helper()
+	got, want := ParseEvent(data), parseEventByDecode(data)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("ParseEvent(%s) = %+v (usage %v, progress %v), want %+v (usage %v, progress %v)",
+			data, got, got.Usage, got.Progress, want, want.Usage, want.Progress)
+	}
+	for _, v := range jsonvariant.Of(data) {
+		if err := sameEvent(ParseEvent(v.Data), got); err != nil {
+			t.Fatalf("ParseEvent of %s %s, of %s: %v", v.Name, v.Data, data, err)
+		}
+		if err := sameEvent(parseEventByDecode(v.Data), got); err != nil {
+			t.Fatalf("the decode of %s %s, of %s: %v", v.Name, v.Data, data, err)
+		}
+	}
+	if c := bytes.TrimSpace(data); len(c) > 0 && c[0] == '{' {
+		var raw struct {
+			Choices json.RawMessage `json:"choices"`
+		}
+		if json.Unmarshal(data, &raw) == nil && json.Valid(raw.Choices) {
+			if got, want := hasOtherOutput(raw.Choices), hasOtherOutputByDecode(raw.Choices); got != want {
+				t.Fatalf("hasOtherOutput(%s) = %v, want %v", raw.Choices, got, want)
+			}
+		}
+	}
+}
+
+// FuzzParseEventMatchesDecode: for any event, however spelled, ParseEvent
+// gives what the decode gives.
 func FuzzParseEventMatchesDecode(f *testing.F) {
 	for _, e := range commonEvents {
 		f.Add([]byte(e))
+	}
+	for _, e := range pythonEvents {
+		f.Add([]byte(e.spaced))
 	}
 	for _, e := range []string{
 		`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`,
@@ -144,28 +177,15 @@ func FuzzParseEventMatchesDecode(f *testing.F) {
 		`{"choices":[{"index":0,"delta":{"reasoning_content":""}}],"usage":{"prompt_tokens":1,"total_tokens":1,"completion_tokens":0}}`,
 		`{"choices":[ ],"usage":{"prompt_tokens":1,"total_tokens":3,"completion_tokens":2,"prompt_tokens_details":null}}`,
 		`{"choices":[{"delta":{"content":"a","content":""}}],"usage":{"prompt_tokens":1}}`,
+		`{"choices":[{"delta":{"tool_calls":[ ],"refusal":{ }}}]}`,
 		`{"choices":[],"usage":{"prompt_tokens":1},"usage":null}`,
+		`{"choices": [{"delta": {"content": "hi"}}], "usage": {"prompt_tokens": "5"}}`,
+		`{"choices": [{"delta": {"content": "hi"}}]`,
 		`{"error":{"message":"x","type":"InternalServerError","param":null,"code":500}}`,
 	} {
 		f.Add([]byte(e))
 	}
-	f.Fuzz(func(t *testing.T, data []byte) {
-		got, want := ParseEvent(data), parseEventByDecode(data)
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("ParseEvent(%s) = %+v (usage %v, progress %v), want %+v (usage %v, progress %v)",
-				data, got, got.Usage, got.Progress, want, want.Usage, want.Progress)
-		}
-		if c := bytes.TrimSpace(data); len(c) > 0 && c[0] == '{' {
-			var raw struct {
-				Choices json.RawMessage `json:"choices"`
-			}
-			if json.Unmarshal(data, &raw) == nil && json.Valid(raw.Choices) {
-				if got, want := hasOtherOutput(raw.Choices), hasOtherOutputByDecode(raw.Choices); got != want {
-					t.Fatalf("hasOtherOutput(%s) = %v, want %v", raw.Choices, got, want)
-				}
-			}
-		}
-	})
+	f.Fuzz(checkParseEvent)
 }
 
 func BenchmarkParseEvent(b *testing.B) {
@@ -218,7 +238,8 @@ func TestStreamsWithUsage(t *testing.T) {
 }
 
 // FuzzStreamsWithUsage: whatever StreamsWithUsage recognises, the decode
-// reads as a stream with its usage.
+// reads as a stream with its usage; and it recognises a body however the
+// body is spelled.
 func FuzzStreamsWithUsage(f *testing.F) {
 	for _, b := range []string{
 		`{"model":"m","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`,
@@ -227,8 +248,15 @@ func FuzzStreamsWithUsage(f *testing.F) {
 	} {
 		f.Add([]byte(b))
 	}
+	f.Add([]byte(`{"model": "m", "stream": true, "stream_options": {"include_usage": true}}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		if !StreamsWithUsage(body) {
+		recognised := StreamsWithUsage(body)
+		for _, v := range jsonvariant.Of(body) {
+			if got := StreamsWithUsage(v.Data); got != recognised {
+				t.Fatalf("StreamsWithUsage(%s) = %v, but %v for its %s form %s", body, recognised, got, v.Name, v.Data)
+			}
+		}
+		if !recognised {
 			return
 		}
 		var probe struct {
@@ -290,15 +318,22 @@ func TestFinishReason(t *testing.T) {
 
 // FuzzFinishReason: where the decode reads a chunk, the in-place read
 // gives the same reason; where it refuses one (a field of an odd type),
-// the in-place read may still give the choices' reason.
+// the in-place read may still give the choices' reason. Every spelling of
+// a chunk gives the same answer.
 func FuzzFinishReason(f *testing.F) {
 	for _, e := range commonEvents {
 		f.Add([]byte(e))
 	}
 	f.Add([]byte(`{"choices":[{"finish_reason":null},{"finish_reason":"stop"}]}`))
 	f.Add([]byte(`{"id":5,"choices":[{"finish_reason":"stop"}]}`))
+	f.Add([]byte(`{"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, ok := FinishReason(data)
+		for _, v := range jsonvariant.Of(data) {
+			if r, vok := FinishReason(v.Data); r != got || vok != ok {
+				t.Fatalf("FinishReason(%s) = %q, %v, but %q, %v for its %s form %s", data, got, ok, r, vok, v.Name, v.Data)
+			}
+		}
 		if !ok {
 			return
 		}
