@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/jsonscan"
@@ -228,7 +229,10 @@ type httpStream struct {
 	sse    *openai.SSEReader
 	// trace is the request's id until its first token is read, in a
 	// build that traces hops; empty otherwise.
-	trace     hoptrace.Tag
+	trace hoptrace.Tag
+	// text holds the last event made valid UTF-8, when the engine's was
+	// not; an event is valid only until the next Recv.
+	text      []byte
 	done      bool
 	closeOnce sync.Once
 }
@@ -248,6 +252,10 @@ func (s *httpStream) Recv() (Event, error) {
 		s.done = true
 		s.drain()
 		return Event{}, io.EOF
+	}
+	if !utf8.Valid(data) {
+		s.text = AppendValidUTF8(s.text[:0], data)
+		data = s.text
 	}
 	ev := ParseEvent(data)
 	if hoptrace.On && ev.Tokens > 0 && s.trace.ID() != "" {
