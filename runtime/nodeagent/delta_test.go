@@ -31,3 +31,26 @@ func TestValidDelta(t *testing.T) {
 		})
 	}
 }
+
+// TestFinishReasonAnySpelling: the agent finds the engine's finish reason
+// however the chunk is spaced or ordered; an engine written in Python
+// would otherwise end every answer with an empty reason, which tells the
+// server the stream broke.
+func TestFinishReasonAnySpelling(t *testing.T) {
+	tests := []struct{ name, data, want string }{
+		{"compact", `{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`, "stop"},
+		{"python", `{"id": "x", "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}`, "stop"},
+		{"space before the colon", `{"choices":[{"finish_reason" : "length"}]}`, "length"},
+		{"indented", "{\n  \"choices\": [\n    {\n      \"finish_reason\":\n        \"stop\"\n    }\n  ]\n}", "stop"},
+		{"reordered", `{"choices":[{"finish_reason": "tool_calls","delta":{}}],"id":"x"}`, "tool_calls"},
+		{"null", `{"choices": [{"finish_reason": null, "delta": {"content": "finish_reason"}}]}`, ""},
+		{"none", `{"choices": [{"delta": {"content": "hi"}}]}`, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := finishReason([]byte(tt.data)); got != tt.want {
+				t.Errorf("finishReason(%s) = %q, want %q", tt.data, got, tt.want)
+			}
+		})
+	}
+}

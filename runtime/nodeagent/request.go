@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"unicode/utf8"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/hoptrace"
@@ -247,10 +246,10 @@ func streamingBody(body json.RawMessage) ([]byte, error) {
 }
 
 // finishReason returns the finish reason a chunk carries, reading only
-// chunks that name one: in place (dispatch.FinishReason), or decoded when
-// the in-place read is unsure.
+// chunks that may name one: in place (dispatch.FinishReason), or decoded
+// when the in-place read is unsure.
 func finishReason(data []byte) string {
-	if !bytes.Contains(data, []byte(`"finish_reason":"`)) {
+	if !mayNameFinishReason(data) {
 		return ""
 	}
 	if r, ok := dispatch.FinishReason(data); ok {
@@ -268,13 +267,35 @@ func finishReason(data []byte) string {
 	return ""
 }
 
+// mayNameFinishReason reports whether data has a "finish_reason" key with
+// a string value, however spaced: vLLM sends "finish_reason":null on every
+// chunk but the last, and only that one is worth reading. A key spelled
+// with escapes or in another case is not looked for: no engine writes one.
+func mayNameFinishReason(data []byte) bool {
+	const key = `"finish_reason"`
+	for rest := data; ; {
+		i := bytes.Index(rest, []byte(key))
+		if i < 0 {
+			return false
+		}
+		rest = bytes.TrimLeft(rest[i+len(key):], jsonSpace)
+		if len(rest) > 0 && rest[0] == ':' {
+			if v := bytes.TrimLeft(rest[1:], jsonSpace); len(v) > 0 && v[0] == '"' {
+				return true
+			}
+		}
+	}
+}
+
+// jsonSpace is JSON's whitespace.
+const jsonSpace = " \t\n\r"
+
 // validDelta returns a copy of an engine event that is valid UTF-8: the
 // node socket carries it in a text frame, which RFC 6455 requires to be
 // UTF-8 (a strict proxy closes the link otherwise). An engine's invalid
-// bytes become U+FFFD, as a browser would show them.
+// bytes become U+FFFD, as a browser would show them. The engine stream
+// already sends them so (dispatch.AppendValidUTF8); the copy keeps the
+// rule whatever stream an event came from.
 func validDelta(data []byte) []byte {
-	if utf8.Valid(data) {
-		return bytes.Clone(data)
-	}
-	return bytes.ToValidUTF8(data, []byte("\uFFFD"))
+	return dispatch.AppendValidUTF8(make([]byte, 0, len(data)), data)
 }
