@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/jsonscan"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -59,123 +60,91 @@ func (s *clientView) Ready() bool {
 // show is what the client sees of ev. It is apart from Recv so that the
 // frame a stream waits in stays small (see chatCompletions).
 func (s *clientView) show(ev dispatch.Event) dispatch.Event {
+	strip := false
 	if ev.Progress != nil {
 		u := *ev.Progress
 		s.progress = &u
-		if !s.continuous {
-			ev.Data = stripUsage(ev.Data)
-		}
+		strip = !s.continuous
 	}
-	ev.Data = renameModel(ev.Data, s.quoted)
+	ev.Data = rewriteChunk(ev.Data, s.quoted, strip)
 	return ev
 }
 
-// stripUsage returns chunk without its "usage" member (an object of
-// numbers and nested objects), or chunk itself when it has none or its
-// shape is not understood.
-func stripUsage(chunk []byte) []byte {
-	i, start, ok := memberValue(chunk, `"usage":`, '{')
-	if !ok {
-		return chunk
-	}
-	end, depth := start, 0
-	for ; end < len(chunk); end++ {
-		switch chunk[end] {
-		case '"':
-			for end++; end < len(chunk) && chunk[end] != '"'; end++ {
-				if chunk[end] == '\\' {
-					end++
-				}
+// maxChunkEdits bounds the edits rewriteChunk makes to one chunk: a
+// chunk has one model and one usage; one written with more is passed as
+// it came rather than rewritten at a cost that grows with it.
+const maxChunkEdits = 4
+
+// chunkEdit replaces chunk[from:to] with with.
+type chunkEdit struct {
+	from, to int
+	with     []byte
+}
+
+// rewriteChunk returns chunk with the value of each top-level "model"
+// member that is a string replaced by quoted (unless quoted is nil) and,
+// when strip is set, each top-level "usage" member that is an object
+// removed with its comma; or chunk itself when nothing changes, or when
+// chunk is not a JSON object. The chunk is read by its structure, in one
+// jsonscan pass, so the engine's spacing and member order do not matter
+// (an engine written in Python writes "model": "x"), and text that
+// mentions "model" or "usage" is never taken for a member. A key spelled
+// with escapes is left as it came.
+func rewriteChunk(chunk, quoted []byte, strip bool) []byte {
+	var edits [maxChunkEdits]chunkEdit
+	n := 0
+	kept := -1     // where the last member kept ends
+	dropping := -1 // where a dropped first member starts, until the next member's key
+	o := jsonscan.Members(chunk)
+	for k, v, more := o.Next(); more; k, v, more = o.Next() {
+		keyAt := offsetIn(chunk, k) - 1 // its opening quote
+		if dropping >= 0 {
+			edits[n] = chunkEdit{from: dropping, to: keyAt}
+			n, dropping = n+1, -1
+		}
+		start := offsetIn(chunk, v)
+		end := start + len(v)
+		if n >= len(edits)-1 {
+			return chunk
+		}
+		switch {
+		case quoted != nil && string(k) == "model" && v[0] == '"':
+			if !bytes.Equal(v, quoted) {
+				edits[n] = chunkEdit{from: start, to: end, with: quoted}
+				n++
 			}
-		case '{':
-			depth++
-		case '}':
-			depth--
+		case strip && string(k) == "usage" && v[0] == '{':
+			if kept < 0 {
+				dropping = keyAt // up to the next member, its comma with it
+				continue
+			}
+			edits[n] = chunkEdit{from: kept, to: end} // the comma before it too
+			n++
 		}
-		if depth == 0 {
-			break
-		}
+		kept = end
 	}
-	if depth != 0 {
+	if o.Malformed() {
 		return chunk
 	}
-	end++ // past the closing brace
-	// Take the comma on one side with the member.
-	from, to := i, end
-	if j := lastNonSpace(chunk[:from]); j >= 0 && chunk[j] == ',' {
-		from = j
-	} else if k := firstNonSpace(chunk[to:]); k >= 0 && chunk[to+k] == ',' {
-		to += k + 1
-	} else {
+	if dropping >= 0 { // the only member left: up to the closing brace
+		edits[n] = chunkEdit{from: dropping, to: bytes.LastIndexByte(chunk, '}')}
+		n++
+	}
+	if n == 0 {
 		return chunk
 	}
-	out := make([]byte, 0, len(chunk)-(to-from))
-	out = append(out, chunk[:from]...)
-	return append(out, chunk[to:]...)
+	size := len(chunk)
+	for _, e := range edits[:n] {
+		size += len(e.with) - (e.to - e.from)
+	}
+	out := make([]byte, 0, size)
+	at := 0
+	for _, e := range edits[:n] {
+		out = append(append(out, chunk[at:e.from]...), e.with...)
+		at = e.to
+	}
+	return append(out, chunk[at:]...)
 }
 
-func lastNonSpace(b []byte) int {
-	for j := len(b) - 1; j >= 0; j-- {
-		if b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
-			return j
-		}
-	}
-	return -1
-}
-
-func firstNonSpace(b []byte) int {
-	for k, c := range b {
-		if c != ' ' && c != '\t' && c != '\n' && c != '\r' {
-			return k
-		}
-	}
-	return -1
-}
-
-// renameModel returns chunk with the value of its "model" member replaced
-// by quoted, or chunk itself when it has none or already names it. In a
-// chat completion chunk only the top-level object has a "model" member,
-// and the raw bytes `"model":` cannot occur inside a JSON string (its
-// quotes would be escaped), so the first occurrence is the member.
-func renameModel(chunk, quoted []byte) []byte {
-	_, start, ok := memberValue(chunk, `"model":`, '"')
-	if !ok {
-		return chunk
-	}
-	end := start + 1
-	for end < len(chunk) && chunk[end] != '"' {
-		if chunk[end] == '\\' {
-			end++
-		}
-		end++
-	}
-	if end >= len(chunk) {
-		return chunk
-	}
-	end++ // past the closing quote
-	if bytes.Equal(chunk[start:end], quoted) {
-		return chunk
-	}
-	out := make([]byte, 0, len(chunk)-(end-start)+len(quoted))
-	out = append(out, chunk[:start]...)
-	out = append(out, quoted...)
-	return append(out, chunk[end:]...)
-}
-
-// memberValue finds the first member key (with its quotes and colon) in
-// chunk and returns where the key and its value start, when the value
-// starts with open ('{' for an object, '"' for a string).
-func memberValue(chunk []byte, key string, open byte) (keyAt, start int, ok bool) {
-	keyAt = bytes.Index(chunk, []byte(key))
-	if keyAt < 0 {
-		return 0, 0, false
-	}
-	start = keyAt + len(key)
-	for start < len(chunk) && (chunk[start] == ' ' || chunk[start] == '\t') {
-		start++
-	}
-	if start >= len(chunk) || chunk[start] != open {
-		return 0, 0, false
-	}
-	return keyAt, start, true
-}
+// offsetIn is where part, a subslice jsonscan returned, starts in whole.
+func offsetIn(whole, part []byte) int { return cap(whole) - cap(part) }

@@ -4,11 +4,18 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/jsonscan"
+	"github.com/llmplat/llmplat/runtime/jsonvariant"
 )
+
+// renameModel and stripUsage are rewriteChunk's two edits apart.
+func renameModel(chunk, quoted []byte) []byte { return rewriteChunk(chunk, quoted, false) }
+func stripUsage(chunk []byte) []byte          { return rewriteChunk(chunk, nil, true) }
 
 func TestRenameModel(t *testing.T) {
 	quoted, _ := json.Marshal("llama-8b")
@@ -22,6 +29,9 @@ func TestRenameModel(t *testing.T) {
 		{"content mentioning model", `{"choices":[{"delta":{"content":"\"model\":\"x\""}}],"model":"sim-8b"}`, `{"choices":[{"delta":{"content":"\"model\":\"x\""}}],"model":"llama-8b"}`},
 		{"truncated", `{"model":"sim-8b`, `{"model":"sim-8b`},
 		{"not a string", `{"model":null}`, `{"model":null}`},
+		{"space before the colon", `{"model" : "sim-8b"}`, `{"model" : "llama-8b"}`},
+		{"indented", "{\n  \"id\": \"c1\",\n  \"model\":\n    \"sim-8b\"\n}", "{\n  \"id\": \"c1\",\n  \"model\":\n    \"llama-8b\"\n}"},
+		{"a nested model first", `{"choices":[{"delta":{"model":"x"}}],"model":"sim-8b"}`, `{"choices":[{"delta":{"model":"x"}}],"model":"llama-8b"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -76,6 +86,14 @@ func TestStripUsage(t *testing.T) {
 		{"spaces", `{"choices": [], "usage": {"prompt_tokens": 3}}`, `{"choices": []}`},
 		{"no usage", `{"choices":[]}`, `{"choices":[]}`},
 		{"usage null", `{"choices":[],"usage":null}`, `{"choices":[],"usage":null}`},
+		{"python", `{"id": "c", "choices": [{"delta": {"content": "hi"}}], "usage": {"prompt_tokens": 3, "completion_tokens": 1}}`,
+			`{"id": "c", "choices": [{"delta": {"content": "hi"}}]}`},
+		{"space before the colon", `{"choices":[],"usage" : {"prompt_tokens":3}}`, `{"choices":[]}`},
+		{"indented", "{\n  \"usage\": {\n    \"prompt_tokens\": 3\n  },\n  \"choices\": []\n}", "{\n  \"choices\": []\n}"},
+		{"only usage", `{"usage":{"prompt_tokens":3}}`, `{}`},
+		{"two usages", `{"id":"c","usage":{"prompt_tokens":1},"usage":{"prompt_tokens":2},"choices":[]}`, `{"id":"c","choices":[]}`},
+		{"a nested usage first", `{"choices":[{"delta":{"usage":{"x":1}}}],"usage":{"prompt_tokens":3}}`, `{"choices":[{"delta":{"usage":{"x":1}}}]}`},
+		{"not JSON", `{"choices":[],"usage":{"prompt_tokens":3}`, `{"choices":[],"usage":{"prompt_tokens":3}`},
 		{"content mentions usage", `{"choices":[{"delta":{"content":"\"usage\":{}"}}],"usage":{"prompt_tokens":1}}`, `{"choices":[{"delta":{"content":"\"usage\":{}"}}]}`},
 	}
 	for _, tt := range tests {
@@ -86,4 +104,50 @@ func TestStripUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzRewriteChunk: what the client reads of a rewritten chunk is the
+// engine's chunk with its model renamed and, when stripped, no usage
+// object; however the engine spelled it.
+func FuzzRewriteChunk(f *testing.F) {
+	for _, e := range oneTokenEvents {
+		f.Add([]byte(e.data), true)
+	}
+	f.Add([]byte(`{"id": "c", "model": "sim-8b", "choices": [], "usage": {"prompt_tokens": 3}}`), true)
+	f.Add([]byte(`{"usage":{"prompt_tokens":3},"model":null}`), true)
+	quoted := []byte(`"llama-8b"`)
+	f.Fuzz(func(t *testing.T, chunk []byte, strip bool) {
+		var in map[string]any
+		if json.Unmarshal(chunk, &in) != nil || in == nil || !plainDistinctKeys(chunk) {
+			return
+		}
+		if u, ok := in["usage"].(map[string]any); ok && strip && u != nil {
+			delete(in, "usage")
+		}
+		if _, ok := in["model"].(string); ok {
+			in["model"] = "llama-8b"
+		}
+		for _, v := range append([]jsonvariant.Variant{{Name: "as sent", Data: chunk}}, jsonvariant.Of(chunk)...) {
+			out := rewriteChunk(v.Data, quoted, strip)
+			var got map[string]any
+			if err := json.Unmarshal(out, &got); err != nil || !reflect.DeepEqual(got, in) {
+				t.Fatalf("rewriteChunk(%s %s, strip %v) = %s, reads %v (%v), want %v", v.Name, v.Data, strip, out, got, err, in)
+			}
+		}
+	})
+}
+
+// plainDistinctKeys reports whether an object's top-level keys are
+// written without escapes and differ: a key with escapes is left as it
+// came, and of two equal keys a decode keeps the last.
+func plainDistinctKeys(obj []byte) bool {
+	seen := map[string]bool{}
+	o := jsonscan.Members(obj)
+	for k, _, more := o.Next(); more; k, _, more = o.Next() {
+		if !jsonscan.Plain(k) || seen[string(k)] {
+			return false
+		}
+		seen[string(k)] = true
+	}
+	return !o.Malformed()
 }
