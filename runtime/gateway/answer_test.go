@@ -3,6 +3,8 @@ package gateway
 import (
 	"fmt"
 	"testing"
+
+	"github.com/llmplat/llmplat/runtime/jsonvariant"
 )
 
 // oneTokenEvents are an engine's chunks for a one-token answer with
@@ -40,20 +42,29 @@ func answerState(a *answer) string {
 
 // compareAdd applies data to two answers that start alike, by add and by
 // the reference — addDecoded, a decode of every chunk, as the buffered
-// relay did it before the scan — and reports how they differ.
+// relay did it before the scan — and reports how they differ. Each
+// respelling of data (spaced as Python writes JSON, indented, its members
+// reordered) must give add what data gives the reference.
 func compareAdd(t *testing.T, data []byte) {
 	t.Helper()
+	spellings := append([]jsonvariant.Variant{{Name: "as sent", Data: data}}, jsonvariant.Of(data)...)
 	for _, start := range []string{"", `{"id":"old","model":"old-model","created":7,"choices":[{"delta":{"content":"before","reasoning_content":"r"},"finish_reason":"length"}]}`} {
-		var got, want answer
-		got.finish, want.finish = "stop", "stop"
+		var want answer
+		want.finish = "stop"
 		if start != "" {
-			got.addDecoded([]byte(start))
 			want.addDecoded([]byte(start))
 		}
-		got.add(data)
 		want.addDecoded(data)
-		if g, w := answerState(&got), answerState(&want); g != w {
-			t.Fatalf("add(%q) after %q:\n got %s\nwant %s", data, start, g, w)
+		for _, v := range spellings {
+			var got answer
+			got.finish = "stop"
+			if start != "" {
+				got.addDecoded([]byte(start))
+			}
+			got.add(v.Data)
+			if g, w := answerState(&got), answerState(&want); g != w {
+				t.Fatalf("add(%q), %s, after %q:\n got %s\nwant %s", v.Data, v.Name, start, g, w)
+			}
 		}
 	}
 }
@@ -102,6 +113,7 @@ func FuzzAnswerAdd(f *testing.F) {
 	for _, c := range oddChunks {
 		f.Add([]byte(c))
 	}
+	f.Add([]byte(`{"id": "x", "choices": [{"delta": {"content": "hi", "reasoning_content": null}, "finish_reason": "stop"}], "model": "m", "created": 3}`))
 	f.Fuzz(func(t *testing.T, data []byte) { compareAdd(t, data) })
 }
 
