@@ -4,4 +4,10 @@
 // the job straight to an engine's URL; the orchestrator implements the same
 // interface by routing to nodes, in-process in the local mode and over
 // internal HTTP when gateway and orchestrator run apart.
+//
+// ParseEvent is the one reader of an engine's events, on every path: it
+// reads what an event's JSON means, never how it is spelled, so an engine
+// that spaces, indents or orders its JSON otherwise than vLLM is counted
+// and billed alike. An engine stream hands on each event as valid UTF-8:
+// AppendValidUTF8 is the rule, the node agent's too.
 package dispatch
