@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,9 +20,14 @@ import (
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
-// maxErrorBody bounds how much of an engine's error answer is read: error
-// bodies are a few hundred bytes.
+// maxErrorBody bounds how much of an orchestrator's error answer is read:
+// error bodies are a few hundred bytes.
 const maxErrorBody = 64 << 10
+
+// MaxUpstreamLog bounds how much of an engine's error answer is kept, for
+// the server's log (Error.Upstream): vLLM's messages fit, a page does not
+// need to.
+const MaxUpstreamLog = 1 << 10
 
 // Target is one engine serving a model.
 type Target struct {
@@ -196,7 +202,7 @@ func OpenEngineStream(ctx context.Context, client *http.Client, baseURL, request
 	if resp.StatusCode != http.StatusOK {
 		defer cancel()
 		defer resp.Body.Close()
-		return nil, engineError(resp)
+		return nil, upstreamError(resp)
 	}
 	st := &httpStream{body: resp.Body, cancel: cancel, sse: openai.NewSSEReader(resp.Body)}
 	if hoptrace.On {
@@ -205,21 +211,41 @@ func OpenEngineStream(ctx context.Context, client *http.Client, baseURL, request
 	return st, nil
 }
 
+// engineError reads an orchestrator's refusal (Remote): the platform's own
+// error body, passed on as it is.
 func engineError(resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	e := &Error{Status: resp.StatusCode}
+	e := &Error{Status: resp.StatusCode, RetryAfter: retryAfterOf(resp)}
 	var body openai.ErrorBody
 	if json.Unmarshal(raw, &body) == nil && body.Error.Message != "" {
 		e.Body = &body
 	} else {
 		e.Body = openai.NewEngineError(resp.StatusCode, "", http.StatusText(resp.StatusCode))
 	}
-	if s := resp.Header.Get("Retry-After"); s != "" {
-		if secs, err := strconv.Atoi(s); err == nil && secs >= 0 {
-			e.RetryAfter = time.Duration(secs) * time.Second
-		}
-	}
 	return e
+}
+
+// upstreamError reads an engine's refusal. The client gets a body of our
+// own for the status: whatever answered (a URL may reach an internal
+// service) must not speak to the client through us. The engine's words
+// are kept, bounded, in Upstream for the server's log.
+func upstreamError(resp *http.Response) error {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, MaxUpstreamLog))
+	status := resp.StatusCode
+	if status < 400 || status > 599 {
+		status = http.StatusBadGateway // not an error status: the engine misbehaved
+	}
+	return &Error{Status: status, RetryAfter: retryAfterOf(resp),
+		Body:     openai.NewEngineError(status, "", fmt.Sprintf("the engine answered %d %s", status, http.StatusText(status))),
+		Upstream: strings.ToValidUTF8(string(raw), "\uFFFD")}
+}
+
+// retryAfterOf is an answer's Retry-After in whole seconds, if it has one.
+func retryAfterOf(resp *http.Response) time.Duration {
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second
+	}
+	return 0
 }
 
 // httpStream reads an engine's SSE answer.

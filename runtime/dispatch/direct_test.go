@@ -10,9 +10,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/goleak"
 
@@ -118,8 +120,11 @@ func TestDirectErrors(t *testing.T) {
 				if !errors.As(err, &e) {
 					t.Fatalf("err = %v, want *Error", err)
 				}
-				if e.Status != 400 || *e.Body.Error.Param != "input_tokens" || e.RetryAfter != 7*time.Second {
-					t.Errorf("error = %d %+v %v, want 400 input_tokens 7s", e.Status, e.Body.Error, e.RetryAfter)
+				if e.Status != 400 || e.Body.Error.Param != nil || e.RetryAfter != 7*time.Second {
+					t.Errorf("error = %d %+v %v, want 400, no param, 7s", e.Status, e.Body.Error, e.RetryAfter)
+				}
+				if !strings.Contains(e.Upstream, "too long") {
+					t.Errorf("upstream %q, want the engine's words kept for the log", e.Upstream)
 				}
 			},
 		},
@@ -135,6 +140,46 @@ func TestDirectErrors(t *testing.T) {
 			d := NewDirect(map[string][]Target{"m": {{URL: srv.URL, ServedName: "m"}}}, srv.Client())
 			_, err := d.Dispatch(context.Background(), job(tt.model, true))
 			tt.check(t, err)
+		})
+	}
+}
+
+// TestEngineErrorBodyNotReflected: whatever an upstream answers with an
+// error status (here an internal service's secret, in the OpenAI shape
+// and not) never reaches the client's error body; a bounded, valid UTF-8
+// start of it is kept for the server's log.
+func TestEngineErrorBodyNotReflected(t *testing.T) {
+	const secret = "internal-secret-7f3a"
+	tests := []struct {
+		name   string
+		status int
+		body   string
+		want   int
+	}{
+		{"openai shaped", 400, `{"error":{"message":"` + secret + `","type":"x","param":"` + secret + `","code":400}}`, 400},
+		{"plain page", 500, "<html>" + secret + strings.Repeat("x", 100<<10) + "</html>", 500},
+		{"not an error status", 302, secret, 502},
+		{"invalid utf-8", 403, secret + "\xff\xfe", 403},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.body)
+			}))
+			defer srv.Close()
+			_, err := OpenEngineStream(t.Context(), srv.Client(), srv.URL, "req_1", []byte(`{}`))
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("err = %v, want *Error", err)
+			}
+			body := string(e.Body.Marshal())
+			if e.Status != tt.want || strings.Contains(body, secret) || strings.Contains(err.Error(), secret) {
+				t.Errorf("client sees %d %s (%v), want %d without the upstream's words", e.Status, body, err, tt.want)
+			}
+			if !strings.Contains(e.Upstream, secret) || len(e.Upstream) > MaxUpstreamLog+3 || !utf8.ValidString(e.Upstream) {
+				t.Errorf("upstream kept for the log = %d bytes, want the secret within %d bytes of valid UTF-8", len(e.Upstream), MaxUpstreamLog)
+			}
 		})
 	}
 }

@@ -98,12 +98,18 @@ var (
 )
 
 // Error is an engine's refusal of a job before anything streamed, such as a
-// 400 for a context that is too long; the gateway passes it to the client.
+// 400 for a context that is too long; the gateway passes its status and
+// Body to the client. An engine's own words are never in Body (an upstream
+// may be anything a URL reaches): they are in Upstream, for logs.
 type Error struct {
 	Status int
 	Body   *openai.ErrorBody
 	// RetryAfter is the engine's Retry-After advice, if it gave one.
 	RetryAfter time.Duration
+	// Upstream is the start of the engine's error answer, at most
+	// MaxUpstreamLog bytes of valid UTF-8, for the server's log only:
+	// never sent to a client.
+	Upstream string
 }
 
 func (e *Error) Error() string {
