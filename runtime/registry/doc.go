@@ -54,6 +54,12 @@
 // was, with jitter, so a reconnect storm is spread over the following
 // seconds instead of returning at once.
 //
+// AllowNodeRegistration limits each node id on its own, in a fixed window
+// counted in node:{id}:regs: a node that registers in a loop with its own
+// valid token uses up its window, not the cluster-wide rate, so it cannot
+// keep the other nodes out. Only admissions count, so a refused node's
+// window ends when it would have.
+//
 // Keys and pub/sub channels are built by Keys from Config.Prefix. Time that
 // replicas must agree on comes from Redis TIME inside the scripts. The code
 // takes a redis.UniversalClient and runs on a single server, a cluster and

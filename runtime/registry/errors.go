@@ -16,8 +16,8 @@ var (
 	// ErrInvalidRecord is returned for a NodeRecord, Heartbeat or State
 	// that cannot be stored as given.
 	ErrInvalidRecord = errors.New("registry: invalid record")
-	// ErrInvalidLimit is returned by AllowRegistration for a limit that is
-	// not positive.
+	// ErrInvalidLimit is returned by AllowRegistration and
+	// AllowNodeRegistration for a limit that is not positive.
 	ErrInvalidLimit = errors.New("registry: limit must be positive")
 	// ErrCorruptRecord is returned when a stored record cannot be read
 	// back, which only another writer than this package can cause.

@@ -45,6 +45,12 @@ func (k Keys) Registrations(unixSecond int64) string {
 	return k.prefix + "reg:{" + strconv.FormatInt(unixSecond, 10) + "}"
 }
 
+// NodeRegistrations counts a node's admitted registrations in its
+// current window (AllowNodeRegistration).
+func (k Keys) NodeRegistrations(nodeID string) string {
+	return k.prefix + "node:{" + nodeID + "}:regs"
+}
+
 // NodeChannel is the pub/sub channel on which any replica sends the
 // replica that owns a node's socket the frames for that node (assign,
 // cancel, window).
@@ -65,6 +71,13 @@ func (k Keys) ReplicaChannel(replicaID string) string {
 // JSON, with a TTL).
 func (k Keys) Completion(requestID string) string {
 	return k.prefix + "done:{" + requestID + "}"
+}
+
+// CompletionNodes is the set of the nodes a request was assigned to (a
+// first attempt and its retry): only their done frames are recorded under
+// Completion. It shares Completion's hash tag, and so its slot.
+func (k Keys) CompletionNodes(requestID string) string {
+	return k.prefix + "done:{" + requestID + "}:nodes"
 }
 
 // CloudDrain marks a cloud node (an engine reached through its Service,

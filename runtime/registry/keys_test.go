@@ -22,6 +22,8 @@ func TestKeys(t *testing.T) {
 		{"node channel", k.NodeChannel("fra-gpu-07"), "llmplat:node:{fra-gpu-07}:in"},
 		{"replica channel", k.ReplicaChannel("orch-1"), "llmplat:orch:{orch-1}:replies"},
 		{"completion", k.Completion("req_3f00"), "llmplat:done:{req_3f00}"},
+		{"completion nodes", k.CompletionNodes("req_3f00"), "llmplat:done:{req_3f00}:nodes"},
+		{"node registrations", k.NodeRegistrations("fra-gpu-07"), "llmplat:node:{fra-gpu-07}:regs"},
 		{"empty prefix", NewKeys("").Node("n1"), "node:{n1}"},
 	}
 	for _, tt := range tests {

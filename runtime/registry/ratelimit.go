@@ -89,3 +89,28 @@ func floorDiv(a, b int64) int64 {
 	}
 	return q
 }
+
+// AllowNodeRegistration admits at most perWindow registrations of one
+// node id in each window, counted in Redis so every replica shares the
+// count: a node that registers in a loop, with its own valid token,
+// spends its own allowance and never the cluster-wide rate that every
+// other node needs. A refusal is not counted; its retryAfter is the rest
+// of the node's window (positive, at most window).
+func (r *Registry) AllowNodeRegistration(ctx context.Context, nodeID string, perWindow int, window time.Duration) (bool, time.Duration, error) {
+	if err := checkName("node id", nodeID); err != nil {
+		return false, 0, err
+	}
+	if perWindow <= 0 || window < time.Millisecond {
+		return false, 0, fmt.Errorf("%w: %d registrations per %v", ErrInvalidLimit, perWindow, window)
+	}
+	cmd := nodeRegScript.Run(ctx, r.rdb, []string{r.keys.NodeRegistrations(nodeID)}, perWindow, millis(window))
+	v, err := ints(cmd, 2)
+	if err != nil {
+		return false, 0, fmt.Errorf("count registration of %s: %w", nodeID, err)
+	}
+	if v[0] == 1 {
+		return true, 0, nil
+	}
+	wait := min(max(time.Duration(v[1])*time.Millisecond, time.Millisecond), window)
+	return false, wait, nil
+}

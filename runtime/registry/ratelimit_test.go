@@ -157,3 +157,69 @@ func TestAllowRegistrationRejectsLimit(t *testing.T) {
 		}
 	}
 }
+
+// TestAllowNodeRegistration: each node id gets its own window of
+// admissions; refusals carry the rest of the window and do not extend it,
+// and another node is not touched by the first one's count.
+func TestAllowNodeRegistration(t *testing.T) {
+	const limit, window = 3, 2 * time.Second
+	env := testenv.Redis(t)
+	r := newRegistry(t, env.Client(), env.Prefix)
+	ctx := t.Context()
+	for i := range limit {
+		ok, wait, err := r.AllowNodeRegistration(ctx, "looper", limit, window)
+		if err != nil || !ok || wait != 0 {
+			t.Fatalf("attempt %d = %v, %v, %v; want admitted", i+1, ok, wait, err)
+		}
+	}
+	for i := range 5 {
+		ok, wait, err := r.AllowNodeRegistration(ctx, "looper", limit, window)
+		if err != nil || ok || wait <= 0 || wait > window {
+			t.Fatalf("attempt %d over the limit = %v, %v, %v; want refused with a wait in (0, %v]", limit+i+1, ok, wait, err, window)
+		}
+	}
+	if n, err := env.Client().Get(ctx, r.Keys().NodeRegistrations("looper")).Int(); err != nil || n != limit {
+		t.Errorf("counter = %d, %v; want %d: refusals must not count", n, err, limit)
+	}
+	if ok, _, err := r.AllowNodeRegistration(ctx, "other", limit, window); err != nil || !ok {
+		t.Errorf("another node = %v, %v; want admitted", ok, err)
+	}
+	// The window ends by itself.
+	deadline := time.Now().Add(window + 10*time.Second)
+	for {
+		ok, _, err := r.AllowNodeRegistration(ctx, "looper", limit, window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the node's window never ended")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestAllowNodeRegistrationRejects(t *testing.T) {
+	env := testenv.Redis(t)
+	r := newRegistry(t, env.Client(), env.Prefix)
+	tests := []struct {
+		name   string
+		node   string
+		limit  int
+		window time.Duration
+		want   error
+	}{
+		{"zero limit", "n", 0, time.Second, ErrInvalidLimit},
+		{"no window", "n", 1, 0, ErrInvalidLimit},
+		{"bad id", "a{b}", 1, time.Second, ErrInvalidName},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, _, err := r.AllowNodeRegistration(t.Context(), tt.node, tt.limit, tt.window); !errors.Is(err, tt.want) {
+				t.Errorf("err = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}

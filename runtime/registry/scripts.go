@@ -23,6 +23,7 @@ var (
 	probeScript      = script("probe.lua")
 	liveRemoveScript = script("live_remove.lua")
 	regAllowScript   = script("reg_allow.lua")
+	nodeRegScript    = script("node_reg_allow.lua")
 )
 
 // script joins the helpers and the named body into one script; a missing
