@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -221,5 +222,33 @@ func TestAllowNodeRegistrationRejects(t *testing.T) {
 				t.Errorf("err = %v, want %v", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestAllowNodeRegistrationAcrossReplicas: attempts of one node racing
+// through three replicas are admitted exactly limit times in a window.
+func TestAllowNodeRegistrationAcrossReplicas(t *testing.T) {
+	const limit, attempts = 10, 300
+	env := testenv.Redis(t)
+	var replicas []*Registry
+	for range 3 {
+		replicas = append(replicas, newRegistry(t, env.Client(), env.Prefix))
+	}
+	var admitted atomic.Int64
+	var wg sync.WaitGroup
+	for i := range attempts {
+		wg.Go(func() {
+			ok, _, err := replicas[i%len(replicas)].AllowNodeRegistration(context.Background(), "racer", limit, time.Minute)
+			if err != nil {
+				t.Errorf("AllowNodeRegistration: %v", err)
+			}
+			if ok {
+				admitted.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if got := admitted.Load(); got != limit {
+		t.Errorf("%d of %d racing attempts admitted, want exactly %d", got, attempts, limit)
 	}
 }
