@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
@@ -39,7 +40,7 @@ func (o *Orchestrator) accept(w http.ResponseWriter, r *http.Request) {
 	}()
 	ws.SetReadLimit(nodeproto.ServerReadLimit)
 	ctx := r.Context()
-	reg, err := readRegister(ctx, ws)
+	reg, err := o.readRegister(ctx, ws)
 	if err != nil {
 		o.cfg.Metrics.registrations.WithLabelValues("invalid").Inc()
 		code := wsconn.StatusProtocolError
@@ -54,38 +55,46 @@ func (o *Orchestrator) accept(w http.ResponseWriter, r *http.Request) {
 		o.refuse(ctx, ws, "shutdown", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "replica going away"})
 		return
 	}
-	// The token is checked before the cluster-wide registration rate is
-	// counted, so junk registrations cannot spend it and keep real nodes
-	// out. A source that keeps sending bad tokens is refused before any
-	// lookup, and a token just refused is refused again from memory.
-	source := remoteHost(r)
-	if !o.badTokens.sourceAllowed(source, time.Now()) {
-		o.refuse(ctx, ws, "source_limited", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "too many bad registrations from this address"})
-		return
-	}
+	// The token is checked before anything is counted: junk registrations
+	// spend neither the cluster-wide rate nor the node's own allowance,
+	// and only a bad token counts against its address, so a valid token
+	// is never refused for what others behind the same address (a NAT)
+	// sent. A token refused moments ago is refused again from memory.
 	if err := o.verifyToken(ctx, reg); err != nil {
-		if !errors.Is(err, admin.ErrInvalidNodeToken) {
-			log.Warn("node token check failed", "err", err)
-			o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "token store unavailable"})
-			return
-		}
-		o.badTokens.failed(source, time.Now())
-		log.Warn("node token refused", "err", err, "source", source)
-		msg := "node token invalid"
-		if errors.Is(err, admin.ErrNodeTokenRevoked) {
-			msg = "node token revoked"
-		}
-		o.refuse(ctx, ws, "bad_token", &nodeproto.Error{Status: http.StatusUnauthorized, Message: msg})
+		o.refuseToken(ctx, ws, log, remoteHost(r), err)
 		return
 	}
-	ok, wait, admitted, err := o.cfg.Registry.AllowRegistrationAt(ctx, o.cfg.RegistrationsPerSecond)
+	// One node registering in a loop spends its own allowance, not the
+	// cluster-wide rate every other node needs.
+	ok, wait, err := o.cfg.Registry.AllowNodeRegistration(ctx, reg.NodeID, nodeRegistrationsPerWindow, nodeRegistrationWindow)
+	if err != nil {
+		log.Warn("node registration count failed", "err", err)
+		o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "registry unavailable"})
+		return
+	}
+	if !ok {
+		o.refuse(ctx, ws, "node_rate_limited", &nodeproto.RetryAfter{Seconds: ceilSeconds(wait), Reason: "registrations of this node"})
+		return
+	}
+	// A node token registers an on-prem node only: requests reach it over
+	// its own socket. Cloud nodes, which get requests over HTTP at a URL,
+	// come from the cluster or the operator's configuration; a URL chosen
+	// by a node would have the orchestrator post users' prompts wherever
+	// it points, inside the cluster included.
+	if reg.Location != nodeproto.LocationOnPrem || reg.ServiceURL != "" {
+		log.Warn("node token used to register a cloud node; refused", "location", string(reg.Location), "source", remoteHost(r))
+		o.refuse(ctx, ws, "cloud_refused", &nodeproto.Error{Status: http.StatusForbidden, Message: errCloudRegistration})
+		return
+	}
+	var admitted time.Time
+	ok, wait, admitted, err = o.cfg.Registry.AllowRegistrationAt(ctx, o.cfg.RegistrationsPerSecond)
 	if err != nil {
 		log.Warn("registration rate check failed", "err", err)
 		o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "registry unavailable"})
 		return
 	}
 	if !ok {
-		o.refuse(ctx, ws, "rate_limited", &nodeproto.RetryAfter{Seconds: int(math.Ceil(wait.Seconds())), Reason: "registration rate"})
+		o.refuse(ctx, ws, "rate_limited", &nodeproto.RetryAfter{Seconds: ceilSeconds(wait), Reason: "registration rate"})
 		return
 	}
 	// The socket outlives this handler: once registered it is served by
@@ -123,14 +132,14 @@ func (o *Orchestrator) accept(w http.ResponseWriter, r *http.Request) {
 }
 
 // readRegister reads and validates the first frame.
-func readRegister(ctx context.Context, ws *wsconn.Conn) (*nodeproto.Register, error) {
+func (o *Orchestrator) readRegister(ctx context.Context, ws *wsconn.Conn) (*nodeproto.Register, error) {
 	rctx, cancel := context.WithTimeout(ctx, nodeproto.RegisterTimeout)
 	defer cancel()
 	msg, err := ws.Read(rctx)
 	if err != nil {
 		return nil, fmt.Errorf("read register: %w", err)
 	}
-	f, err := nodeproto.Decode(msg)
+	f, err := nodeproto.Decode(o.validText(msg))
 	if err != nil {
 		return nil, fmt.Errorf("decode register: %w", err)
 	}
@@ -141,13 +150,24 @@ func readRegister(ctx context.Context, ws *wsconn.Conn) (*nodeproto.Register, er
 	return reg, nil
 }
 
+// errCloudRegistration is the refusal of a registration that claims a
+// cloud location or a service URL; short enough to be a close reason.
+const errCloudRegistration = "node tokens register on-prem nodes only"
+
+// maxCloseReason is the longest close reason a close frame carries (RFC
+// 6455: 125 bytes of payload, 2 of them the code).
+const maxCloseReason = 123
+
 // refuse answers a registration with f (retry_after or error) and closes
-// with the matching code.
+// with the matching code; an error's message is the close reason too.
 func (o *Orchestrator) refuse(ctx context.Context, ws *wsconn.Conn, reason string, f nodeproto.Frame) {
 	o.cfg.Metrics.registrations.WithLabelValues(reason).Inc()
 	code, text := wsconn.StatusTryAgainLater, "try again later"
-	if _, isErr := f.(*nodeproto.Error); isErr {
+	if e, isErr := f.(*nodeproto.Error); isErr {
 		code, text = wsconn.StatusPolicyViolation, "registration refused"
+		if len(e.Message) <= maxCloseReason {
+			text = e.Message
+		}
 	}
 	if b, err := nodeproto.Encode(f); err == nil {
 		wctx, cancel := context.WithTimeout(ctx, nodeproto.WriteTimeout)
@@ -181,10 +201,10 @@ func (o *Orchestrator) register(ctx context.Context, ws *wsconn.Conn, reg *nodep
 	return c, state, nil
 }
 
-// recordOf is the registry record of a registration.
+// recordOf is the registry record of a registration: always an on-prem
+// node, reached over its socket (accept refuses any other).
 func recordOf(reg *nodeproto.Register, owner string) registry.NodeRecord {
-	rec := registry.NodeRecord{ID: reg.NodeID, Owner: owner, Location: registry.Location(reg.Location),
-		ServiceURL: reg.ServiceURL, Version: reg.Version}
+	rec := registry.NodeRecord{ID: reg.NodeID, Owner: owner, Location: registry.LocationOnPrem, Version: reg.Version}
 	for _, g := range reg.GPUs {
 		rec.GPUs = append(rec.GPUs, registry.GPU{Index: g.Index, Name: g.Name, MemoryBytes: g.MemoryBytes})
 	}
@@ -193,6 +213,39 @@ func recordOf(reg *nodeproto.Register, owner string) registry.NodeRecord {
 			MaxNumSeqs: m.MaxNumSeqs, MaxModelLen: m.MaxModelLen, KVCapacityTokens: m.KVCapacityTokens})
 	}
 	return rec
+}
+
+// refuseToken answers a registration whose token did not verify: 401 for
+// a bad or revoked token, or retry_after once its address has sent
+// sourceBadPerWindow bad ones in sourceWindow (logged once, not per
+// attempt); a token store that did not answer gets retry_after.
+func (o *Orchestrator) refuseToken(ctx context.Context, ws *wsconn.Conn, log *slog.Logger, source string, err error) {
+	if !errors.Is(err, admin.ErrInvalidNodeToken) {
+		log.Warn("node token check failed", "err", err)
+		o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "token store unavailable"})
+		return
+	}
+	n, rest := o.badTokens.failed(source, time.Now())
+	switch {
+	case n > sourceBadPerWindow:
+		o.refuse(ctx, ws, "source_limited", &nodeproto.RetryAfter{Seconds: ceilSeconds(rest), Reason: "too many bad registrations from this address"})
+		return
+	case n == sourceBadPerWindow:
+		log.Warn("node token refused; further bad registrations from this address are not logged until its window ends",
+			"err", err, "source", source, "window", sourceWindow)
+	default:
+		log.Warn("node token refused", "err", err, "source", source)
+	}
+	msg := "node token invalid"
+	if errors.Is(err, admin.ErrNodeTokenRevoked) {
+		msg = "node token revoked"
+	}
+	o.refuse(ctx, ws, "bad_token", &nodeproto.Error{Status: http.StatusUnauthorized, Message: msg})
+}
+
+// ceilSeconds is a wait in whole seconds, at least 1 (retry_after's floor).
+func ceilSeconds(d time.Duration) int {
+	return max(int(math.Ceil(d.Seconds())), 1)
 }
 
 // verifyToken checks a registration's token, answering from the negative
@@ -230,10 +283,19 @@ const (
 	// badTokenMemory is how long a refused token is refused from memory.
 	badTokenMemory = 10 * time.Second
 	// sourceBadPerWindow bad registrations from one address within
-	// sourceWindow refuse that address until the window ends. Real nodes
-	// behind one NAT share an address, but their tokens verify.
+	// sourceWindow get 401 and a log line each; past them the address's
+	// bad registrations get retry_after until the window ends, and no
+	// log. Only bad tokens count: real nodes behind one NAT share an
+	// address, and a token that verifies is never refused for it.
 	sourceBadPerWindow = 20
 	sourceWindow       = 10 * time.Second
+	// nodeRegistrationsPerWindow registrations of one node id within
+	// nodeRegistrationWindow are admitted; more get retry_after. An agent
+	// on a flapping link, backing off 1 s, 2 s, 4 s… and resetting only
+	// after 30 s up, registers a handful of times a minute; a node in a
+	// loop gets 10 a minute, not the cluster's 25 a second.
+	nodeRegistrationsPerWindow = 10
+	nodeRegistrationWindow     = time.Minute
 	// guardEntries bounds each map; past it, stale entries are dropped.
 	guardEntries = 4096
 )
@@ -275,16 +337,10 @@ func (b *badRegistrations) remember(key string, now time.Time) {
 	}
 }
 
-// sourceAllowed reports whether the address may try a registration now.
-func (b *badRegistrations) sourceAllowed(source string, now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	w := b.sources[source]
-	return w == nil || now.Sub(w.start) >= sourceWindow || w.n < sourceBadPerWindow
-}
-
-// failed counts a bad registration from the address.
-func (b *badRegistrations) failed(source string, now time.Time) {
+// failed counts a bad registration from the address and returns how many
+// it has sent in its current window (the first past guardEntries
+// addresses is not counted: 1) and the rest of that window.
+func (b *badRegistrations) failed(source string, now time.Time) (int, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.sources == nil {
@@ -300,10 +356,11 @@ func (b *badRegistrations) failed(source string, now time.Time) {
 			}
 		}
 		if len(b.sources) >= guardEntries {
-			return
+			return 1, sourceWindow
 		}
 		w = &window{start: now}
 		b.sources[source] = w
 	}
 	w.n++
+	return w.n, sourceWindow - now.Sub(w.start)
 }

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/registry"
@@ -17,7 +19,7 @@ import (
 func TestRetryRecordSurvivesLateFirst(t *testing.T) {
 	env := testenv.Redis(t)
 	rdb := env.Client()
-	o := &Orchestrator{cfg: Config{Redis: rdb, Logger: slog.New(slog.DiscardHandler)}, keys: registry.NewKeys(env.Prefix)}
+	o := &Orchestrator{cfg: Config{Redis: rdb, Logger: slog.New(slog.DiscardHandler), Metrics: NewMetrics(nil)}, keys: registry.NewKeys(env.Prefix)}
 	log := NewCompletionLog(rdb, env.Prefix)
 	retry := &nodeproto.Done{RequestID: "req_retry", PromptTokens: 20, CompletionTokens: 300, FinishReason: openai.FinishStop}
 	late := &nodeproto.Done{RequestID: "req_retry", FinishReason: openai.FinishAbort}
@@ -29,7 +31,7 @@ func TestRetryRecordSurvivesLateFirst(t *testing.T) {
 				d = *retry
 			}
 			d.RequestID = id
-			o.recordDone(testConn(node), &d)
+			o.recordDone(testConn(node), &d, true)
 			o.dones.wg.Wait()
 		}
 		u, ok, err := log.Completion(t.Context(), id)
@@ -51,7 +53,7 @@ func testConn(node string) *nodeConn {
 func TestDonesAreRecordedAndAcknowledgedInBatches(t *testing.T) {
 	env := testenv.Redis(t)
 	rdb := env.Client()
-	o := &Orchestrator{cfg: Config{Redis: rdb, Logger: slog.New(slog.DiscardHandler)}, keys: registry.NewKeys(env.Prefix)}
+	o := &Orchestrator{cfg: Config{Redis: rdb, Logger: slog.New(slog.DiscardHandler), Metrics: NewMetrics(nil)}, keys: registry.NewKeys(env.Prefix)}
 	log := NewCompletionLog(rdb, env.Prefix)
 	conns := []*nodeConn{testConn("node-a"), testConn("node-b")}
 	const n = 600
@@ -60,7 +62,7 @@ func TestDonesAreRecordedAndAcknowledgedInBatches(t *testing.T) {
 	o.dones.wg.Add(1)
 	for i := range n {
 		o.recordDone(conns[i%2], &nodeproto.Done{RequestID: fmt.Sprintf("req_%d", i), PromptTokens: 1, CompletionTokens: int64(i),
-			FinishReason: openai.FinishStop})
+			FinishReason: openai.FinishStop}, true)
 	}
 	go o.flushDones()
 	o.dones.wg.Wait()
@@ -118,5 +120,70 @@ func TestBestRecord(t *testing.T) {
 				t.Errorf("best = %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDoneRecordedOnlyFromAssignedNode: a done frame that did not find its
+// request running on the connection is recorded only when the request was
+// assigned to the frame's node, in an earlier batch or the same one; every
+// done is acknowledged either way, and each refusal is counted.
+func TestDoneRecordedOnlyFromAssignedNode(t *testing.T) {
+	env := testenv.Redis(t)
+	rdb := env.Client()
+	o := &Orchestrator{cfg: Config{Redis: rdb, Logger: slog.New(slog.DiscardHandler), Metrics: NewMetrics(nil)}, keys: registry.NewKeys(env.Prefix)}
+	log := NewCompletionLog(rdb, env.Prefix)
+	tests := []struct {
+		name      string
+		assigned  []string // nodes assigned in an earlier batch
+		sameBatch string   // node assigned in the done's batch
+		from      string
+		running   bool
+		want      bool
+	}{
+		{"never assigned", nil, "", "node-b", false, false},
+		{"assigned to another node", []string{"node-a"}, "", "node-b", false, false},
+		{"assigned, after a cancel", []string{"node-a"}, "", "node-a", false, true},
+		{"first attempt of a retry", []string{"node-a", "node-b"}, "", "node-a", false, true},
+		{"assigned in the same batch", nil, "node-a", "node-a", false, true},
+		{"found running", nil, "", "node-a", true, true},
+	}
+	refused := 0
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			id := fmt.Sprintf("req_%d", i)
+			for _, n := range tt.assigned {
+				o.recordAssigned(n, id)
+			}
+			o.dones.wg.Wait()
+			c := testConn(tt.from)
+			// As while a flush is writing: the records queue up behind it.
+			o.dones.mu.Lock()
+			o.dones.running = true
+			o.dones.wg.Add(1)
+			o.dones.mu.Unlock()
+			if tt.sameBatch != "" {
+				o.recordAssigned(tt.sameBatch, id)
+			}
+			o.recordDone(c, &nodeproto.Done{RequestID: id, PromptTokens: 3, CompletionTokens: 4, FinishReason: openai.FinishStop}, tt.running)
+			go o.flushDones()
+			o.dones.wg.Wait()
+			u, ok, err := log.Completion(t.Context(), id)
+			if err != nil || ok != tt.want || (ok && u.CompletionTokens != 4) {
+				t.Errorf("Completion = %+v, %v, %v; want recorded %v", u, ok, err, tt.want)
+			}
+			if !tt.want {
+				refused++
+			}
+			if len(c.queue) != 1 || c.queue[0].(*nodeproto.Ack).RequestIDs[0] != id {
+				t.Errorf("acks %v, want the done acknowledged", c.queue)
+			}
+		})
+	}
+	var m dto.Metric
+	if err := o.cfg.Metrics.donesRefused.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	if got := m.GetCounter().GetValue(); got != float64(refused) {
+		t.Errorf("refused counter %v, want %d", got, refused)
 	}
 }

@@ -99,6 +99,7 @@ func (c *nodeConn) assign(a *nodeproto.Assign, s sink) error {
 	}
 	c.sinks[a.RequestID] = s
 	c.unheard[a.RequestID] = struct{}{}
+	c.o.recordAssigned(c.rec.ID, a.RequestID) // ahead of any done of it
 	c.send(a)
 	return nil
 }

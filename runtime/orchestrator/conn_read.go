@@ -1,11 +1,13 @@
 package orchestrator
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
 	"time"
+	"unicode/utf8"
 
 	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/wsconn"
@@ -26,6 +28,7 @@ func (c *nodeConn) readLoop(ctx context.Context) error {
 		cancel()
 		if err == nil {
 			c.heard.Store(time.Now().UnixNano())
+			msg = c.o.validText(msg)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -74,10 +77,11 @@ func (c *nodeConn) handle(ctx context.Context, f nodeproto.Frame) error {
 			runtime.Gosched()
 		}
 	case *nodeproto.Done:
-		if s := c.take(f.RequestID, true); s != nil && !s.push(f) {
+		s := c.take(f.RequestID, true)
+		if s != nil && !s.push(f) {
 			s.fail(fmt.Errorf("%w: done lost in a full buffer", errCredit))
 		}
-		c.o.recordDone(c, f) // and acknowledged once recorded
+		c.o.recordDone(c, f, s != nil) // and acknowledged once recorded
 	case *nodeproto.Error:
 		if f.RequestID == "" {
 			c.o.cfg.Logger.Warn("node reported a connection error", "node_id", c.rec.ID, "status", f.Status, "message", f.Message)
@@ -169,4 +173,19 @@ func (c *nodeConn) nodeDraining() bool {
 	was := c.draining
 	c.draining = true
 	return !was
+}
+
+// validText returns a node's text frame as valid UTF-8. RFC 6455 requires
+// it of a text frame, and a frame's strings reach clients (a chunk's delta
+// byte for byte), whose strict JSON parsers fail on invalid bytes. Each
+// run of invalid bytes becomes U+FFFD, as the node agent does with an
+// engine's; inside a JSON string that keeps the frame valid JSON, and
+// outside one the frame was not JSON anyway. A valid frame, nearly every
+// one, costs one pass and no copy.
+func (o *Orchestrator) validText(msg []byte) []byte {
+	if utf8.Valid(msg) {
+		return msg
+	}
+	o.cfg.Metrics.invalidText.Inc()
+	return bytes.ToValidUTF8(msg, []byte("\uFFFD"))
 }

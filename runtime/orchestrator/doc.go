@@ -7,13 +7,22 @@
 // # Connections
 //
 // A node's first frame is register. The replica checks the node's token
-// against its stored hash (a bad or revoked token gets error and close
-// 1008; a token refused moments ago is refused from memory, and an address
-// that sent 20 bad ones in 10 s gets retry_after before any lookup), then
-// the cluster-wide registration rate (registry.AllowRegistration; the
-// excess gets retry_after and close 1013), so junk cannot spend the rate.
-// It records the registration in PostgreSQL (nodes, node_events), claims
-// node:{id} in Redis under a new epoch and answers welcome. From then on,
+// against its stored hash before it counts anything (a bad or revoked
+// token gets error and close 1008; a token refused moments ago is refused
+// from memory; past 20 bad ones in 10 s from one address, that address's
+// bad ones get retry_after instead, unlogged), so a valid token is never
+// refused for its address, which nodes behind one NAT share. Then the
+// node's own allowance (registry.AllowNodeRegistration: 10 a minute, so a
+// node registering in a loop cannot spend the cluster's rate), then the
+// location: a node token registers an on-prem node only, and a register
+// that claims a cloud location or a service URL gets error 403 and close
+// 1008 — cloud nodes, reached over HTTP, come from the cluster or the
+// configuration, never from a node. Then the cluster-wide registration
+// rate (registry.AllowRegistration; the excess gets retry_after and close
+// 1013). It records the registration in PostgreSQL (nodes, node_events),
+// claims node:{id} in Redis under a new epoch and answers welcome. Every
+// text frame a node sends is made valid UTF-8 as it is read (invalid bytes
+// become U+FFFD), since its strings reach clients. From then on,
 // after the HTTP handler has returned, one goroutine reads the socket and
 // one writes it (every write has a deadline, a full write queue drops the
 // link) and pings it. Each heartbeat refreshes
@@ -31,7 +40,15 @@
 // node:{id}:in, which only the owning replica subscribes to. The owner
 // relays the request's chunk, done and error frames back, in order, on the
 // requesting replica's reply channel. Cloud nodes with a service URL get
-// the request over HTTP instead.
+// the request over HTTP instead; an engine's refusal reaches the client as
+// its status and a body of our own, its words only the replica's log.
+//
+// A node's done frame is kept in Redis for the ledger sweeper only if the
+// request was assigned to that node: the owner notes each assignment
+// (done:{id}:nodes) ahead of the assign frame, in the queue that records
+// dones, and a done that does not find its request running on the socket
+// (cancelled, replayed after a reconnect, or forged) is checked against
+// that note.
 //
 // Dispatch returns the stream only once the first event (or a refusal) is
 // in hand, so a request that has streamed nothing can still fail with an

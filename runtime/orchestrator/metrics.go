@@ -24,6 +24,8 @@ type Metrics struct {
 	retries       *prometheus.CounterVec
 	unknownFrames prometheus.Counter
 	cloudDrains   prometheus.Counter
+	donesRefused  prometheus.Counter
+	invalidText   prometheus.Counter
 }
 
 // NewMetrics registers the orchestrator's metrics on reg; nil means a
@@ -50,8 +52,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Frames of an unknown type from nodes, ignored."}),
 		cloudDrains: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmplat_orchestrator_cloud_drains_total",
 			Help: "Cloud nodes this replica drained because their Kubernetes Node is being disrupted (the controller's leader only)."}),
+		donesRefused: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmplat_orchestrator_dones_refused_total",
+			Help: "Done frames not recorded because their request was never assigned to the node that sent them."}),
+		invalidText: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmplat_orchestrator_invalid_utf8_frames_total",
+			Help: "Frames from nodes with invalid UTF-8, whose invalid bytes were replaced by U+FFFD."}),
 	}
-	reg.MustRegister(m.nodes, m.registrations, m.reconnects, m.deaths, m.routing, m.retries, m.unknownFrames, m.cloudDrains)
+	reg.MustRegister(m.nodes, m.registrations, m.reconnects, m.deaths, m.routing, m.retries, m.unknownFrames, m.cloudDrains,
+		m.donesRefused, m.invalidText)
 	for _, s := range []string{"active", "draining", "unhealthy"} {
 		m.nodes.WithLabelValues(s)
 	}

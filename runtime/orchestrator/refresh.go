@@ -34,6 +34,7 @@ func (o *Orchestrator) refreshOnce(ctx context.Context) {
 		}
 		return
 	}
+	nodes = socketNodes(nodes)
 	now := o.cfg.Now()
 	if cloud := o.cloud.Load(); cloud != nil {
 		nodes = append(nodes, *cloud...)
@@ -82,4 +83,19 @@ func (o *Orchestrator) replicaAlive(ctx context.Context, replicaID string) bool 
 	ch := o.keys.ReplicaChannel(replicaID)
 	subs, err := o.cfg.Redis.PubSubNumSub(ctx, ch).Result()
 	return err != nil || subs[ch] > 0
+}
+
+// socketNodes keeps the registry's nodes that take requests over their
+// socket. A record of another kind, a cloud node with a service URL, can
+// only have been written from a node's own registration by an older
+// replica: a node must never choose where the orchestrator posts prompts,
+// so such a record is not routed to. Cloud nodes come from Config.Cloud.
+func socketNodes(nodes []registry.Node) []registry.Node {
+	kept := nodes[:0]
+	for _, n := range nodes {
+		if n.Location == registry.LocationOnPrem && n.ServiceURL == "" {
+			kept = append(kept, n)
+		}
+	}
+	return kept
 }

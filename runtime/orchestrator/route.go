@@ -161,6 +161,12 @@ func (o *Orchestrator) start(ctx context.Context, n registry.Node, slot registry
 		st, err := dispatch.OpenEngineStream(ctx, o.cfg.CloudClient, n.ServiceURL, job.RequestID, body)
 		if err != nil {
 			release()
+			if de := (*dispatch.Error)(nil); errors.As(err, &de) {
+				// The client gets only the status; the engine's words are
+				// for this log.
+				o.cfg.Logger.Warn("cloud engine refused a request", "request_id", job.RequestID, "node_id", n.ID,
+					"status", de.Status, "upstream", de.Upstream)
+			}
 			if errors.Is(err, dispatch.ErrNoCapacity) {
 				return nil, fmt.Errorf("%w: %w", errLost, err)
 			}
