@@ -1,8 +1,10 @@
 # The whole platform on EKS: the AWS layer (modules/eks-llm), the in-cluster
 # layer (its cluster-addons), and the models through the llmplat provider.
 # docs/deploy-eks.md walks through it, from an empty account to a streamed
-# completion. Apply in two steps the first time (the charts bring the CRDs
-# the platform's objects are planned against):
+# completion. Give the runner a way to the Kubernetes API first
+# (public_api_endpoint_cidrs, or private_api_endpoint_cidrs / _security_group_ids:
+# the guide's step 1). Apply in steps the first time (the charts bring the
+# CRDs the platform's objects are planned against):
 #
 #   terraform apply -target=module.eks
 #   terraform apply -target=module.addons.helm_release.karpenter -target=module.addons.helm_release.keda \
@@ -38,11 +40,20 @@ provider "aws" {
 module "eks" {
   source = "../../modules/eks-llm"
 
-  name               = "inference"
-  gateway_domain     = var.gateway_domain
-  route53_zone_id    = var.route53_zone_id
-  cluster_admin_arns = var.cluster_admin_arns
-  tags               = { "cost-center" = "llm-platform" }
+  name            = "inference"
+  gateway_domain  = var.gateway_domain
+  route53_zone_id = var.route53_zone_id
+  tags            = { "cost-center" = "llm-platform" }
+
+  # Who administers the cluster, and how the runner reaches its API.
+  enable_cluster_creator_admin_permissions = var.enable_cluster_creator_admin_permissions
+  cluster_admin_arns                       = var.cluster_admin_arns
+  public_api_endpoint_cidrs                = var.public_api_endpoint_cidrs
+  private_api_endpoint_cidrs               = var.private_api_endpoint_cidrs
+  private_api_endpoint_security_group_ids  = var.private_api_endpoint_security_group_ids
+
+  gateway_internal     = var.gateway_internal
+  gateway_client_cidrs = var.gateway_client_cidrs
 }
 
 # Every Kubernetes client takes a token from `aws eks get-token`: nothing

@@ -22,3 +22,13 @@ output "node_agents_url" {
   description = "Where on-premises node agents dial out to (llmplat_onprem_node's orchestrator_url)."
   value       = module.eks.gateway.nodes_url
 }
+
+output "certificate_validations" {
+  description = "The records that validate the gateway's certificate, for a DNS provider other than Route 53 (the guide's step 1)."
+  value       = module.eks.certificate_validations
+}
+
+output "gateway_lb_dns_name" {
+  description = "The gateway's load balancer: point gateway_domain at it when Route 53 does not."
+  value       = module.eks.gateway.lb_dns_name
+}

@@ -15,10 +15,50 @@ variable "route53_zone_id" {
   default     = null
 }
 
+variable "enable_cluster_creator_admin_permissions" {
+  description = "Give the role running Terraform cluster-admin (the helm, kubernetes and llmplat providers of steps 2 and 3 act as it)."
+  type        = bool
+  default     = true
+}
+
 variable "cluster_admin_arns" {
-  description = "IAM roles given cluster-admin."
+  description = "IAM roles given cluster-admin beside the runner (operators, a break-glass role)."
   type        = list(string)
   default     = []
+}
+
+# The runner must reach the Kubernetes API: give one of the two shapes.
+variable "public_api_endpoint_cidrs" {
+  description = "A public API endpoint for these CIDRs: the runner's egress addresses (a laptop or CI outside the VPC)."
+  type        = list(string)
+  default     = []
+}
+
+variable "private_api_endpoint_cidrs" {
+  description = "The private API endpoint for these CIDRs: a runner in the VPC or on a VPN, peered or Direct Connect network routed to it."
+  type        = list(string)
+  default     = []
+}
+
+variable "private_api_endpoint_security_group_ids" {
+  description = "The private API endpoint for members of these security groups (a runner instance, a CI runner, a bastion)."
+  type        = list(string)
+  default     = []
+}
+
+# The llmplat provider (step 3) calls the gateway: the runner must reach it
+# too, through the internal load balancer (a runner on the private network)
+# or an internet-facing one that admits the runner's CIDR.
+variable "gateway_internal" {
+  description = "Keep the gateway's load balancer internal (reached over VPN or peering)."
+  type        = bool
+  default     = true
+}
+
+variable "gateway_client_cidrs" {
+  description = "CIDRs allowed to reach the gateway on 443 (include the runner's)."
+  type        = list(string)
+  default     = ["10.0.0.0/8"]
 }
 
 variable "images" {

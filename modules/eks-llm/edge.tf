@@ -28,11 +28,19 @@ resource "aws_route53_record" "gateway_validation" {
   allow_overwrite = true
 }
 
+# The wait for issuance, whoever serves the DNS: an NLB's TLS listener
+# refuses a certificate still pending validation (UnsupportedCertificate),
+# so the listeners take the certificate's ARN from here. With Route 53 the
+# records above are written and checked; without it the apply waits until
+# ACM sees the records you create (the output certificate_validations,
+# readable after `terraform apply -target=<module>.aws_acm_certificate.gateway`).
 resource "aws_acm_certificate_validation" "gateway" {
-  count = var.route53_zone_id == null ? 0 : 1
-
   certificate_arn         = aws_acm_certificate.gateway.arn
-  validation_record_fqdns = [for r in aws_route53_record.gateway_validation : r.fqdn]
+  validation_record_fqdns = var.route53_zone_id == null ? null : [for r in aws_route53_record.gateway_validation : r.fqdn]
+
+  timeouts {
+    create = var.certificate_validation_timeout
+  }
 }
 
 resource "aws_security_group" "gateway_lb" {
@@ -137,7 +145,7 @@ resource "aws_lb_listener" "gateway_tls" {
   load_balancer_arn        = aws_lb.gateway.arn
   port                     = 443
   protocol                 = "TLS"
-  certificate_arn          = aws_acm_certificate.gateway.arn
+  certificate_arn          = aws_acm_certificate_validation.gateway.certificate_arn
   ssl_policy               = "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
   tcp_idle_timeout_seconds = 3600
 
@@ -145,8 +153,6 @@ resource "aws_lb_listener" "gateway_tls" {
     type             = "forward"
     target_group_arn = aws_lb_target_group.gateway.arn
   }
-
-  depends_on = [aws_acm_certificate_validation.gateway]
 }
 
 # The orchestrators' node socket (/v1/nodes/connect, a WebSocket): agents
@@ -174,7 +180,7 @@ resource "aws_lb_listener" "nodes_tls" {
   load_balancer_arn        = aws_lb.gateway.arn
   port                     = local.node_listener_port
   protocol                 = "TLS"
-  certificate_arn          = aws_acm_certificate.gateway.arn
+  certificate_arn          = aws_acm_certificate_validation.gateway.certificate_arn
   ssl_policy               = "ELBSecurityPolicy-TLS13-1-2-Res-2021-06"
   tcp_idle_timeout_seconds = 3600
 
@@ -182,8 +188,6 @@ resource "aws_lb_listener" "nodes_tls" {
     type             = "forward"
     target_group_arn = aws_lb_target_group.nodes.arn
   }
-
-  depends_on = [aws_acm_certificate_validation.gateway]
 }
 
 resource "aws_route53_record" "gateway" {

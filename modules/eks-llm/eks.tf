@@ -1,6 +1,7 @@
-# The EKS cluster: API authentication by access entries, Secrets encrypted
-# with the module's key, control-plane logs, the managed add-ons, and the
-# system node group (m6i, AL2023) the platform's own processes run on.
+# The EKS cluster: API authentication by access entries (access.tf, with
+# the API endpoint's ways in), Secrets encrypted with the module's key,
+# control-plane logs, the managed add-ons, and the system node group (m6i,
+# AL2023) the platform's own processes run on.
 
 resource "aws_iam_role" "cluster" {
   name = "${var.name}-cluster"
@@ -25,6 +26,8 @@ resource "aws_eks_cluster" "this" {
   version  = var.kubernetes_version
   role_arn = aws_iam_role.cluster.arn
 
+  # Admins come from access entries (access.tf), which can be changed
+  # later; the bootstrap flag cannot be without replacing the cluster.
   access_config {
     authentication_mode                         = "API"
     bootstrap_cluster_creator_admin_permissions = false
@@ -32,6 +35,7 @@ resource "aws_eks_cluster" "this" {
 
   vpc_config {
     subnet_ids              = local.private_subnet_ids
+    security_group_ids      = [aws_security_group.api.id]
     endpoint_private_access = true
     endpoint_public_access  = length(var.public_api_endpoint_cidrs) > 0
     public_access_cidrs     = length(var.public_api_endpoint_cidrs) > 0 ? var.public_api_endpoint_cidrs : null
@@ -56,29 +60,6 @@ resource "aws_ec2_tag" "cluster_security_group_discovery" {
   resource_id = aws_eks_cluster.this.vpc_config[0].cluster_security_group_id
   key         = "karpenter.sh/discovery"
   value       = var.name
-}
-
-resource "aws_eks_access_entry" "admin" {
-  for_each = toset(var.cluster_admin_arns)
-
-  cluster_name  = aws_eks_cluster.this.name
-  principal_arn = each.value
-  type          = "STANDARD"
-  tags          = local.tags
-}
-
-resource "aws_eks_access_policy_association" "admin" {
-  for_each = toset(var.cluster_admin_arns)
-
-  cluster_name  = aws_eks_cluster.this.name
-  principal_arn = each.value
-  policy_arn    = "arn:${local.partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
-
-  access_scope {
-    type = "cluster"
-  }
-
-  depends_on = [aws_eks_access_entry.admin]
 }
 
 # The system node group's role (its nodes join as EC2 Linux nodes).

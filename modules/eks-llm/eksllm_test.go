@@ -316,6 +316,62 @@ func TestReferencesResolve(t *testing.T) {
 	}
 }
 
+// TestExampleGivesTheRunnerAWayIn: examples/eks passes every input that
+// decides whether the runner reaches the cluster (its admin entry, the API
+// endpoint's shapes, the gateway's reach) from a variable of its own, and
+// the runner's admin entry is on by default: without them the example
+// built a private API nobody could reach or administer (issue 30).
+func TestExampleGivesTheRunnerAWayIn(t *testing.T) {
+	example := load(t, filepath.Join("..", "..", "examples", "eks"))
+	eks := example.block(t, "module", "eks")
+	for _, name := range []string{"enable_cluster_creator_admin_permissions", "cluster_admin_arns",
+		"public_api_endpoint_cidrs", "private_api_endpoint_cidrs", "private_api_endpoint_security_group_ids",
+		"gateway_internal", "gateway_client_cidrs"} {
+		a, ok := eks.Body.Attributes[name]
+		if !ok {
+			t.Errorf("examples/eks: module.eks does not pass %s", name)
+			continue
+		}
+		if got := refs(a.Expr); !slices.Equal(got, []string{"var." + name}) {
+			t.Errorf("examples/eks: module.eks.%s = %v, want var.%s", name, got, name)
+		}
+	}
+	creator := literal(t, attr(t, example.block(t, "variable", "enable_cluster_creator_admin_permissions"), "default"))
+	if !creator.True() {
+		t.Error("examples/eks: the runner's cluster-admin entry must be on by default (steps 2 and 3 act as the runner)")
+	}
+}
+
+// TestListenersWaitForTheCertificate: every TLS listener of the AWS layer
+// takes its certificate from aws_acm_certificate_validation, which waits
+// until ACM has issued it, and that validation exists whatever serves the
+// DNS (no count): a listener given a certificate still pending validation
+// fails the first apply (UnsupportedCertificate). terraform test sees the
+// values, not where they come from, so the reference is checked here.
+func TestListenersWaitForTheCertificate(t *testing.T) {
+	aws := load(t, ".")
+	validation := aws.block(t, "resource", "aws_acm_certificate_validation", "gateway")
+	for _, meta := range []string{"count", "for_each"} {
+		if _, ok := validation.Body.Attributes[meta]; ok {
+			t.Errorf("aws_acm_certificate_validation.gateway has %s: without Route 53 nothing would wait for issuance", meta)
+		}
+	}
+	listeners := 0
+	for _, bl := range aws.blocks("resource") {
+		if bl.Labels[0] != "aws_lb_listener" {
+			continue
+		}
+		listeners++
+		got := refs(attr(t, bl, "certificate_arn"))
+		if !slices.Equal(got, []string{"aws_acm_certificate_validation.gateway.certificate_arn"}) {
+			t.Errorf("aws_lb_listener.%s takes its certificate from %v, want aws_acm_certificate_validation.gateway.certificate_arn (it waits for issuance)", bl.Labels[1], got)
+		}
+	}
+	if listeners != 2 {
+		t.Errorf("%d TLS listeners, want 2 (the gateway's and the node socket's)", listeners)
+	}
+}
+
 // TestGPUPools: the NodePools the in-cluster layer applies, rendered from
 // the AWS layer's defaults and the example's models as
 // llmplat_platform_manifests renders them, carry the GPU taint, a limit of

@@ -91,7 +91,7 @@ output "modelsync_role_arn" {
 }
 
 output "gateway" {
-  description = "The edge: the gateway's URL, the node agents' URL (the orchestrators' node socket), the load balancer's DNS name, the target groups the TargetGroupBindings fill, the certificate and (without route53_zone_id) the DNS records that validate it."
+  description = "The edge: the gateway's URL, the node agents' URL (the orchestrators' node socket), the load balancer's DNS name, the target groups the TargetGroupBindings fill, the certificate and (without route53_zone_id) the DNS records that validate it (also the output certificate_validations)."
   value = {
     url                     = "https://${var.gateway_domain}"
     lb_dns_name             = aws_lb.gateway.dns_name
@@ -115,5 +115,21 @@ output "platform_description" {
       region = local.region
     }
     gpu_pool = var.gpu_pool
+  }
+}
+
+output "certificate_validations" {
+  description = "The DNS records that validate the gateway's certificate, for a DNS provider other than Route 53. It depends on the certificate alone, so a first `terraform apply -target=<module>.aws_acm_certificate.gateway` shows it before the apply that waits for issuance."
+  value       = [for o in aws_acm_certificate.gateway.domain_validation_options : { name = o.resource_record_name, type = o.resource_record_type, value = o.resource_record_value }]
+}
+
+output "api_access" {
+  description = "How the Kubernetes API is reached: the public endpoint's CIDRs (empty when private only), and the private endpoint's security group with the CIDRs and groups it admits on 443."
+  value = {
+    public_cidrs            = var.public_api_endpoint_cidrs
+    private_security_group  = aws_security_group.api.id
+    private_cidrs           = var.private_api_endpoint_cidrs
+    private_security_groups = var.private_api_endpoint_security_group_ids
+    admins                  = sort(local.cluster_admin_arns)
   }
 }

@@ -66,8 +66,19 @@ variable "single_nat_gateway" {
   default     = true
 }
 
+variable "enable_cluster_creator_admin_permissions" {
+  description = "Give the principal running Terraform cluster-admin through an access entry: the in-cluster layer's helm, kubernetes and llmplat providers act as it. An access entry, not the cluster's bootstrap flag, which AWS fixes at creation (changing that would replace the cluster)."
+  type        = bool
+  default     = true
+
+  validation {
+    condition     = var.enable_cluster_creator_admin_permissions || length(var.cluster_admin_arns) > 0
+    error_message = "Nobody could administer the cluster: with enable_cluster_creator_admin_permissions = false, list the Terraform runner's role (and your operators') in cluster_admin_arns, or the in-cluster layer's providers and kubectl are refused."
+  }
+}
+
 variable "cluster_admin_arns" {
-  description = "IAM principals (roles or users) given cluster-admin through EKS access entries."
+  description = "IAM principals (roles or users) given cluster-admin through EKS access entries, beside the Terraform runner (enable_cluster_creator_admin_permissions)."
   type        = list(string)
   default     = []
 
@@ -77,14 +88,46 @@ variable "cluster_admin_arns" {
   }
 }
 
+# The Kubernetes API's ways in. The Terraform runner (its helm, kubernetes
+# and llmplat providers) and kubectl must reach it: through the public
+# endpoint from given CIDRs, or through the private endpoint from given
+# CIDRs or security groups (a runner in the VPC, or on a network routed to
+# it). A private endpoint nobody may reach is refused.
 variable "public_api_endpoint_cidrs" {
-  description = "CIDRs allowed to reach the Kubernetes API's public endpoint; empty makes the endpoint private only."
+  description = "CIDRs allowed to reach the Kubernetes API's public endpoint (the runner's egress addresses); empty keeps the endpoint private only."
   type        = list(string)
   default     = []
 
   validation {
-    condition     = alltrue([for c in var.public_api_endpoint_cidrs : can(cidrhost(c, 0))])
-    error_message = "public_api_endpoint_cidrs must be CIDRs."
+    condition     = alltrue([for c in var.public_api_endpoint_cidrs : can(cidrhost(c, 0)) && !strcontains(c, ":")])
+    error_message = "public_api_endpoint_cidrs must be IPv4 CIDRs."
+  }
+
+  validation {
+    condition     = length(var.public_api_endpoint_cidrs) + length(var.private_api_endpoint_cidrs) + length(var.private_api_endpoint_security_group_ids) > 0
+    error_message = "The Kubernetes API would be private with no way in: give public_api_endpoint_cidrs (a public endpoint for the runner's egress addresses), or private_api_endpoint_cidrs or private_api_endpoint_security_group_ids (the private endpoint, for a runner in the VPC or on a network routed to it)."
+  }
+}
+
+variable "private_api_endpoint_cidrs" {
+  description = "CIDRs admitted to the Kubernetes API's private endpoint on 443: a runner in the VPC, or on a VPN, peered or Direct Connect network routed to it."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for c in var.private_api_endpoint_cidrs : can(cidrhost(c, 0)) && !strcontains(c, ":")])
+    error_message = "private_api_endpoint_cidrs must be IPv4 CIDRs."
+  }
+}
+
+variable "private_api_endpoint_security_group_ids" {
+  description = "Security groups whose members are admitted to the Kubernetes API's private endpoint on 443: a runner instance's, a CI runner's or a bastion's group."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for g in var.private_api_endpoint_security_group_ids : can(regex("^sg-[0-9a-f]+$", g))])
+    error_message = "private_api_endpoint_security_group_ids must be security group ids (sg-...)."
   }
 }
 
@@ -205,9 +248,20 @@ variable "gateway_domain" {
 }
 
 variable "route53_zone_id" {
-  description = "A Route 53 hosted zone of gateway_domain: the certificate is validated and the name pointed at the load balancer there. Without it, validate the certificate yourself (the validation records are an output)."
+  description = "A Route 53 hosted zone of gateway_domain: the certificate is validated and the name pointed at the load balancer there. Without it, create the validation records (the output certificate_validations) at your DNS provider while the apply waits (certificate_validation_timeout)."
   type        = string
   default     = null
+}
+
+variable "certificate_validation_timeout" {
+  description = "How long an apply waits for ACM to issue the gateway's certificate before the load balancer's listeners are created: without route53_zone_id, the time you have to create the validation records at your DNS provider."
+  type        = string
+  default     = "75m"
+
+  validation {
+    condition     = can(regex("^[0-9]+(m|h)$", var.certificate_validation_timeout))
+    error_message = "certificate_validation_timeout is minutes or hours: 75m, 2h."
+  }
 }
 
 variable "gateway_internal" {

@@ -9,7 +9,10 @@ mock_provider "aws" {
     defaults = { partition = "aws", dns_suffix = "amazonaws.com" }
   }
   mock_data "aws_caller_identity" {
-    defaults = { account_id = "123456789012" }
+    defaults = { account_id = "123456789012", arn = "arn:aws:sts::123456789012:assumed-role/terraform-runner/session" }
+  }
+  mock_data "aws_iam_session_context" {
+    defaults = { issuer_arn = "arn:aws:iam::123456789012:role/terraform-runner" }
   }
   mock_data "aws_region" {
     defaults = { name = "eu-central-1" }
@@ -44,7 +47,18 @@ mock_provider "aws" {
     defaults = { arn = "arn:aws:elasticloadbalancing:eu-central-1:123456789012:targetgroup/inference-gateway/0123456789abcdef" }
   }
   mock_resource "aws_acm_certificate" {
-    defaults = { arn = "arn:aws:acm:eu-central-1:123456789012:certificate/00000000-0000-0000-0000-000000000000" }
+    defaults = {
+      arn = "arn:aws:acm:eu-central-1:123456789012:certificate/00000000-0000-0000-0000-000000000000"
+      domain_validation_options = [{
+        domain_name           = "llm.example.com"
+        resource_record_name  = "_0123.llm.example.com."
+        resource_record_type  = "CNAME"
+        resource_record_value = "_4567.acm-validations.aws."
+      }]
+    }
+  }
+  mock_resource "aws_security_group" {
+    defaults = { id = "sg-0a0a0a0a0a0a0a0a0" }
   }
   mock_resource "aws_secretsmanager_secret" {
     defaults = { arn = "arn:aws:secretsmanager:eu-central-1:123456789012:secret:inference-redis-auth" }
@@ -59,6 +73,8 @@ mock_provider "aws" {
 
 variables {
   gateway_domain = "llm.example.com"
+  # The runner inside the VPC's address range: the private endpoint's way in.
+  private_api_endpoint_cidrs = ["10.0.0.0/8"]
 }
 
 run "gpu_pools_are_the_seeds" {
@@ -276,4 +292,160 @@ run "refuses_a_bad_domain" {
   }
 
   expect_failures = [var.gateway_domain]
+}
+
+# The Terraform runner administers the cluster: the in-cluster layer's
+# providers act as it (issue 30: without this the second step was refused).
+run "runner_administers_the_cluster" {
+  command = plan
+
+  assert {
+    condition     = aws_eks_access_entry.admin["arn:aws:iam::123456789012:role/terraform-runner"].type == "STANDARD"
+    error_message = "The role running Terraform (the session's issuer, not the session) must get an access entry."
+  }
+  assert {
+    condition = (endswith(aws_eks_access_policy_association.admin["arn:aws:iam::123456789012:role/terraform-runner"].policy_arn, "/AmazonEKSClusterAdminPolicy")
+    && aws_eks_access_policy_association.admin["arn:aws:iam::123456789012:role/terraform-runner"].access_scope[0].type == "cluster")
+    error_message = "The runner must be cluster-admin over the whole cluster."
+  }
+  assert {
+    condition     = toset(keys(aws_eks_access_entry.admin)) == toset(["arn:aws:iam::123456789012:role/terraform-runner"])
+    error_message = "Without cluster_admin_arns, the runner alone administers the cluster."
+  }
+}
+
+run "named_admins_without_the_runner" {
+  command = plan
+
+  variables {
+    enable_cluster_creator_admin_permissions = false
+    cluster_admin_arns                       = ["arn:aws:iam::123456789012:role/platform-admin"]
+  }
+
+  assert {
+    condition     = toset(keys(aws_eks_access_policy_association.admin)) == toset(["arn:aws:iam::123456789012:role/platform-admin"])
+    error_message = "With the runner's entry off, exactly cluster_admin_arns administer the cluster."
+  }
+}
+
+run "refuses_a_cluster_nobody_administers" {
+  command = plan
+
+  variables {
+    enable_cluster_creator_admin_permissions = false
+    cluster_admin_arns                       = []
+  }
+
+  expect_failures = [var.enable_cluster_creator_admin_permissions]
+}
+
+# The private endpoint with a way in: the control plane's own security
+# group admits the given CIDRs and groups on 443.
+run "private_endpoint_admits_the_runner" {
+  command = apply
+
+  variables {
+    private_api_endpoint_cidrs              = ["10.20.0.0/16"]
+    private_api_endpoint_security_group_ids = ["sg-0123456789abcdef0"]
+  }
+
+  assert {
+    condition     = !aws_eks_cluster.this.vpc_config[0].endpoint_public_access && aws_eks_cluster.this.vpc_config[0].endpoint_private_access
+    error_message = "Without public CIDRs the endpoint is private only."
+  }
+  assert {
+    condition = (aws_vpc_security_group_ingress_rule.api_from_cidrs["10.20.0.0/16"].cidr_ipv4 == "10.20.0.0/16"
+      && aws_vpc_security_group_ingress_rule.api_from_cidrs["10.20.0.0/16"].from_port == 443
+      && aws_vpc_security_group_ingress_rule.api_from_cidrs["10.20.0.0/16"].to_port == 443
+    && aws_vpc_security_group_ingress_rule.api_from_cidrs["10.20.0.0/16"].security_group_id == aws_security_group.api.id)
+    error_message = "The API's security group must admit the runner's CIDR on 443."
+  }
+  assert {
+    condition = (aws_vpc_security_group_ingress_rule.api_from_security_groups["sg-0123456789abcdef0"].referenced_security_group_id == "sg-0123456789abcdef0"
+      && aws_vpc_security_group_ingress_rule.api_from_security_groups["sg-0123456789abcdef0"].from_port == 443
+    && aws_vpc_security_group_ingress_rule.api_from_security_groups["sg-0123456789abcdef0"].security_group_id == aws_security_group.api.id)
+    error_message = "The API's security group must admit the runner's security group on 443."
+  }
+  assert {
+    condition     = contains(aws_eks_cluster.this.vpc_config[0].security_group_ids, aws_security_group.api.id)
+    error_message = "The API's security group must be on the control plane's interfaces."
+  }
+  assert {
+    condition     = length(aws_vpc_security_group_ingress_rule.api_from_cidrs) == 1 && length(aws_vpc_security_group_ingress_rule.api_from_security_groups) == 1
+    error_message = "The API admits exactly the given CIDRs and groups."
+  }
+}
+
+run "public_endpoint_for_given_cidrs" {
+  command = plan
+
+  variables {
+    public_api_endpoint_cidrs  = ["203.0.113.0/24", "198.51.100.7/32"]
+    private_api_endpoint_cidrs = []
+  }
+
+  assert {
+    condition     = aws_eks_cluster.this.vpc_config[0].endpoint_public_access && toset(aws_eks_cluster.this.vpc_config[0].public_access_cidrs) == toset(["203.0.113.0/24", "198.51.100.7/32"])
+    error_message = "The public endpoint admits exactly the given CIDRs."
+  }
+  assert {
+    condition     = length(aws_vpc_security_group_ingress_rule.api_from_cidrs) == 0 && length(aws_vpc_security_group_ingress_rule.api_from_security_groups) == 0
+    error_message = "The public shape opens nothing on the private endpoint."
+  }
+}
+
+run "refuses_a_private_endpoint_with_no_way_in" {
+  command = plan
+
+  variables {
+    public_api_endpoint_cidrs               = []
+    private_api_endpoint_cidrs              = []
+    private_api_endpoint_security_group_ids = []
+  }
+
+  expect_failures = [var.public_api_endpoint_cidrs]
+}
+
+# The listeners wait for issuance whatever serves the DNS: without Route 53
+# the validation still exists (it waits for ISSUED) and the listeners take
+# the certificate from it. (That they take it from the validation and not
+# from the certificate, which would not wait, is a reference: an override
+# cannot tell the two ARNs apart, so eksllm_test.go checks it in the HCL.)
+run "listeners_wait_for_issuance_without_route53" {
+  command = apply
+
+  assert {
+    condition     = aws_acm_certificate_validation.gateway.validation_record_fqdns == null
+    error_message = "Without Route 53 the validation waits for the records you create."
+  }
+  assert {
+    condition = (aws_lb_listener.gateway_tls.certificate_arn == aws_acm_certificate_validation.gateway.certificate_arn
+    && aws_lb_listener.nodes_tls.certificate_arn == aws_acm_certificate_validation.gateway.certificate_arn)
+    error_message = "Both TLS listeners must take the certificate from its validation (wait for issuance)."
+  }
+  assert {
+    condition     = output.certificate_validations[0].type == "CNAME" && output.certificate_validations[0].name == "_0123.llm.example.com."
+    error_message = "The validation records are an output."
+  }
+}
+
+run "route53_validates_and_waits" {
+  command = apply
+
+  variables {
+    route53_zone_id = "Z0123456789ABC"
+  }
+
+  assert {
+    condition     = toset(aws_acm_certificate_validation.gateway.validation_record_fqdns) == toset([for r in aws_route53_record.gateway_validation : r.fqdn])
+    error_message = "With Route 53 the validation checks the records the module writes."
+  }
+  assert {
+    condition     = aws_route53_record.gateway_validation["llm.example.com"].name == "_0123.llm.example.com." && aws_route53_record.gateway_validation["llm.example.com"].type == "CNAME"
+    error_message = "The validation record is the certificate's."
+  }
+  assert {
+    condition     = aws_lb_listener.gateway_tls.certificate_arn == aws_acm_certificate_validation.gateway.certificate_arn
+    error_message = "The TLS listener must take the certificate from its validation."
+  }
 }
