@@ -56,6 +56,17 @@ module "eks" {
   gateway_client_cidrs = var.gateway_client_cidrs
 }
 
+# The llmplat image lives in this account's ECR unless another is given.
+data "aws_caller_identity" "current" {}
+
+locals {
+  images = {
+    engine        = var.images.engine
+    platform      = coalesce(var.images.platform, "${data.aws_caller_identity.current.account_id}.dkr.ecr.${var.region}.amazonaws.com/llmplat:0.1.0")
+    device_plugin = var.images.device_plugin
+  }
+}
+
 # Every Kubernetes client takes a token from `aws eks get-token`: nothing
 # long-lived is kept.
 locals {
@@ -107,7 +118,7 @@ module "addons" {
   source = "../../modules/eks-llm/cluster-addons"
 
   cluster        = module.eks
-  images         = var.images
+  images         = local.images
   admin_token    = var.admin_token
   internal_token = var.internal_token
   models         = local.models

@@ -62,17 +62,13 @@ variable "gateway_client_cidrs" {
 }
 
 variable "images" {
-  description = "The engine, platform and device plugin images."
+  description = "The engine, platform and device plugin images, each from the registry its publisher releases to. The platform image defaults to llmplat in this account's ECR (docs/deploy-eks.md builds and pushes it)."
   type = object({
-    engine        = string
-    platform      = string
-    device_plugin = string
+    engine        = optional(string, "vllm/vllm-openai:v0.10.1")
+    platform      = optional(string)
+    device_plugin = optional(string, "nvcr.io/nvidia/k8s-device-plugin:v0.17.0")
   })
-  default = {
-    engine        = "vllm/vllm-openai:v0.10.1"
-    platform      = "llmplat/llmplat:0.1.0"
-    device_plugin = "nvidia/k8s-device-plugin:v0.17.0"
-  }
+  default = {}
 }
 
 variable "admin_token" {

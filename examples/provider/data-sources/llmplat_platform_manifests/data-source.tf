@@ -9,8 +9,8 @@ data "llmplat_platform_manifests" "platform" {
     prometheus_url = "http://prometheus-operated.monitoring.svc:9090"
     images = {
       engine        = "vllm/vllm-openai:v0.10.1"
-      platform      = "llmplat/llmplat:0.1.0"
-      device_plugin = "nvidia/k8s-device-plugin:v0.17.0"
+      platform      = "123456789012.dkr.ecr.eu-central-1.amazonaws.com/llmplat:0.1.0"
+      device_plugin = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
     }
     model_cache = { bucket = "inference-models-123456789012", region = "eu-central-1" }
     gpu_pool    = { gpu = "l40s", family = "g6e", gpu_limit = 16 }

@@ -33,7 +33,7 @@ resource "llmplat_model" "llama_70b" {
     s3_bucket                   = "llmplat-models"
     s3_region                   = "eu-central-1"
     engine_image                = "vllm/vllm-openai:v0.10.1"
-    platform_image              = "llmplat/llmplat:0.1.0"
+    platform_image              = "123456789012.dkr.ecr.eu-central-1.amazonaws.com/llmplat:0.1.0"
     prometheus_url              = "http://prometheus-operated.monitoring.svc:9090"
     gpu                         = "L40S"
     gpus_per_replica            = 4
