@@ -372,6 +372,92 @@ func TestListenersWaitForTheCertificate(t *testing.T) {
 	}
 }
 
+// TestExamplePlatformNamesWhatTheModuleCreates: examples/platform.yaml
+// (what `llmplat render` users start from) names the cluster, the GPU
+// nodes' role, the model bucket, namespace, region and Prometheus that
+// examples/eks creates, not others (the example account 123456789012
+// stands for the deploying one).
+func TestExamplePlatformNamesWhatTheModuleCreates(t *testing.T) {
+	aws := load(t, ".")
+	addons := load(t, "cluster-addons")
+	example := load(t, filepath.Join("..", "..", "examples", "eks"))
+	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "platform.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := render.Parse(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := literal(t, attr(t, example.block(t, "module", "eks"), "name")).AsString()
+	ctx := &hcl.EvalContext{Variables: map[string]cty.Value{
+		"var":   cty.ObjectVal(map[string]cty.Value{"name": cty.StringVal(name)}),
+		"local": cty.ObjectVal(map[string]cty.Value{"account_id": cty.StringVal("123456789012")}),
+	}}
+	eval := func(e hclsyntax.Expression) string {
+		t.Helper()
+		v, diags := e.Value(ctx)
+		if diags.HasErrors() {
+			t.Fatalf("evaluate %v: %v", refs(e), diags)
+		}
+		return v.AsString()
+	}
+	bucket := aws.locals()["model_bucket"].(*hclsyntax.FunctionCallExpr) // coalesce(var.model_bucket_name, default)
+	def := func(m module, v string) string {
+		return literal(t, attr(t, m.block(t, "variable", v), "default")).AsString()
+	}
+	prometheus := ""
+	for _, item := range addons.locals()["description"].(*hclsyntax.FunctionCallExpr).Args[1].(*hclsyntax.ObjectConsExpr).Items {
+		if hcl.ExprAsKeyword(item.KeyExpr) == "prometheus_url" {
+			prometheus = literal(t, item.ValueExpr).AsString()
+		}
+	}
+	for _, c := range []struct{ field, got, want string }{
+		{"cluster", p.Cluster, name},
+		{"node_role", p.NodeRole, eval(attr(t, aws.block(t, "resource", "aws_iam_role", "karpenter_node"), "name"))},
+		{"model_cache.bucket", p.ModelCache.Bucket, eval(bucket.Args[1])},
+		{"model_cache.region", p.ModelCache.Region, def(example, "region")},
+		{"namespace", p.Namespace, def(aws, "namespace")},
+		{"prometheus_url", p.PrometheusURL, prometheus},
+	} {
+		if c.got != c.want {
+			t.Errorf("examples/platform.yaml %s = %q, but examples/eks creates %q", c.field, c.got, c.want)
+		}
+	}
+}
+
+// TestKarpenterMakesItsInstanceProfile: the EC2NodeClass names the GPU
+// nodes' role and Karpenter creates their instance profile (its policy
+// allows it), so the AWS layer makes none: one it made would go unused.
+func TestKarpenterMakesItsInstanceProfile(t *testing.T) {
+	aws := load(t, ".")
+	for _, bl := range aws.blocks("resource") {
+		if bl.Labels[0] == "aws_iam_instance_profile" {
+			t.Errorf("aws_iam_instance_profile.%s: nothing uses it (the EC2NodeClass names the role; Karpenter makes the profile)", bl.Labels[1])
+		}
+	}
+	tmpl, err := os.ReadFile(filepath.Join("..", "..", "templates", "karpenter.yaml.tmpl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(tmpl), "role: {{ .NodeRole }}") || strings.Contains(string(tmpl), "instanceProfile") {
+		t.Error("the EC2NodeClass no longer names the role alone: an instance profile would have to be made and passed")
+	}
+	policy := attr(t, aws.block(t, "resource", "aws_iam_role_policy", "karpenter"), "policy")
+	if !strings.Contains(string(policy.Range().SliceBytes(mustRead(t, policy.Range().Filename))), "iam:CreateInstanceProfile") {
+		t.Error("Karpenter's policy does not allow it to create the nodes' instance profile")
+	}
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // TestGPUPools: the NodePools the in-cluster layer applies, rendered from
 // the AWS layer's defaults and the example's models as
 // llmplat_platform_manifests renders them, carry the GPU taint, a limit of

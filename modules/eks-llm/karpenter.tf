@@ -1,4 +1,5 @@
-# Karpenter's AWS side: the GPU nodes' role and instance profile, the
+# Karpenter's AWS side: the GPU nodes' role (the EC2NodeClass names it and
+# Karpenter makes the instance profile, which its policy allows), the
 # controller's role bound to its service account by EKS Pod Identity, and
 # the interruption queue fed by EventBridge (spot interruption warnings,
 # rebalance recommendations, instance state changes, AWS Health events), so
@@ -15,12 +16,6 @@ resource "aws_iam_role_policy_attachment" "karpenter_node" {
 
   role       = aws_iam_role.karpenter_node.name
   policy_arn = "arn:${local.partition}:iam::aws:policy/${each.value}"
-}
-
-resource "aws_iam_instance_profile" "karpenter_node" {
-  name = "${var.name}-karpenter-node"
-  role = aws_iam_role.karpenter_node.name
-  tags = local.tags
 }
 
 # Karpenter's nodes join the cluster as EC2 Linux nodes.

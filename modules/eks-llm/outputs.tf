@@ -51,12 +51,11 @@ output "private_subnet_ids" {
 }
 
 output "karpenter" {
-  description = "What Karpenter's Helm release and EC2NodeClass need: the controller's role, the GPU nodes' role and instance profile, the interruption queue."
+  description = "What Karpenter's Helm release and EC2NodeClass need: the controller's role, the GPU nodes' role (Karpenter makes their instance profile), the interruption queue."
   value = {
     controller_role_arn = aws_iam_role.karpenter.arn
     node_role_name      = aws_iam_role.karpenter_node.name
     node_role_arn       = aws_iam_role.karpenter_node.arn
-    instance_profile    = aws_iam_instance_profile.karpenter_node.name
     interruption_queue  = aws_sqs_queue.karpenter_interruption.name
   }
 }
