@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/jsonvariant"
 	"github.com/llmplat/llmplat/runtime/strictjson"
 )
 
@@ -38,7 +39,7 @@ func FuzzDecodeBody(f *testing.F) {
 			}
 			return
 		}
-		if depth := depthOf(body); depth > strictjson.MaxDepth {
+		if depth := jsonvariant.Depth(body); depth > strictjson.MaxDepth {
 			t.Fatalf("accepted a body %d deep", depth)
 		}
 		var exact map[string]json.RawMessage

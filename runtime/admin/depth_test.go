@@ -103,24 +103,3 @@ func TestDecodeBodyMemoryIsLinear(t *testing.T) {
 		})
 	}
 }
-
-// depthOf returns how deeply data's objects and arrays nest, brackets
-// in strings aside.
-func depthOf(data []byte) int {
-	depth, deepest, in := 0, 0, false
-	for i := 0; i < len(data); i++ {
-		switch c := data[i]; {
-		case in && c == '\\':
-			i++
-		case c == '"':
-			in = !in
-		case in:
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
-}

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/jsonvariant"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/strictjson"
 	"github.com/llmplat/llmplat/runtime/urlguard"
@@ -191,30 +192,9 @@ func FuzzDecodeBounded(f *testing.F) {
 		}
 		if req != nil {
 			raw, _ := json.Marshal(req)
-			if depth := depthOf(raw); depth > strictjson.MaxDepth {
+			if depth := jsonvariant.Depth(raw); depth > strictjson.MaxDepth {
 				t.Fatalf("accepted a body %d deep", depth)
 			}
 		}
 	})
-}
-
-// depthOf returns how deeply data's objects and arrays nest, brackets
-// in strings aside.
-func depthOf(data []byte) int {
-	depth, deepest, in := 0, 0, false
-	for i := 0; i < len(data); i++ {
-		switch c := data[i]; {
-		case in && c == '\\':
-			i++
-		case c == '"':
-			in = !in
-		case in:
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
 }

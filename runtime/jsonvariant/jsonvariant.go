@@ -138,3 +138,25 @@ func reorder(dst, v []byte) ([]byte, bool) {
 	}
 	return append(dst, v...), true
 }
+
+// Depth returns how deeply data's objects and arrays nest, brackets in
+// strings aside: what a depth limit's tests compare a verdict with. It
+// reads any bytes, JSON or not.
+func Depth(data []byte) int {
+	depth, deepest, in := 0, 0, false
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; {
+		case in && c == '\\':
+			i++
+		case c == '"':
+			in = !in
+		case in:
+		case c == '{' || c == '[':
+			depth++
+			deepest = max(deepest, depth)
+		case c == '}' || c == ']':
+			depth--
+		}
+	}
+	return deepest
+}

@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/llmplat/llmplat/runtime/jsonvariant"
 )
 
 // nesting is a way to nest JSON: open and close are one level's text
@@ -166,29 +168,8 @@ func FuzzCheckBounded(f *testing.F) {
 		if limit := uint64(maxBytesPerByte*len(data) + maxFixedBytes); got > limit {
 			t.Fatalf("Check allocated %d bytes for %d bytes, want at most %d", got, len(data), limit)
 		}
-		if err == nil && depthOf(data) > MaxDepth {
-			t.Fatalf("Check accepted a document %d deep", depthOf(data))
+		if err == nil && jsonvariant.Depth(data) > MaxDepth {
+			t.Fatalf("Check accepted a document %d deep", jsonvariant.Depth(data))
 		}
 	})
-}
-
-// depthOf returns how deeply data's objects and arrays nest, brackets
-// in strings aside.
-func depthOf(data []byte) int {
-	depth, deepest, in := 0, 0, false
-	for i := 0; i < len(data); i++ {
-		switch c := data[i]; {
-		case in && c == '\\':
-			i++
-		case c == '"':
-			in = !in
-		case in:
-		case c == '{' || c == '[':
-			depth++
-			deepest = max(deepest, depth)
-		case c == '}' || c == ']':
-			depth--
-		}
-	}
-	return deepest
 }
