@@ -87,13 +87,6 @@ func (o *Orchestrator) accept(w http.ResponseWriter, r *http.Request) {
 	}
 	var admitted time.Time
 	ok, wait, admitted, err = o.cfg.Registry.AllowRegistrationAt(ctx, o.cfg.RegistrationsPerSecond)
-	if err != nil || !ok {
-		// Not registered after all: the node's allowance is for the
-		// registrations that happen, not for waiting its turn in a storm.
-		if rerr := o.cfg.Registry.ReturnNodeRegistration(ctx, reg.NodeID); rerr != nil {
-			log.Warn("node registration count not given back", "err", rerr)
-		}
-	}
 	if err != nil {
 		log.Warn("registration rate check failed", "err", err)
 		o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "registry unavailable"})

@@ -81,21 +81,6 @@ func spreadRetry(over, perSecond, nowMS int64, jitter float64) time.Duration {
 	return min(time.Duration(max(ms, 1))*time.Millisecond, MaxRegistrationRetryAfter)
 }
 
-// ReturnNodeRegistration gives back one registration AllowNodeRegistration
-// counted for a node that a later check then refused (the cluster-wide
-// rate, in a restart storm): only registrations that happen spend the
-// node's allowance, so a node that waits its turn in a storm is never
-// shut out for the rest of its window.
-func (r *Registry) ReturnNodeRegistration(ctx context.Context, nodeID string) error {
-	if err := checkName("node id", nodeID); err != nil {
-		return err
-	}
-	if err := nodeRegReturn.Run(ctx, r.rdb, []string{r.keys.NodeRegistrations(nodeID)}).Err(); err != nil {
-		return fmt.Errorf("return registration of %s: %w", nodeID, err)
-	}
-	return nil
-}
-
 // floorDiv divides rounding toward minus infinity.
 func floorDiv(a, b int64) int64 {
 	q := a / b

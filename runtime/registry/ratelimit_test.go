@@ -202,36 +202,6 @@ func TestAllowNodeRegistration(t *testing.T) {
 	}
 }
 
-// TestReturnedRegistrationsDoNotCount: a registration given back (the
-// cluster-wide rate refused it after the node's own check counted it)
-// leaves the node's allowance as it was; the count never goes below zero.
-func TestReturnedRegistrationsDoNotCount(t *testing.T) {
-	const limit, window = 2, time.Minute
-	env := testenv.Redis(t)
-	r := newRegistry(t, env.Client(), env.Prefix)
-	ctx := t.Context()
-	for i := range 10 {
-		ok, _, err := r.AllowNodeRegistration(ctx, "waiting", limit, window)
-		if err != nil || !ok {
-			t.Fatalf("attempt %d, each given back = %v, %v; want admitted", i+1, ok, err)
-		}
-		if err := r.ReturnNodeRegistration(ctx, "waiting"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.ReturnNodeRegistration(ctx, "waiting"); err != nil {
-		t.Fatal(err)
-	}
-	for i := range limit {
-		if ok, _, err := r.AllowNodeRegistration(ctx, "waiting", limit, window); err != nil || !ok {
-			t.Fatalf("kept registration %d = %v, %v; want admitted", i+1, ok, err)
-		}
-	}
-	if ok, _, err := r.AllowNodeRegistration(ctx, "waiting", limit, window); err != nil || ok {
-		t.Errorf("registration past the allowance = %v, %v; want refused", ok, err)
-	}
-}
-
 func TestAllowNodeRegistrationRejects(t *testing.T) {
 	env := testenv.Redis(t)
 	r := newRegistry(t, env.Client(), env.Prefix)

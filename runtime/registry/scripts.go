@@ -24,7 +24,6 @@ var (
 	liveRemoveScript = script("live_remove.lua")
 	regAllowScript   = script("reg_allow.lua")
 	nodeRegScript    = script("node_reg_allow.lua")
-	nodeRegReturn    = script("node_reg_return.lua")
 )
 
 // script joins the helpers and the named body into one script; a missing
