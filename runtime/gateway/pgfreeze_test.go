@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +13,6 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/settlelog"
-	"github.com/llmplat/llmplat/runtime/store"
-	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // freezeEngine streams a role chunk and three words, then reports on
@@ -75,21 +72,7 @@ func TestFrozenPostgres(t *testing.T) {
 	s := newStack(t, stackOpts{engine: freezeEngine(started, release)})
 	team := s.team("alpha", 10*credit)
 	key := s.key(admin.CreateKeyRequest{TeamID: team})
-	u, err := url.Parse(s.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := testenv.NewFaultProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	db, err := store.Open(context.Background(), u.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	led, err := ledger.New(db, ledger.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	proxy, led := s.ledgerBehindProxy()
 	log := settlelog.New(s.redis.Client(), s.redis.Prefix, nil)
 	const grace = 200 * time.Millisecond
 	var cfg Config

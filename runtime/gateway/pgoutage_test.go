@@ -5,15 +5,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/settlelog"
-	"github.com/llmplat/llmplat/runtime/store"
-	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // heldEngine streams a role chunk and three words, then waits for release
@@ -56,21 +53,7 @@ func TestStreamDuringPostgresOutageIsBilledOnce(t *testing.T) {
 
 			// This gateway reaches the database through a proxy the test
 			// takes down; the test itself reads the database directly.
-			u, err := url.Parse(s.dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			proxy := testenv.NewFaultProxy(t, u.Host)
-			u.Host = proxy.Addr()
-			db, err := store.Open(context.Background(), u.String())
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { db.Close() })
-			led, err := ledger.New(db, ledger.Config{})
-			if err != nil {
-				t.Fatal(err)
-			}
+			proxy, led := s.ledgerBehindProxy()
 			log := settlelog.New(s.redis.Client(), s.redis.Prefix, nil)
 			base := s.gateway(func(cfg *Config) { cfg.Ledger, cfg.Settles = led, log })
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -322,6 +323,29 @@ func (s *stack) waitRow(requestID string) row {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// ledgerBehindProxy returns a ledger that reaches the stack's database
+// through a fault proxy, for a gateway whose database the test takes
+// down or freezes; the test itself still reads the database directly.
+func (s *stack) ledgerBehindProxy() (*testenv.FaultProxy, *ledger.Ledger) {
+	s.t.Helper()
+	u, err := url.Parse(s.dsn)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	proxy := testenv.NewFaultProxy(s.t, u.Host)
+	u.Host = proxy.Addr()
+	db, err := store.Open(context.Background(), u.String())
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.t.Cleanup(func() { db.Close() })
+	led, err := ledger.New(db, ledger.Config{})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return proxy, led
 }
 
 // waitSlotsFree polls until the key holds no stream slot and returns the
