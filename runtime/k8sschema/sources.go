@@ -110,3 +110,35 @@ func Load() (*Validator, error) {
 	}
 	return v, nil
 }
+
+// CRDs returns the paths, in the module cache, of the
+// CustomResourceDefinitions the platform's manifests use or may use, for a
+// test API server that must serve them: Karpenter's NodePool,
+// EC2NodeClass and NodeClaim, KEDA's ScaledObject and
+// TriggerAuthentication, and the Prometheus Operator's ServiceMonitor,
+// PodMonitor and PrometheusRule. A missing file wraps ErrMissing.
+func CRDs() ([]string, error) {
+	cache, err := modCache()
+	if err != nil {
+		return nil, err
+	}
+	karpenter := filepath.Join(moduleDir(cache, KarpenterModule), "pkg", "apis", "crds")
+	keda := filepath.Join(moduleDir(cache, KEDAModule), "config", "crd", "bases")
+	promOp := filepath.Join(moduleDir(cache, PromOpModule), "example", "prometheus-operator-crd")
+	paths := []string{
+		filepath.Join(karpenter, "karpenter.sh_nodepools.yaml"),
+		filepath.Join(karpenter, "karpenter.k8s.aws_ec2nodeclasses.yaml"),
+		filepath.Join(karpenter, "karpenter.sh_nodeclaims.yaml"),
+		filepath.Join(keda, "keda.sh_scaledobjects.yaml"),
+		filepath.Join(keda, "keda.sh_triggerauthentications.yaml"),
+		filepath.Join(promOp, "monitoring.coreos.com_servicemonitors.yaml"),
+		filepath.Join(promOp, "monitoring.coreos.com_podmonitors.yaml"),
+		filepath.Join(promOp, "monitoring.coreos.com_prometheusrules.yaml"),
+	}
+	for _, p := range paths {
+		if _, err := os.Stat(p); err != nil {
+			return nil, fmt.Errorf("%w: %s", ErrMissing, p)
+		}
+	}
+	return paths, nil
+}
