@@ -35,6 +35,11 @@ const AssetsEnv = "KUBEBUILDER_ASSETS"
 // Namespace is the namespace Start creates for the test.
 const Namespace = "llmplat"
 
+// crdReady bounds the wait for the CRDs given to Start to be served:
+// envtest's default (10 s) leaves little room for eight CRDs, the
+// Prometheus Operator's among the largest there are, on a loaded machine.
+const crdReady = 2 * time.Minute
+
 // Env is a private API server with the namespace Namespace.
 type Env struct {
 	Config    *rest.Config
@@ -65,7 +70,7 @@ func Start(tb testing.TB, crds ...string) Env {
 	})
 	env := &envtest.Environment{BinaryAssetsDirectory: dir,
 		ControlPlaneStartTimeout: 3 * time.Minute, ControlPlaneStopTimeout: time.Minute,
-		CRDInstallOptions: envtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true}}
+		CRDInstallOptions: envtest.CRDInstallOptions{Paths: crds, ErrorIfPathMissing: true, MaxTime: crdReady}}
 	cfg, err := env.Start()
 	if err != nil {
 		tb.Fatalf("kubetest: start the API server: %v", err)
