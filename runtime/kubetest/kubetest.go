@@ -3,7 +3,9 @@
 // built from the module proxy by `make kubetest` into a cache folder keyed
 // by their versions, which the make targets pass in KUBEBUILDER_ASSETS;
 // nothing is downloaded at test time. Without them a test is skipped, and
-// fails under CI=true, as with PostgreSQL and Redis.
+// fails under CI=true, as with PostgreSQL and Redis. Env.DryRun asks the
+// server to admit objects (strict field validation, CRD schemas and CEL
+// rules) without storing them.
 package kubetest
 
 import (
