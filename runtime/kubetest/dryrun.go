@@ -45,8 +45,8 @@ func StartPlatform(tb testing.TB) Env {
 	tb.Helper()
 	crds, err := k8sschema.CRDs()
 	if err != nil {
-		testenv.Missing(tb, "the Karpenter, KEDA and Prometheus Operator CRDs", err.Error(),
-			"run the tests through make (make test), which downloads the schema modules (make schemas)")
+		testenv.Missing(tb, "a module with the platform's CRDs", err.Error(),
+			"run the tests through make (make test), which downloads the modules first")
 		return Env{}
 	}
 	return Start(tb, crds...)
