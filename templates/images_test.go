@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -19,123 +18,6 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/render"
 )
-
-// publishingRegistries are the registries an image we deploy may come
-// from: each is where its publishers release, so a pinned tag there keeps
-// being served and patched. A registry is not on the list because it is
-// reachable, but because the images we name are published there.
-var publishingRegistries = []struct {
-	host *regexp.Regexp
-	why  string
-}{
-	{regexp.MustCompile(`^public\.ecr\.aws$`), "AWS's public gallery: Karpenter, the load balancer controller, EKS add-ons"},
-	{regexp.MustCompile(`^nvcr\.io$`), "NVIDIA's NGC: the device plugin and DCGM exporter since NVIDIA left Docker Hub"},
-	{regexp.MustCompile(`^registry\.k8s\.io$`), "the Kubernetes project's images (k8s.gcr.io is frozen)"},
-	{regexp.MustCompile(`^quay\.io$`), "Prometheus and the Prometheus Operator"},
-	{regexp.MustCompile(`^ghcr\.io$`), "KEDA and other projects releasing on GitHub"},
-	{regexp.MustCompile(`^[0-9]{12}\.dkr\.ecr\.[a-z]{2}(-[a-z]+)+-[0-9]\.amazonaws\.com$`), "the deploying account's ECR: llmplat's own image, built from this repository"},
-}
-
-// dockerHubPublishers are the Docker Hub repositories whose publisher
-// still releases there; any other Docker Hub name (a bare name is one) is
-// refused, since tags left behind by a publisher that moved stay pullable
-// and look fine, but never advance.
-var dockerHubPublishers = map[string]string{
-	"vllm/vllm-openai": "vLLM's release images",
-}
-
-// movedFromDockerHub names Docker Hub namespaces whose publisher stopped
-// releasing there, for a refusal that says where to go instead.
-var movedFromDockerHub = map[string]string{
-	"nvidia/": "NVIDIA's Docker Hub tags end at v0.12 of k8s-device-plugin; use nvcr.io/nvidia/...",
-}
-
-// errUnknownRegistry marks an image whose registry is not a publisher's.
-var errUnknownRegistry = errors.New("not from a known publishing registry")
-
-// splitImage returns an image reference's registry and repository, as a
-// container runtime resolves them: the first path element is a registry
-// when it has a dot or a port or is localhost, otherwise the image is on
-// Docker Hub (docker.io, library/ for a one-element name).
-func splitImage(ref string) (registry, repo string) {
-	name := ref
-	if i := strings.Index(name, "@"); i >= 0 {
-		name = name[:i]
-	}
-	if i := strings.LastIndex(name, ":"); i >= 0 && !strings.Contains(name[i:], "/") {
-		name = name[:i]
-	}
-	first, rest, found := strings.Cut(name, "/")
-	if found && (strings.ContainsAny(first, ".:") || first == "localhost") {
-		registry, repo = first, rest
-	} else {
-		registry, repo = "docker.io", name
-	}
-	if registry == "docker.io" || registry == "index.docker.io" || registry == "registry-1.docker.io" {
-		registry = "docker.io"
-		if !strings.Contains(repo, "/") {
-			repo = "library/" + repo
-		}
-	}
-	return registry, repo
-}
-
-// checkImage refuses an image whose registry does not publish it.
-func checkImage(ref string) error {
-	registry, repo := splitImage(ref)
-	if registry == "docker.io" {
-		if _, ok := dockerHubPublishers[repo]; ok {
-			return nil
-		}
-		for prefix, why := range movedFromDockerHub {
-			if strings.HasPrefix(repo, prefix) {
-				return fmt.Errorf("%s: %w: its publisher left Docker Hub (%s)", ref, errUnknownRegistry, why)
-			}
-		}
-		return fmt.Errorf("%s: %w: Docker Hub, and %s is not on the list of repositories published there", ref, errUnknownRegistry, repo)
-	}
-	for _, r := range publishingRegistries {
-		if r.host.MatchString(registry) {
-			return nil
-		}
-	}
-	return fmt.Errorf("%s: %w: registry %s", ref, errUnknownRegistry, registry)
-}
-
-func TestCheckImage(t *testing.T) {
-	tests := []struct {
-		ref  string
-		want bool
-	}{
-		{"nvcr.io/nvidia/k8s-device-plugin:v0.17.0", true},
-		{"vllm/vllm-openai:v0.10.1", true},
-		{"docker.io/vllm/vllm-openai:v0.10.1", true},
-		{"123456789012.dkr.ecr.eu-central-1.amazonaws.com/llmplat:0.1.0", true},
-		{"123456789012.dkr.ecr.us-gov-west-1.amazonaws.com/llmplat@sha256:0123", true},
-		{"public.ecr.aws/karpenter/controller:1.10.0", true},
-		{"registry.k8s.io/pause:3.10", true},
-		{"nvidia/k8s-device-plugin:v0.17.0", false},
-		{"docker.io/nvidia/k8s-device-plugin:v0.17.0", false},
-		{"llmplat/llmplat:0.1.0", false},
-		{"busybox", false},
-		{"busybox:1.36", false},
-		{"public.ecr.aws.example.com/x:1", false},
-		{"evil.example.com/vllm/vllm-openai:v0.10.1", false},
-		{"12345.dkr.ecr.eu-central-1.amazonaws.com/llmplat:0.1.0", false},
-		{"localhost:5000/llmplat:0.1.0", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.ref, func(t *testing.T) {
-			err := checkImage(tt.ref)
-			if got := err == nil; got != tt.want {
-				t.Errorf("checkImage(%q) = %v, want accepted %v", tt.ref, err, tt.want)
-			}
-			if err != nil && !errors.Is(err, errUnknownRegistry) {
-				t.Errorf("checkImage(%q) = %v, not errUnknownRegistry", tt.ref, err)
-			}
-		})
-	}
-}
 
 // TestImagesComeFromPublishingRegistries: every image the repository
 // deploys comes from a registry its publisher releases to: each container
@@ -169,7 +51,7 @@ func TestImagesComeFromPublishingRegistries(t *testing.T) {
 		t.Fatalf("found %d images (%v), want at least the engine, platform and device plugin", len(images), images)
 	}
 	for img, where := range images {
-		if err := checkImage(img); err != nil {
+		if err := render.CheckImage(img); err != nil {
 			t.Errorf("%v (in %s)", err, strings.Join(where, ", "))
 		}
 	}
