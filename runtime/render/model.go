@@ -135,9 +135,15 @@ func (d ModelDeployment) validate() error {
 		return bad("max_num_seqs", "must not be negative")
 	case d.Warm != nil && (d.Warm.Timezone == "" || d.Warm.Start == "" || d.Warm.End == ""):
 		return bad("warm", "timezone, start and end are required")
+	case d.Spot && d.MinReplicas == d.MaxReplicas:
+		return bad("spot", errSpotNoRoom)
 	}
 	return nil
 }
+
+// errSpotNoRoom refuses a spot model whose floor is its cap: the floor
+// runs on on-demand nodes, so no replica would be left for spot.
+const errSpotNoRoom = "min_replicas equals max_replicas: the floor runs on on-demand nodes, leaving no replica for spot"
 
 // plainValue is a value the model's template may carry unquoted: a
 // name, an image reference, a URL, a revision.
@@ -158,15 +164,22 @@ func (d ModelDeployment) values(mp capacity.ModelPlan) modelValues {
 	if d.Spot {
 		pools = append(pools, d.NodePool+"-spot")
 	}
+	// A model allowed on spot keeps its whole floor on on-demand nodes, in
+	// a Deployment of its own; the ScaledObject scales the rest.
+	floor := 0
+	if d.Spot {
+		floor = d.MinReplicas
+	}
 	// Loading the weights from the local cache at about 200 MB/s is the
 	// slowest part of a start; the startup probe allows that twice over.
 	loadSeconds := mp.Memory.WeightBytes / 200e6
-	return modelValues{
+	v := modelValues{
 		Name: d.Name, ServedName: d.ServedName, Revision: d.Revision, Namespace: d.Namespace,
 		EngineImage: d.EngineImage, PlatformImage: d.PlatformImage,
 		Bucket: d.Bucket, Region: d.Region, PrometheusURL: d.PrometheusURL,
 		Flags: mp.Flags, KVCapacityTokens: mp.Memory.KVCapacityTokensPerReplica,
-		MinReplicas: d.MinReplicas, MaxReplicas: d.MaxReplicas,
+		MinReplicas: d.MinReplicas - floor, MaxReplicas: d.MaxReplicas - floor,
+		SingleReplica:     d.MinReplicas < 2,
 		WaitingPerReplica: max(1, mp.Replicas.PlannedStreamsPerReplica/4),
 		NodePools:         pools, Spot: d.Spot, Warm: d.Warm,
 		DrainSeconds: d.DrainSeconds, GraceSeconds: d.DrainSeconds + 30,
@@ -174,4 +187,12 @@ func (d ModelDeployment) values(mp capacity.ModelPlan) modelValues {
 		StartupChecks: 30 + int(math.Ceil(2*loadSeconds/10)),
 		ShmSize:       fmt.Sprintf("%dGi", 4*mp.Flags.TensorParallelSize),
 	}
+	scaled := deploymentValues{modelValues: v, DeploymentName: "vllm-" + d.Name, Role: "scaled", PreferSpot: d.Spot}
+	v.Deployments = []deploymentValues{scaled}
+	if floor > 0 {
+		onDemand := deploymentValues{modelValues: v, DeploymentName: "vllm-" + d.Name + "-on-demand", Role: "on-demand-floor", Replicas: floor}
+		onDemand.NodePools = []string{d.NodePool}
+		v.Deployments = append(v.Deployments, onDemand)
+	}
+	return v
 }

@@ -219,6 +219,8 @@ func validate(p Platform) error {
 			return bad(wat+".max_replicas", "must be positive, got %d", ws.MaxReplicas)
 		case ws.MinReplicas > ws.MaxReplicas:
 			return bad(wat+".min_replicas", "%d is above max_replicas %d", ws.MinReplicas, ws.MaxReplicas)
+		case m.Spot && ws.MinReplicas == ws.MaxReplicas:
+			return bad(at+".spot", errSpotNoRoom)
 		}
 		if _, ok := capacity.LookupGPU(ws.GPU); !ok && !slices.ContainsFunc(p.Plan.GPUs, func(g capacity.GPUSpec) bool { return g.Name == ws.GPU }) {
 			return bad(wat+".gpu", "unknown GPU profile %q", ws.GPU)
@@ -281,16 +283,37 @@ type modelValues struct {
 	PrometheusURL                         string
 	Flags                                 capacity.VLLMFlags
 	KVCapacityTokens                      int64
-	MinReplicas, MaxReplicas              int
-	WaitingPerReplica                     int
-	NodePools                             []string
-	Spot                                  bool
-	Warm                                  *Warm
-	DrainSeconds, GraceSeconds            int
-	DrainSettleSeconds                    int
-	CacheHostPath                         string
-	StartupChecks                         int
-	ShmSize                               string
+	// MinReplicas and MaxReplicas bound the ScaledObject's Deployment: the
+	// workload's bounds less the on-demand floor of a spot model.
+	MinReplicas, MaxReplicas int
+	// SingleReplica is true when the model may run one replica (its floor
+	// is below 2): its PodDisruptionBudget then keeps one available.
+	SingleReplica              bool
+	WaitingPerReplica          int
+	NodePools                  []string
+	Spot                       bool
+	Warm                       *Warm
+	DrainSeconds, GraceSeconds int
+	DrainSettleSeconds         int
+	CacheHostPath              string
+	StartupChecks              int
+	ShmSize                    string
+	// Deployments are the model's engines: the one the ScaledObject
+	// scales, and for a spot model its on-demand floor.
+	Deployments []deploymentValues
+}
+
+// deploymentValues fill one of a model's Deployments.
+type deploymentValues struct {
+	modelValues
+	DeploymentName string
+	// Role is the llmplat.io/replicas label that keeps the selectors of
+	// a model's Deployments apart: "scaled" or "on-demand-floor".
+	Role string
+	// Replicas is a fixed count (the floor); 0 leaves it to the HPA.
+	Replicas int
+	// PreferSpot asks for spot nodes first (a spot model's scaled part).
+	PreferSpot bool
 }
 
 // cacheHostPath is the model cache on a GPU node: under the mount of the
