@@ -1,5 +1,5 @@
-# The seed's three models on L40S: the 8B is hot (a warm floor of 2, spot
-# allowed for the burst), the 32B keeps one replica, the 70B scales to zero
+# The seed's three models on L40S: the 8B is hot (a floor of 2 on on-demand
+# nodes, spot allowed for the burst above it), the 32B keeps one replica, the 70B scales to zero
 # outside office hours. Prices in microcredits per million tokens.
 locals {
   models = {

@@ -89,9 +89,12 @@ variable "models" {
     error_message = "Each model needs 0 <= min_replicas <= max_replicas."
   }
 
+  # A spot model's min_replicas run in a Deployment of their own, bound to
+  # the on-demand pool (vllm-<name>-on-demand); KEDA scales the replicas
+  # above that floor, spot first. So the floor survives any spot reclaim.
   validation {
-    condition     = alltrue([for m in var.models : !m.spot || m.min_replicas >= 2])
-    error_message = "A model on spot keeps at least 2 replicas (the seed: 2 on-demand replicas of the hot model survive a reclaim)."
+    condition     = alltrue([for m in var.models : !m.spot || (m.min_replicas >= 2 && m.max_replicas > m.min_replicas)])
+    error_message = "A model on spot needs min_replicas >= 2 and max_replicas above it: its min_replicas run on on-demand nodes only, so they survive a spot reclaim (the seed: 2 on-demand replicas of the hot model), and only the replicas above them may run on spot."
   }
 }
 
