@@ -21,6 +21,17 @@
 //     hold the write lock from their first statement.
 //   - RETURNING and INSERT … ON CONFLICT work in both.
 //
+// In production the PostgreSQL password rotates (Aurora's managed master
+// password, every seven days), so the processes are not given it: Open
+// with WithPassword takes it from a PasswordSource (rdssecret reads the
+// RDS-managed secret in Secrets Manager) when it opens a connection, keeps
+// it, and on SQLSTATE 28P01 (password refused) reads it again and retries
+// that connection once, through pgx's BeforeConnect. A rotation then costs
+// no failed connection once the source has the new password; open
+// connections are unaffected, and a source that cannot be read fails the
+// connection as an outage (IsUnavailable, ErrPasswordUnavailable). Local
+// mode and the tests use a plain DSN.
+//
 // Migrate applies the embedded, numbered migrations under migrations/<dialect>
 // in order, each in its own transaction, and records them in
 // schema_migrations. Money is integer micro-credits (1 credit = 1 USD =

@@ -93,7 +93,7 @@ func IsUnavailable(err error) bool {
 	var netErr net.Error
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.As(err, &connErr), errors.As(err, &netErr), errors.Is(err, driver.ErrBadConn),
+	case errors.Is(err, ErrPasswordUnavailable), errors.As(err, &connErr), errors.As(err, &netErr), errors.Is(err, driver.ErrBadConn),
 		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF), errors.Is(err, syscall.ECONNREFUSED),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, net.ErrClosed), pgconn.Timeout(err):
 		return true

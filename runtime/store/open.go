@@ -53,14 +53,21 @@ func (db *DB) Dialect() Dialect { return db.dialect }
 // WAL journaling, a busy timeout, foreign keys enforced and IMMEDIATE
 // transactions; an in-memory database keeps a single connection, since
 // each connection would otherwise see a database of its own.
-func Open(ctx context.Context, dsn string) (*DB, error) {
+//
+// With WithPassword, PostgreSQL connections take their password from a
+// source (Secrets Manager in production) rather than the DSN.
+func Open(ctx context.Context, dsn string, opts ...Option) (*DB, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	t, err := parseDSN(dsn)
 	if err != nil {
 		return nil, err
 	}
-	sqlDB, err := sql.Open(t.driver, t.source)
+	sqlDB, err := openPool(t, o)
 	if err != nil {
-		return nil, fmt.Errorf("open %s: %w", t.dialect, err)
+		return nil, err
 	}
 	switch {
 	case t.singleConn:
@@ -78,6 +85,26 @@ func Open(ctx context.Context, dsn string) (*DB, error) {
 		return nil, errors.Join(fmt.Errorf("connect %s: %w", t.dialect, err), sqlDB.Close())
 	}
 	return &DB{DB: sqlDB, dialect: t.dialect}, nil
+}
+
+// openPool makes t's database/sql pool, its PostgreSQL connections taking
+// their password from o's source when one is given.
+func openPool(t target, o options) (*sql.DB, error) {
+	if o.password == nil {
+		sqlDB, err := sql.Open(t.driver, t.source)
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", t.dialect, err)
+		}
+		return sqlDB, nil
+	}
+	if t.dialect != Postgres {
+		return nil, fmt.Errorf("%w: a password source applies to PostgreSQL only", ErrUnsupportedDSN)
+	}
+	c, err := passwordConnector(t.source, o.password)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(c), nil
 }
 
 // target is what a DSN resolves to.
