@@ -62,8 +62,8 @@ func TestHelpNamesTheEnvironment(t *testing.T) {
 		run  func(context.Context, []string, io.Writer) error
 		want []string
 	}{
-		{"gateway", runGateway, []string{"LLMPLAT_DATABASE_URL", "LLMPLAT_REDIS_URL", "LLMPLAT_ADMIN_TOKEN", internalTokenEnv, "served_name"}},
-		{"orchestrator", runOrchestrator, []string{"LLMPLAT_DATABASE_URL", "LLMPLAT_REDIS_URL", internalTokenEnv}},
+		{"gateway", runGateway, []string{"LLMPLAT_DATABASE_URL", dbSecretEnv, "LLMPLAT_REDIS_URL", "LLMPLAT_ADMIN_TOKEN", internalTokenEnv, "served_name"}},
+		{"orchestrator", runOrchestrator, []string{"LLMPLAT_DATABASE_URL", dbSecretEnv, "LLMPLAT_REDIS_URL", internalTokenEnv}},
 		{"nodeagent", runNodeAgent, []string{nodeTokenEnv, "kv-tokens=", "max-model-len=", "all required", "whatever the admin API's served_name says"}},
 	}
 	for _, tt := range tests {

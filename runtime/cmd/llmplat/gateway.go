@@ -57,7 +57,7 @@ func (e engineFlags) Set(v string) error {
 }
 
 func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("gateway", envDatabaseURL, envRedisURL, envAdminToken, envInternalToken)
+	fs := newFlagSet("gateway", envDatabaseURL, envDBSecret, envRedisURL, envAdminToken, envInternalToken)
 	var cfg frontdoor.Config
 	engines := engineFlags{}
 	fs.StringVar(&cfg.Addr, "addr", ":8080", "API listen address")
@@ -65,6 +65,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "TLS certificate file (TLS at the edge when set with -tls-key)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "TLS key file")
 	dbURL := fs.String("database-url", os.Getenv("LLMPLAT_DATABASE_URL"), "PostgreSQL URL (env LLMPLAT_DATABASE_URL)")
+	dbSecret := fs.String("database-password-secret", os.Getenv(dbSecretEnv), "ARN of the secret holding the rotated database password (env "+dbSecretEnv+")")
 	redisURL := fs.String("redis-url", os.Getenv("LLMPLAT_REDIS_URL"), "Redis URL (env LLMPLAT_REDIS_URL)")
 	fs.StringVar(&cfg.RedisPrefix, "redis-prefix", "llmplat:", "prefix of every Redis key")
 	orchURL := fs.String("orchestrator", "", "the orchestrators' internal dispatch URL (token in env "+internalTokenEnv+")")
@@ -115,7 +116,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 		cfg.Dispatcher = dispatch.NewDirect(engines, nil)
 	}
 
-	db, rdb, err := openStores(ctx, *dbURL, *redisURL)
+	db, rdb, err := openStores(ctx, *dbURL, *dbSecret, *redisURL)
 	if err != nil {
 		return err
 	}

@@ -80,6 +80,7 @@ type envVar struct{ name, what string }
 // environment only: flags show in the process list.
 var (
 	envDatabaseURL   = envVar{"LLMPLAT_DATABASE_URL", "PostgreSQL URL (postgres://…), the default of -database-url"}
+	envDBSecret      = envVar{dbSecretEnv, "ARN of the Secrets Manager secret (RDS-managed, JSON with \"password\") the database password is read from, when -database-url carries none; the default of -database-password-secret"}
 	envRedisURL      = envVar{"LLMPLAT_REDIS_URL", "Redis URL (redis:// or rediss://…), the default of -redis-url"}
 	envInternalToken = envVar{internalTokenEnv, "shared secret of gateways and orchestrators on internal dispatch (at least 32 characters)"}
 	envAdminToken    = envVar{"LLMPLAT_ADMIN_TOKEN", "bootstrap credential of the admin API, at least 32 characters (make one: openssl rand -hex 32)"}

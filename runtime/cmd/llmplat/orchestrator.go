@@ -39,7 +39,7 @@ const internalTokenEnv = "LLMPLAT_INTERNAL_TOKEN"
 const serverShutdown = 5 * time.Second
 
 func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := newFlagSet("orchestrator", envDatabaseURL, envRedisURL, envInternalToken)
+	fs := newFlagSet("orchestrator", envDatabaseURL, envDBSecret, envRedisURL, envInternalToken)
 	host, _ := os.Hostname()
 	id := fs.String("id", host, "this replica's id (the pod name)")
 	addr := fs.String("addr", ":8090", "node socket listen address ("+orchestrator.ConnectPath+")")
@@ -48,6 +48,7 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 	tlsCert := fs.String("tls-cert", "", "TLS certificate file for node sockets (wss://)")
 	tlsKey := fs.String("tls-key", "", "TLS key file")
 	dbURL := fs.String("database-url", os.Getenv("LLMPLAT_DATABASE_URL"), "PostgreSQL URL (env LLMPLAT_DATABASE_URL)")
+	dbSecret := fs.String("database-password-secret", os.Getenv(dbSecretEnv), "ARN of the secret holding the rotated database password (env "+dbSecretEnv+")")
 	redisURL := fs.String("redis-url", os.Getenv("LLMPLAT_REDIS_URL"), "Redis URL (env LLMPLAT_REDIS_URL)")
 	prefix := fs.String("redis-prefix", "llmplat:", "prefix of every Redis key")
 	policy := fs.String("policy", routing.Default, fmt.Sprintf("routing policy, one of %v", routing.Names()))
@@ -71,7 +72,7 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 		return err
 	}
 	logger := newLogger(os.Stderr)
-	db, rdb, err := openStores(ctx, *dbURL, *redisURL)
+	db, rdb, err := openStores(ctx, *dbURL, *dbSecret, *redisURL)
 	if err != nil {
 		return err
 	}
