@@ -74,7 +74,7 @@ func TestRenderExample(t *testing.T) {
 	if got := strings.Join(names, " "); got != "platform.yaml karpenter.yaml gpu.yaml observability.yaml model-llama-8b.yaml model-qwen-32b.yaml model-llama-70b.yaml" {
 		t.Errorf("files %s", got)
 	}
-	want := map[string]int{"Namespace": 1, "ServiceAccount": 2, "Role": 1, "RoleBinding": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 6, "Service": 5, "PodDisruptionBudget": 5, "ScaledObject": 3,
+	want := map[string]int{"Namespace": 1, "ServiceAccount": 3, "Role": 1, "RoleBinding": 1, "ClusterRole": 1, "ClusterRoleBinding": 1, "Deployment": 6, "Service": 5, "PodDisruptionBudget": 5, "ScaledObject": 3,
 		"NodePool": 2, "EC2NodeClass": 1, "DaemonSet": 1, "ServiceMonitor": 1, "PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 1}
 	for k, n := range want {
 		if kinds[k] != n {
