@@ -15,6 +15,17 @@
 // nothing from S3. The lock dies with the process that holds it, so a
 // crashed copy never leaves the revision locked; the file stays.
 //
+// A sync then stamps its revision used (".llmplat-used", under the lock)
+// and cleans the model's other revisions: it removes those neither among
+// the KeepRevisions most recently used (counting its own) nor used within
+// KeepUnused. It takes each one's lock without waiting, so a revision
+// another sync is copying or starting a pod on is skipped, looks at its
+// stamp again under the lock, and moves it to a ".llmplat-removing-" name
+// before letting the lock go; a sync that was waiting for that lock finds
+// its folder gone and makes it again. A running engine is protected by
+// the window alone (nothing on the node tells modelsync which revisions
+// engines have open), which is why it is days, not minutes.
+//
 // The S3 server and the cache folder are both treated as untrusted:
 //
 //   - The listing pass is bounded: at most maxListPages pages of at most

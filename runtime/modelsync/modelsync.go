@@ -39,6 +39,15 @@ type Config struct {
 	// Progress is how often progress is logged; zero means 10 s.
 	Progress time.Duration
 	Logger   *slog.Logger
+	// KeepRevisions is how many revisions of the model the cache keeps at
+	// least, counting this one, the most recently used first; zero means
+	// DefaultKeepRevisions.
+	KeepRevisions int
+	// KeepUnused keeps every revision of the model used within it; zero
+	// means DefaultKeepUnused.
+	KeepUnused time.Duration
+	// Now is the clock of the use stamps; nil means time.Now.
+	Now func() time.Time
 }
 
 // Object is one file of a revision, as listed.
@@ -67,65 +76,141 @@ type Result struct {
 	// Fetched is what was read from S3 this time; less than Bytes after
 	// a resumed copy.
 	Fetched int64
+	// Removed lists the model's other revisions removed from the cache
+	// after the sync.
+	Removed []string
 }
 
-// Sync copies the revision unless its marker is already there.
+// Sync copies the revision unless its marker is already there, stamps it
+// used, then removes the model's other revisions the node no longer needs
+// (see clean).
 func Sync(ctx context.Context, cfg Config) (Result, error) {
 	if err := cfg.validate(); err != nil {
 		return Result{}, err
 	}
-	if cfg.Parallel <= 0 {
-		cfg.Parallel = 8
-	}
-	if cfg.Progress <= 0 {
-		cfg.Progress = 10 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	dir := filepath.Join(cfg.Dest, cfg.Model, cfg.Revision)
-	res := Result{Dir: dir}
+	cfg.fillDefaults()
+	res := Result{Dir: filepath.Join(cfg.Dest, cfg.Model, cfg.Revision)}
 	cache, err := openCache(cfg.Dest)
 	if err != nil {
 		return res, err
 	}
 	defer cache.Close()
+	if err := syncRevision(ctx, cfg, cache, &res); err != nil {
+		return res, err
+	}
+	res.Removed = clean(cache, cfg)
+	return res, nil
+}
+
+// fillDefaults sets the zero fields of c to their defaults.
+func (c *Config) fillDefaults() {
+	if c.Parallel <= 0 {
+		c.Parallel = 8
+	}
+	if c.Progress <= 0 {
+		c.Progress = 10 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.KeepRevisions <= 0 {
+		c.KeepRevisions = DefaultKeepRevisions
+	}
+	if c.KeepUnused <= 0 {
+		c.KeepUnused = DefaultKeepUnused
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+}
+
+// syncRevision makes cfg's revision whole in the cache and stamps it
+// used, under its lock.
+func syncRevision(ctx context.Context, cfg Config, cache *os.Root, res *Result) error {
 	revPath := cfg.Model + "/" + cfg.Revision
 	if rev, err := openDir(cache, revPath, false); err == nil {
-		ok, err := synced(rev, cfg, &res)
+		ok, err := useSynced(ctx, cfg, cache, rev, res)
 		rev.Close()
 		if ok || err != nil {
-			return res, err
+			return err
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return res, err
+		return err
 	}
 	objs, err := list(ctx, cfg)
 	if err != nil {
-		return res, err
+		return err
 	}
+	for range maxReopens {
+		err := copyRevision(ctx, cfg, cache, objs, res)
+		if !errors.Is(err, errMoved) {
+			return err
+		}
+		cfg.Logger.Info("the revision's folder was removed while waiting for its lock; making it again", "dir", res.Dir)
+	}
+	return errMoved
+}
+
+// useSynced reports whether rev holds cfg's revision whole and, when it
+// does, stamps it used under its lock, so that no clean removes it from
+// under the pod starting on it.
+func useSynced(ctx context.Context, cfg Config, cache, rev *os.Root, res *Result) (bool, error) {
+	if ok, err := synced(rev, cfg, res); !ok || err != nil {
+		return false, err
+	}
+	lock, err := lockRevision(ctx, rev, cfg.Logger, res.Dir)
+	if err != nil {
+		return false, err
+	}
+	defer lock.Close()
+	if !stillAt(cache, cfg.Model+"/"+cfg.Revision, rev) {
+		*res = Result{Dir: res.Dir}
+		return false, nil
+	}
+	return true, markUsed(rev, cfg.Now())
+}
+
+// copyRevision copies objs into the revision's folder under its lock,
+// unless a sync that held the lock before made it whole meanwhile.
+func copyRevision(ctx context.Context, cfg Config, cache *os.Root, objs []Object, res *Result) error {
+	revPath := cfg.Model + "/" + cfg.Revision
 	rev, err := openDir(cache, revPath, true)
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer rev.Close()
 	// One copy of a revision at a time on a node: two replicas of a model
 	// scheduled together would otherwise write the same partial files and
 	// the same marker. The second waits, then finds the first's marker.
-	lock, err := lockRevision(ctx, rev, cfg.Logger, dir)
+	lock, err := lockRevision(ctx, rev, cfg.Logger, res.Dir)
 	if err != nil {
-		return res, err
+		return err
 	}
 	defer lock.Close()
-	if ok, err := synced(rev, cfg, &res); ok || err != nil {
-		return res, err
+	if !stillAt(cache, revPath, rev) {
+		return errMoved
 	}
+	if ok, err := synced(rev, cfg, res); err != nil || !ok {
+		if err == nil {
+			err = copyLocked(ctx, cfg, rev, objs, res)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return markUsed(rev, cfg.Now())
+}
+
+// copyLocked copies objs into rev and writes the marker; the caller holds
+// rev's lock.
+func copyLocked(ctx context.Context, cfg Config, rev *os.Root, objs []Object, res *Result) error {
+	dir := res.Dir
 	res.Files = len(objs)
 	for _, o := range objs {
 		res.Bytes += o.Size
 	}
 	if err := roomFor(cfg.Dest, rev, objs); err != nil {
-		return res, err
+		return err
 	}
 	cfg.Logger.Info("syncing model revision", "from", "s3://"+cfg.Bucket+"/"+prefix(cfg), "dir", dir,
 		"files", res.Files, "bytes", res.Bytes, "parallel", cfg.Parallel)
@@ -162,19 +247,19 @@ func Sync(ctx context.Context, cfg Config) (Result, error) {
 			return err
 		})
 	}
-	err = g.Wait()
+	err := g.Wait()
 	close(stopProgress)
 	<-progressDone
 	res.Fetched = fetched.Load()
 	if err != nil {
-		return res, err
+		return err
 	}
-	m := Manifest{Bucket: cfg.Bucket, Model: cfg.Model, Revision: cfg.Revision, Objects: objs, SyncedAt: time.Now().UTC()}
+	m := Manifest{Bucket: cfg.Bucket, Model: cfg.Model, Revision: cfg.Revision, Objects: objs, SyncedAt: cfg.Now().UTC()}
 	if err := writeMarker(rev, m); err != nil {
-		return res, err
+		return err
 	}
 	cfg.Logger.Info("model revision synced", "dir", dir, "files", res.Files, "bytes", res.Bytes, "fetched", res.Fetched)
-	return res, nil
+	return nil
 }
 
 // synced reports whether rev holds cfg's revision whole (its marker is

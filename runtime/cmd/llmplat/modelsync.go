@@ -31,6 +31,8 @@ func runModelSync(ctx context.Context, args []string, stdout io.Writer) error {
 	parallel := fs.Int("parallel", 8, "files copied at once")
 	endpoint := fs.String("endpoint", "", "S3-compatible endpoint URL instead of AWS's (path-style addressing)")
 	progress := fs.Duration("progress", 10*time.Second, "how often progress is logged")
+	keepRevisions := fs.Int("keep-revisions", modelsync.DefaultKeepRevisions, "revisions of the model kept at least, this one included, the most recently used first")
+	keepUnused := fs.Duration("keep-unused", modelsync.DefaultKeepUnused, "keep every revision of the model used (synced or started on) within this")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -52,9 +54,13 @@ func runModelSync(ctx context.Context, args []string, stdout io.Writer) error {
 		}
 	})
 	res, err := modelsync.Sync(ctx, modelsync.Config{S3: client, Bucket: *bucket, Model: *model, Revision: *revision,
-		Dest: *dest, Parallel: *parallel, Progress: *progress, Logger: newLogger(os.Stderr)})
+		Dest: *dest, Parallel: *parallel, Progress: *progress, Logger: newLogger(os.Stderr),
+		KeepRevisions: *keepRevisions, KeepUnused: *keepUnused})
 	if err != nil {
 		return err
+	}
+	if len(res.Removed) > 0 {
+		fmt.Fprintf(stdout, "modelsync: removed old revisions of %s: %v\n", *model, res.Removed)
 	}
 	if res.Skipped {
 		fmt.Fprintf(stdout, "modelsync: %s already synced (%d files, %d bytes); nothing copied\n", res.Dir, res.Files, res.Bytes)
