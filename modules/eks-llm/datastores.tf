@@ -36,7 +36,11 @@ resource "aws_rds_cluster" "this" {
   engine_version     = var.database.engine_version
   database_name      = "llmplat"
   master_username    = "llmplat"
-  # The password lives in Secrets Manager, rotated by RDS, never in state.
+  # The password lives in Secrets Manager, rotated by RDS every 7 days,
+  # never in state nor in a Kubernetes Secret: the gateway and the
+  # orchestrator are given the secret's ARN and read the password from it
+  # on connect, again after PostgreSQL refuses the one they kept (28P01),
+  # with the platform role below.
   manage_master_user_password   = true
   master_user_secret_kms_key_id = aws_kms_key.data.arn
 
@@ -79,6 +83,59 @@ resource "aws_rds_cluster_instance" "this" {
   performance_insights_kms_key_id = aws_kms_key.data.arn
 
   tags = local.tags
+}
+
+# The role of the platform's pods (EKS Pod Identity on the gateway's and
+# the orchestrator's service accounts): read the database password's
+# secret, that one alone, and decrypt it with the module's key only
+# through Secrets Manager. IAM database authentication was the other way;
+# its 15-minute tokens and 200 new connections per second per instance
+# limit fit a pool that reconnects in bursts worse than a password read
+# once per rotation.
+locals {
+  platform_service_accounts = toset(["llmplat-gateway", "llmplat-orchestrator"])
+  database_secret_arn       = aws_rds_cluster.this.master_user_secret[0].secret_arn
+}
+
+resource "aws_iam_role" "platform" {
+  name               = "${var.name}-platform"
+  assume_role_policy = local.pod_identity_trust
+  tags               = local.tags
+}
+
+resource "aws_iam_role_policy" "platform_database_secret" {
+  name = "read-database-password"
+  role = aws_iam_role.platform.id
+  policy = jsonencode({
+    Version = "2012-10-17"
+    Statement = [
+      {
+        Sid      = "ReadDatabasePassword"
+        Effect   = "Allow"
+        Action   = ["secretsmanager:GetSecretValue"]
+        Resource = local.database_secret_arn
+      },
+      {
+        Sid       = "DecryptDatabasePassword"
+        Effect    = "Allow"
+        Action    = ["kms:Decrypt"]
+        Resource  = aws_kms_key.data.arn
+        Condition = { StringEquals = { "kms:ViaService" = "secretsmanager.${local.region}.${local.dns_suffix}" } }
+      },
+    ]
+  })
+}
+
+resource "aws_eks_pod_identity_association" "platform" {
+  for_each = local.platform_service_accounts
+
+  cluster_name    = aws_eks_cluster.this.name
+  namespace       = var.namespace
+  service_account = each.value
+  role_arn        = aws_iam_role.platform.arn
+  tags            = local.tags
+
+  depends_on = [aws_eks_addon.this]
 }
 
 resource "aws_security_group" "redis" {

@@ -61,13 +61,19 @@ output "karpenter" {
 }
 
 output "database" {
-  description = "Aurora PostgreSQL: its writer endpoint, port, database, and the Secrets Manager secret (username and password, rotated by RDS) the platform's database URL is built from."
+  description = "Aurora PostgreSQL: its writer endpoint, port, database, user, and the Secrets Manager secret holding the password (rotated by RDS), which the gateway and the orchestrator read themselves (role platform_role_arn)."
   value = {
     endpoint   = aws_rds_cluster.this.endpoint
     port       = aws_rds_cluster.this.port
     name       = aws_rds_cluster.this.database_name
-    secret_arn = aws_rds_cluster.this.master_user_secret[0].secret_arn
+    username   = aws_rds_cluster.this.master_username
+    secret_arn = local.database_secret_arn
   }
+}
+
+output "platform_role_arn" {
+  description = "The role of the gateway's and the orchestrator's pods (EKS Pod Identity): it reads the database password's secret alone."
+  value       = aws_iam_role.platform.arn
 }
 
 output "redis" {

@@ -47,21 +47,18 @@ resource "kubernetes_manifest" "namespace" {
   manifest = jsondecode(data.llmplat_platform_manifests.platform.manifests[local.namespace_key])
 }
 
-# The database URL and the Redis URL from the secrets the AWS layer made
-# (the database password is rotated by RDS: re-apply after a rotation, or
-# let an External Secrets operator own this Secret instead).
-data "aws_secretsmanager_secret_version" "database" {
-  secret_id = var.cluster.database.secret_arn
-}
-
+# The database URL carries no password: RDS rotates it every 7 days, and a
+# copy here would break new connections after the first rotation. The
+# gateway and the orchestrator read it from the secret named by
+# LLMPLAT_DATABASE_PASSWORD_SECRET (their Pod Identity role may read that
+# secret alone) when they connect, and again when PostgreSQL refuses it.
+# The Redis AUTH token is drawn once and not rotated.
 data "aws_secretsmanager_secret_version" "redis" {
   secret_id = var.cluster.redis.secret_arn
 }
 
 locals {
-  database_credentials = jsondecode(data.aws_secretsmanager_secret_version.database.secret_string)
-  database_url = format("postgres://%s:%s@%s:%d/%s?sslmode=require",
-    urlencode(local.database_credentials.username), urlencode(local.database_credentials.password),
+  database_url = format("postgres://%s@%s:%d/%s?sslmode=require", urlencode(var.cluster.database.username),
   var.cluster.database.endpoint, var.cluster.database.port, var.cluster.database.name)
   redis_url = format("rediss://:%s@%s:%d/0", urlencode(data.aws_secretsmanager_secret_version.redis.secret_string),
   var.cluster.redis.endpoint, var.cluster.redis.port)
@@ -73,10 +70,11 @@ resource "kubernetes_secret_v1" "llmplat" {
     namespace = local.namespace
   }
   data = {
-    LLMPLAT_DATABASE_URL   = local.database_url
-    LLMPLAT_REDIS_URL      = local.redis_url
-    LLMPLAT_ADMIN_TOKEN    = var.admin_token
-    LLMPLAT_INTERNAL_TOKEN = var.internal_token
+    LLMPLAT_DATABASE_URL             = local.database_url
+    LLMPLAT_DATABASE_PASSWORD_SECRET = var.cluster.database.secret_arn
+    LLMPLAT_REDIS_URL                = local.redis_url
+    LLMPLAT_ADMIN_TOKEN              = var.admin_token
+    LLMPLAT_INTERNAL_TOKEN           = var.internal_token
   }
 
   depends_on = [kubernetes_manifest.namespace]

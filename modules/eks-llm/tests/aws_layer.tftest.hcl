@@ -236,6 +236,58 @@ run "modelsync_reads_only" {
   }
 }
 
+# The password-rotation design (issue 30, item 7): RDS rotates the master
+# password in Secrets Manager; the gateway's and the orchestrator's pods
+# read it there themselves, with a Pod Identity role that may read that one
+# secret and decrypt it with the module's key through Secrets Manager only.
+# (That the in-cluster layer's Secret carries the ARN and no password is
+# checked in the HCL by eksllm_test.go: that layer needs providers not
+# installable here.)
+run "pods_read_the_rotated_database_password" {
+  command = apply
+
+  assert {
+    condition     = aws_rds_cluster.this.manage_master_user_password && !aws_rds_cluster.this.iam_database_authentication_enabled && aws_rds_cluster.this.master_user_secret_kms_key_id == aws_kms_key.data.arn
+    error_message = "RDS manages (and rotates) the master password in Secrets Manager, encrypted with the module's key."
+  }
+  assert {
+    condition     = length(jsondecode(aws_iam_role_policy.platform_database_secret.policy).Statement) == 2 && aws_iam_role_policy.platform_database_secret.role == aws_iam_role.platform.id
+    error_message = "The platform role has exactly two statements: read the secret, decrypt it."
+  }
+  assert {
+    condition = one([for s in jsondecode(aws_iam_role_policy.platform_database_secret.policy).Statement : s if s.Action == ["secretsmanager:GetSecretValue"]
+    ]).Resource == "arn:aws:secretsmanager:eu-central-1:123456789012:secret:rds-ledger"
+    error_message = "The platform role may read exactly the database's managed secret."
+  }
+  assert {
+    condition = alltrue([for s in jsondecode(aws_iam_role_policy.platform_database_secret.policy).Statement :
+      s.Effect == "Allow" && s.Resource != "*" && (s.Action == ["secretsmanager:GetSecretValue"] || (s.Action == ["kms:Decrypt"]
+        && s.Resource == aws_kms_key.data.arn
+    && try(s.Condition.StringEquals["kms:ViaService"], "") == "secretsmanager.eu-central-1.amazonaws.com"))])
+    error_message = "The platform role may decrypt with the module's key only through Secrets Manager, and do nothing else."
+  }
+  assert {
+    condition     = jsondecode(aws_iam_role.platform.assume_role_policy).Statement[0].Principal.Service == "pods.eks.amazonaws.com"
+    error_message = "Pods take the platform role by EKS Pod Identity."
+  }
+  assert {
+    condition = (toset(keys(aws_eks_pod_identity_association.platform)) == toset(["llmplat-gateway", "llmplat-orchestrator"])
+      && alltrue([for sa, a in aws_eks_pod_identity_association.platform : a.service_account == sa && a.namespace == "llmplat"
+    && a.role_arn == aws_iam_role.platform.arn]) && aws_iam_role.platform.name == "inference-platform")
+    error_message = "The gateway's and the orchestrator's service accounts take the platform role."
+  }
+  assert {
+    condition = (output.database.secret_arn == aws_rds_cluster.this.master_user_secret[0].secret_arn
+      && output.database.username == "llmplat"
+    && output.platform_role_arn == aws_iam_role.platform.arn)
+    error_message = "The in-cluster layer gets the secret's ARN and the user, never the password, and the platform role."
+  }
+  assert {
+    condition     = !anytrue([for s in jsondecode(aws_iam_role_policy.modelsync.policy).Statement : contains(s.Action, "secretsmanager:GetSecretValue")])
+    error_message = "The model pods' role must not read the database password."
+  }
+}
+
 run "given_vpc" {
   command = plan
 
