@@ -158,11 +158,12 @@ variable "system_nodes" {
 }
 
 variable "gpu_pool" {
-  description = "The Karpenter GPU NodePools (gpu-<gpu> on demand and gpu-<gpu>-spot): the GPU's name, the instance family, and the nvidia.com/gpu a pool may hold, so a runaway scale-up cannot buy a hundred GPUs."
+  description = "The Karpenter GPU NodePools (gpu-<gpu> on demand and gpu-<gpu>-spot): the GPU's name, the instance family, the nvidia.com/gpu a pool may hold, so a runaway scale-up cannot buy a hundred GPUs, and the AL2023 AMI release the nodes run (ami_alias, al2023@vYYYYMMDD; unset: the release `llmplat render` pins). Bump ami_alias after a staging cluster ran the new release: the pools replace their nodes one at a time."
   type = object({
     gpu       = string
     family    = string
     gpu_limit = number
+    ami_alias = optional(string)
   })
   default = { gpu = "l40s", family = "g6e", gpu_limit = 16 }
 
@@ -174,6 +175,11 @@ variable "gpu_pool" {
   validation {
     condition     = var.gpu_pool.gpu_limit >= 1 && var.gpu_pool.gpu_limit <= 64
     error_message = "gpu_pool.gpu_limit must be between 1 and 64."
+  }
+
+  validation {
+    condition     = var.gpu_pool.ami_alias == null || can(regex("^al2023@v[0-9]{8}$", var.gpu_pool.ami_alias))
+    error_message = "gpu_pool.ami_alias must pin an AL2023 release (al2023@vYYYYMMDD): with @latest every new AMI replaces every GPU node."
   }
 }
 

@@ -182,7 +182,7 @@ func (d ModelDeployment) values(mp capacity.ModelPlan) modelValues {
 		SingleReplica:     d.MinReplicas < 2,
 		WaitingPerReplica: max(1, mp.Replicas.PlannedStreamsPerReplica/4),
 		NodePools:         pools, Spot: d.Spot, Warm: d.Warm,
-		DrainSeconds: d.DrainSeconds, GraceSeconds: d.DrainSeconds + 30,
+		DrainSeconds: d.DrainSeconds, GraceSeconds: d.DrainSeconds + modelGraceMargin,
 		DrainSettleSeconds: drainSettleSeconds, CacheHostPath: cacheHostPath,
 		StartupChecks: 30 + int(math.Ceil(2*loadSeconds/10)),
 		ShmSize:       fmt.Sprintf("%dGi", 4*mp.Flags.TensorParallelSize),

@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"text/template"
+	"time"
 
 	"github.com/llmplat/llmplat/runtime/capacity"
 	"github.com/llmplat/llmplat/templates"
@@ -47,6 +48,9 @@ type Platform struct {
 		GPU      string `yaml:"gpu"`       // l40s
 		Family   string `yaml:"family"`    // g6e
 		GPULimit int    `yaml:"gpu_limit"` // nvidia.com/gpu a pool may hold
+		// AMIAlias is the EC2NodeClass's AMI, a pinned AL2023 EKS AMI
+		// release (default DefaultAMIAlias); @latest is refused.
+		AMIAlias string `yaml:"ami_alias"`
 	} `yaml:"gpu_pool"`
 	// DrainSeconds is how long a model pod's streams may run on after it
 	// is told to stop (default 300).
@@ -85,6 +89,33 @@ type File struct {
 	Name string
 	Data []byte
 }
+
+// DefaultAMIAlias is the GPU nodes' AMI when gpu_pool.ami_alias is not
+// set: a release of the AL2023 EKS AMI with Kubernetes 1.34 builds. Bump it
+// (or set ami_alias) to a newer release from the AMI's release notes once
+// a staging cluster ran it; Karpenter then replaces the nodes as drifted.
+const DefaultAMIAlias = "al2023@v20260403"
+
+// amiAlias is a pinned AL2023 release: Karpenter advises against @latest
+// in production (any new AMI would replace every GPU node).
+var amiAlias = regexp.MustCompile(`^al2023@v[0-9]{8}$`)
+
+// The GPU nodes' lifetime bounds (NodePool template), as Karpenter
+// durations.
+const (
+	// nodeTerminationGrace is the longest a GPU node drains before its
+	// pods are deleted despite their PDBs: 1 h lets a second replica of a
+	// single-replica model load (a 70B cold start takes over 10 min)
+	// while an AMI bump still ends within a maintenance window. It must
+	// exceed every model pod's terminationGracePeriodSeconds (validate).
+	nodeTerminationGrace = time.Hour
+	// nodeExpireAfter is Karpenter's default lifetime (30 days), written
+	// out: expiry ignores disruption budgets.
+	nodeExpireAfter = 720 * time.Hour
+	// modelGraceMargin is what a model pod's grace adds to its drain: 30 s
+	// for the engine to exit once its streams are done.
+	modelGraceMargin = 30
+)
 
 // dnsLabel is a Kubernetes name.
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
@@ -156,6 +187,9 @@ func withDefaults(p Platform) Platform {
 	if p.Orchestrator.Replicas == 0 {
 		p.Orchestrator.Replicas = 2
 	}
+	if p.GPUPool.AMIAlias == "" {
+		p.GPUPool.AMIAlias = DefaultAMIAlias
+	}
 	return p
 }
 
@@ -183,12 +217,16 @@ func validate(p Platform) error {
 		return bad("gpu_pool.gpu", "%q is not a Kubernetes name", p.GPUPool.GPU)
 	case p.GPUPool.GPULimit <= 0:
 		return bad("gpu_pool.gpu_limit", "must be positive, got %d", p.GPUPool.GPULimit)
+	case !amiAlias.MatchString(p.GPUPool.AMIAlias):
+		return bad("gpu_pool.ami_alias", "%q is not a pinned AL2023 release (al2023@vYYYYMMDD): with @latest every new AMI replaces every GPU node", p.GPUPool.AMIAlias)
 	case p.Gateway.Replicas < 0:
 		return bad("gateway.replicas", "must not be negative")
 	case p.Orchestrator.Replicas < 0:
 		return bad("orchestrator.replicas", "must not be negative")
 	case p.DrainSeconds < 0:
 		return bad("drain_seconds", "must not be negative")
+	case time.Duration(p.DrainSeconds+modelGraceMargin)*time.Second >= nodeTerminationGrace:
+		return bad("drain_seconds", "%d s leaves a model pod no full drain within a GPU node's %s terminationGracePeriod", p.DrainSeconds, nodeTerminationGrace)
 	case len(p.Models) == 0:
 		return bad("models", "at least one model is required")
 	}
@@ -260,6 +298,15 @@ type platformValues struct {
 	Dashboard string
 }
 
+// karpenterDuration spells d as Karpenter's durations are written: whole
+// hours as "1h", else minutes ("90m").
+func karpenterDuration(d time.Duration) string {
+	if d%time.Hour == 0 {
+		return fmt.Sprintf("%dh", d/time.Hour)
+	}
+	return fmt.Sprintf("%dm", d/time.Minute)
+}
+
 // largest returns the planned model with the most GPUs per replica.
 func largest(plan capacity.Result) string {
 	name, gpus := "", 0
@@ -271,9 +318,11 @@ func largest(plan capacity.Result) string {
 	return name
 }
 
-func (v platformValues) GatewayReplicas() int      { return v.Gateway.Replicas }
-func (v platformValues) OrchestratorReplicas() int { return v.Orchestrator.Replicas }
-func (v platformValues) PlatformImage() string     { return v.Images.Platform }
+func (v platformValues) GatewayReplicas() int         { return v.Gateway.Replicas }
+func (v platformValues) NodeTerminationGrace() string { return karpenterDuration(nodeTerminationGrace) }
+func (v platformValues) NodeExpireAfter() string      { return karpenterDuration(nodeExpireAfter) }
+func (v platformValues) OrchestratorReplicas() int    { return v.Orchestrator.Replicas }
+func (v platformValues) PlatformImage() string        { return v.Images.Platform }
 
 // modelValues fill model.yaml.tmpl.
 type modelValues struct {

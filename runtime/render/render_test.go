@@ -228,6 +228,8 @@ func TestInvalidDescriptions(t *testing.T) {
 		{"bad namespace", func(p *Platform) { p.Namespace = "LLM Plat" }, "namespace"},
 		{"no revision", func(p *Platform) { p.Models[1].Revision = "" }, "models[1].revision"},
 		{"does not fit", func(p *Platform) { p.Plan.Workloads[2].TensorParallelSize = 1 }, "plan.workloads[2]: llama-70b on 1 × L40S: model does not fit"},
+		{"latest AMI", func(p *Platform) { p.GPUPool.AMIAlias = "al2023@latest" }, "gpu_pool.ami_alias"},
+		{"drain past the node's grace", func(p *Platform) { p.DrainSeconds = 3600 }, "drain_seconds"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

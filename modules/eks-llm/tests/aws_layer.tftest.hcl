@@ -326,6 +326,18 @@ run "refuses_an_unbounded_gpu_pool" {
   expect_failures = [var.gpu_pool]
 }
 
+# Karpenter advises against @latest in production: any new AMI would
+# replace every GPU node at once (issue 30).
+run "refuses_an_unpinned_ami" {
+  command = plan
+
+  variables {
+    gpu_pool = { gpu = "l40s", family = "g6e", gpu_limit = 16, ami_alias = "al2023@latest" }
+  }
+
+  expect_failures = [var.gpu_pool]
+}
+
 run "refuses_a_floor_above_the_cap" {
   command = plan
 
