@@ -121,6 +121,14 @@ resource "aws_lb" "gateway" {
   }
 }
 
+# A gateway pod that stops keeps serving through its preStop delay (20 s:
+# the NLB still opens connections to a target it is deregistering), then
+# closes its listener and lets open streams finish within the gateway's
+# shutdown budget (38 s); its terminationGracePeriodSeconds (60) covers
+# both (templates/platform.yaml.tmpl). The deregistration delay keeps the
+# target draining that long too, neither shorter (the NLB would drop flows
+# the gateway still serves) nor longer than the pod lives.
+# eksllm_test.go checks the relation against the rendered manifest.
 resource "aws_lb_target_group" "gateway" {
   name                 = "${var.name}-gateway"
   port                 = local.gateway_port

@@ -24,9 +24,16 @@ const (
 	// with room to spare; anything larger is an abuse, answered 413.
 	MaxBodyBytes = 8 << 20
 	// ShutdownGrace is how long open streams get to finish at shutdown
-	// (Config.ShutdownGrace); Serve's whole shutdown stays within the
-	// pod's 40 s terminationGracePeriodSeconds (see Serve).
+	// (Config.ShutdownGrace); Serve's whole shutdown is ShutdownBudget.
 	ShutdownGrace = 30 * time.Second
+	// ShutdownBudget is the longest Serve takes from the end of its
+	// context to its return with the default grace: the streams' grace,
+	// then the requests' end, the settles' budget and their keep (see
+	// Serve). The pod's terminationGracePeriodSeconds covers its preStop
+	// delay plus this, and the load balancer's deregistration delay
+	// outlasts both (templates/platform.yaml.tmpl, modules/eks-llm/edge.tf;
+	// a test checks the three).
+	ShutdownBudget = ShutdownGrace + requestsEndTimeout + shutdownSettleBudget + keepTimeout
 	// requestsEndTimeout bounds the wait, at shutdown, for the handlers of
 	// the requests ended after the grace: cancelled, and their
 	// connections closed, they return at once.
@@ -34,7 +41,7 @@ const (
 	// shutdownSettleBudget is what the settles still running once every
 	// request ended get to reach the database before they are kept in the
 	// settle log instead: with keepTimeout after it, the shutdown ends
-	// within ShutdownGrace + 8 s, inside the pod's 40 s.
+	// within ShutdownBudget.
 	shutdownSettleBudget = 4 * time.Second
 )
 
@@ -112,8 +119,8 @@ func (s *Server) Run(ctx context.Context) error {
 // configured it serves TLS.
 //
 // The shutdown runs in this order, so that every delivered token is settled
-// or kept before the process exits, within the pod's 40 s grace, whatever
-// the database does (down, or frozen):
+// or kept before the process exits, within ShutdownBudget (inside the
+// pod's grace), whatever the database does (down, or frozen):
 //
 //  1. no new connections; open streams finish, for up to ShutdownGrace;
 //  2. the requests still running are ended (their contexts cancelled,

@@ -117,6 +117,22 @@ const (
 	modelGraceMargin = 30
 )
 
+// The gateway pods' stop behind the NLB (platform.yaml.tmpl); the target
+// group's deregistration delay in modules/eks-llm/edge.tf is
+// GatewayGraceSeconds too, and a test there checks the relation with
+// gateway.ShutdownBudget (38 s).
+const (
+	// GatewayPreStopSeconds is how long a stopping gateway keeps serving
+	// before SIGTERM: the controller sees the pod terminating, deregisters
+	// it, and the NLB takes some seconds more to stop sending new
+	// connections; 20 s covers both.
+	GatewayPreStopSeconds = 20
+	// GatewayGraceSeconds is the gateway pods' terminationGracePeriodSeconds:
+	// the preStop delay plus the gateway's shutdown budget (38 s), with
+	// 2 s for the process to exit.
+	GatewayGraceSeconds = 60
+)
+
 // dnsLabel is a Kubernetes name.
 var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
@@ -323,6 +339,8 @@ func (v platformValues) NodeTerminationGrace() string { return karpenterDuration
 func (v platformValues) NodeExpireAfter() string      { return karpenterDuration(nodeExpireAfter) }
 func (v platformValues) OrchestratorReplicas() int    { return v.Orchestrator.Replicas }
 func (v platformValues) PlatformImage() string        { return v.Images.Platform }
+func (v platformValues) GatewayPreStopSeconds() int   { return GatewayPreStopSeconds }
+func (v platformValues) GatewayGraceSeconds() int     { return GatewayGraceSeconds }
 
 // modelValues fill model.yaml.tmpl.
 type modelValues struct {
