@@ -4,6 +4,15 @@
 # exporter on the GPU nodes (it tolerates their taint), and the AWS Load
 # Balancer Controller (the gateway's TargetGroupBinding).
 #
+# CRDs: Helm installs a chart's crds/ folder once and never upgrades it, so
+# a chart bump would run a new controller against old CRDs. Karpenter's and
+# the Prometheus Operator's CRDs therefore come from their CRD charts
+# (karpenter-crd, prometheus-operator-crds), whose CRDs are templates Helm
+# upgrades, pinned with their main charts, which skip theirs. KEDA's chart
+# already renders its CRDs as templates (crds.install), so they upgrade
+# with it. Upgrade order: the CRD chart first, then its main chart (the
+# depends_on below; docs/deploy-eks.md).
+#
 # The NVIDIA device plugin is not a chart here: it is the DaemonSet
 # `llmplat render` writes (gpu.yaml), applied with the platform's objects,
 # so GitOps and Terraform users run the same, schema-checked object, and
@@ -19,6 +28,17 @@ locals {
   }
 }
 
+# Karpenter's CRDs (NodePool, NodeClaim, EC2NodeClass), at the
+# controller's version.
+resource "helm_release" "karpenter_crd" {
+  name       = "karpenter-crd"
+  namespace  = "kube-system"
+  repository = "oci://public.ecr.aws/karpenter"
+  chart      = "karpenter-crd"
+  version    = var.chart_versions.karpenter
+  wait       = true
+}
+
 resource "helm_release" "karpenter" {
   name       = "karpenter"
   namespace  = "kube-system"
@@ -26,6 +46,7 @@ resource "helm_release" "karpenter" {
   chart      = "karpenter"
   version    = var.chart_versions.karpenter
   wait       = true
+  skip_crds  = true # karpenter_crd's
 
   values = [yamlencode({
     settings = {
@@ -43,6 +64,8 @@ resource "helm_release" "karpenter" {
       }
     }
   })]
+
+  depends_on = [helm_release.karpenter_crd]
 }
 
 resource "helm_release" "keda" {
@@ -59,6 +82,18 @@ resource "helm_release" "keda" {
   })]
 }
 
+# The Prometheus Operator's CRDs (ServiceMonitor, PodMonitor,
+# PrometheusRule, ...), at the operator version kube-prometheus-stack runs.
+resource "helm_release" "prometheus_operator_crds" {
+  name             = "prometheus-operator-crds"
+  namespace        = "monitoring"
+  create_namespace = true
+  repository       = "https://prometheus-community.github.io/helm-charts"
+  chart            = "prometheus-operator-crds"
+  version          = var.chart_versions.prometheus_operator_crds
+  wait             = true
+}
+
 resource "helm_release" "kube_prometheus_stack" {
   name             = "kube-prometheus-stack"
   namespace        = "monitoring"
@@ -67,8 +102,11 @@ resource "helm_release" "kube_prometheus_stack" {
   chart            = "kube-prometheus-stack"
   version          = var.chart_versions.kube_prometheus_stack
   wait             = true
+  skip_crds        = true # prometheus_operator_crds'
 
   values = [yamlencode({
+    # Its CRD subchart off too: prometheus_operator_crds owns them.
+    crds = { enabled = false }
     prometheus = {
       prometheusSpec = {
         # The platform's ServiceMonitor, PodMonitor and rules carry no
@@ -87,6 +125,8 @@ resource "helm_release" "kube_prometheus_stack" {
     }
     alertmanager = { alertmanagerSpec = { nodeSelector = local.system_nodes } }
   })]
+
+  depends_on = [helm_release.prometheus_operator_crds]
 }
 
 resource "helm_release" "dcgm_exporter" {
