@@ -81,6 +81,11 @@ func (c *nodeConn) handle(ctx context.Context, f nodeproto.Frame) error {
 		if s != nil && !s.push(f) {
 			s.fail(fmt.Errorf("%w: done lost in a full buffer", errCredit))
 		}
+		if s != nil && c.rec.Location == registry.LocationOnPrem {
+			// Counted once: a done replayed after a reconnect or a
+			// cancel finds no stream.
+			c.o.cfg.Metrics.onPremCompleted(f.CompletionTokens)
+		}
 		c.o.recordDone(c, f, s != nil) // and acknowledged once recorded
 	case *nodeproto.Error:
 		if f.RequestID == "" {

@@ -26,6 +26,7 @@ type Metrics struct {
 	cloudDrains   prometheus.Counter
 	donesRefused  prometheus.Counter
 	invalidText   prometheus.Counter
+	onPremTokens  prometheus.Counter
 }
 
 // NewMetrics registers the orchestrator's metrics on reg; nil means a
@@ -56,9 +57,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Done frames not recorded because their request was never assigned to the node that sent them."}),
 		invalidText: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmplat_orchestrator_invalid_utf8_frames_total",
 			Help: "Frames from nodes with invalid UTF-8, whose invalid bytes were replaced by U+FFFD."}),
+		onPremTokens: prometheus.NewCounter(prometheus.CounterOpts{Name: "llmplat_orchestrator_onprem_completion_tokens_total",
+			Help: "Completion tokens on-premises nodes reported in the done frames of the requests they served, once per request " +
+				"(on the replica holding the node's socket): the engines Prometheus cannot scrape, for the LedgerDrift alert."}),
 	}
 	reg.MustRegister(m.nodes, m.registrations, m.reconnects, m.deaths, m.routing, m.retries, m.unknownFrames, m.cloudDrains,
-		m.donesRefused, m.invalidText)
+		m.donesRefused, m.invalidText, m.onPremTokens)
 	for _, s := range []string{"active", "draining", "unhealthy"} {
 		m.nodes.WithLabelValues(s)
 	}
@@ -69,6 +73,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 func (m *Metrics) cloudDrained(n int) {
 	if m != nil {
 		m.cloudDrains.Add(float64(n))
+	}
+}
+
+// onPremCompleted counts the completion tokens of an on-prem node's done
+// frame for a request it was serving.
+func (m *Metrics) onPremCompleted(tokens int64) {
+	if m != nil && tokens > 0 {
+		m.onPremTokens.Add(float64(tokens))
 	}
 }
 

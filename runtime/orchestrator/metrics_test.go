@@ -46,19 +46,25 @@ func TestMetrics(t *testing.T) {
 	b := c.startReplica("orch-b", func(cfg *orchestrator.Config) { cfg.Metrics = orchestrator.NewMetrics(regB) })
 	n := c.startNode("node-1", b, nodeOpts{})
 	c.waitNode(n.id, "orch-b")
+	var served int64 // completion tokens the node's engine reported
 	c.eventually("replica A routes to the node", func() bool {
 		st, err := a.o().Dispatch(t.Context(), job("m-a", 5))
 		if err != nil {
 			return false
 		}
-		drain(st)
+		if r := drain(st); r.usage != nil {
+			served += r.usage.CompletionTokens
+		}
 		return true
 	})
 	st, err := b.o().Dispatch(t.Context(), job("m-b", 5))
 	if err != nil {
 		t.Fatal(err)
 	}
-	drain(st)
+	last := drain(st)
+	if !last.complete() {
+		t.Fatalf("m-b ended %v without usage", last.err)
+	}
 
 	if got := counterSum(t, regB, "llmplat_orchestrator_registrations_total", map[string]string{"result": "accepted"}); got != 1 {
 		t.Errorf("replica B accepted %v registrations, want 1", got)
@@ -72,6 +78,15 @@ func TestMetrics(t *testing.T) {
 	c.eventually("replica A counts the node active", func() bool {
 		return counterSum(t, regA, "llmplat_orchestrator_nodes", map[string]string{"state": "active"}) == 1
 	})
+	// The on-prem node's tokens, for LedgerDrift, are counted once per
+	// request by the replica that holds its socket, whoever routed it.
+	served += last.usage.CompletionTokens
+	c.eventually("replica B counts the on-prem node's completion tokens", func() bool {
+		return counterSum(t, regB, "llmplat_orchestrator_onprem_completion_tokens_total", nil) == float64(served)
+	})
+	if got := counterSum(t, regA, "llmplat_orchestrator_onprem_completion_tokens_total", nil); got != 0 {
+		t.Errorf("replica A counted %v on-prem tokens, want 0 (it holds no node socket)", got)
+	}
 	if got := counterSum(t, regA, "llmplat_model_pending_requests", map[string]string{"model": testModel}); got != 0 {
 		t.Errorf("pending for %s = %v, want 0 with nothing waiting", testModel, got)
 	}
