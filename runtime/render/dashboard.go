@@ -46,7 +46,7 @@ func dashboard(p Platform) string {
 		{"KV cache use", []q{{`avg by (model_name) (vllm:kv_cache_usage_perc)`, "{{model_name}}"}}},
 		{"429 and 503 per second", []q{{`sum by (code) (rate(llmplat_gateway_rejections_total{code=~"429|503"}[5m]))`, "{{code}}"}}},
 		{"Goroutines", []q{{`go_goroutines{namespace="` + p.Namespace + `"}`, "{{pod}}"}}},
-		{"Ledger drift (billed vs engine completion tokens)", []q{{`(sum(rate(llmplat_gateway_settled_tokens_total{kind="completion"}[1h])) - sum(rate(vllm:generation_tokens_total[1h]))) / sum(rate(vllm:generation_tokens_total[1h]))`, "drift"}}},
+		{"Ledger drift (billed vs engine completion tokens)", []q{{`(sum(rate(llmplat_gateway_settled_tokens_total{kind="completion"}[1h])) - (sum(rate(vllm:generation_tokens_total[1h])) or vector(0)) - (sum(rate(llmplat_orchestrator_onprem_completion_tokens_total[1h])) or vector(0))) / sum(rate(llmplat_gateway_settled_tokens_total{kind="completion"}[1h]))`, "drift"}}},
 		{"GPU engine active", []q{{`avg by (Hostname, gpu) (DCGM_FI_PROF_GR_ENGINE_ACTIVE)`, "{{Hostname}} {{gpu}}"}}},
 	}
 	panels := make([]panel, len(rows))
