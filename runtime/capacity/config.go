@@ -42,6 +42,11 @@ type ModelSpec struct {
 	HeadDim             int     `yaml:"head_dim" json:"head_dim"`
 	WeightBytesPerParam float64 `yaml:"weight_bytes_per_param" json:"weight_bytes_per_param"`
 	KVBytesPerElement   float64 `yaml:"kv_bytes_per_element" json:"kv_bytes_per_element"`
+	// Weights is the checkpoint (a Hugging Face repository) and
+	// Quantization its weight format (bf16, fp16, fp8), which must agree
+	// with weight_bytes_per_param.
+	Weights      string `yaml:"weights" json:"weights"`
+	Quantization string `yaml:"quantization" json:"quantization"`
 }
 
 // WorkloadSpec is a Workload in a File; zero fields take the defaults.
@@ -63,6 +68,9 @@ type WorkloadSpec struct {
 	ReplicaTokensPerSecond   float64 `yaml:"replica_output_tokens_per_second" json:"replica_output_tokens_per_second"`
 	Utilisation              float64 `yaml:"utilisation" json:"utilisation"`
 	MaxNumSeqsFactor         float64 `yaml:"max_num_seqs_factor" json:"max_num_seqs_factor"`
+	// Spot allows spot capacity; a platform description declares it per
+	// model (models[].spot) instead.
+	Spot bool `yaml:"spot" json:"spot"`
 }
 
 // FleetSpec is the Fleet in a File.
@@ -196,6 +204,12 @@ func (f File) models() (map[string]Model, error) {
 		setIf(&m.HeadDim, s.HeadDim)
 		setIf(&m.WeightBytes, s.WeightBytesPerParam)
 		setIf(&m.KVBytes, s.KVBytesPerElement)
+		if s.Weights != "" {
+			m.Weights = s.Weights
+		}
+		if s.Quantization != "" {
+			m.Quantization = s.Quantization
+		}
 		if err := m.Validate(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 		}
@@ -228,6 +242,7 @@ func (s WorkloadSpec) workload(m Model, g GPU) Workload {
 		ReplicaTokensPerSecond:   s.ReplicaTokensPerSecond,
 		Utilisation:              s.Utilisation,
 		MaxNumSeqsFactor:         s.MaxNumSeqsFactor,
+		Spot:                     s.Spot,
 	}
 }
 

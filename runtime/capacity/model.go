@@ -21,7 +21,21 @@ type Model struct {
 	WeightBytes float64 `json:"weight_bytes" yaml:"weight_bytes"`
 	// KVBytes is bytes per cached key or value element: 2 for FP16.
 	KVBytes float64 `json:"kv_bytes" yaml:"kv_bytes"`
+	// Weights is the checkpoint the profile describes (a Hugging Face
+	// repository): what is uploaded under the model's revision and what
+	// the engine loads. Quantization is its weight format, which must agree
+	// with WeightBytes: the planner sizes the KV cache from it.
+	Weights      string `json:"weights" yaml:"weights"`
+	Quantization string `json:"quantization" yaml:"quantization"`
 }
+
+// bytesPerWeight is the bytes per parameter of each weight format.
+var bytesPerWeight = map[string]float64{"bf16": 2, "fp16": 2, "fp8": 1}
+
+// ErrQuantizationMismatch is returned when a profile's weight format and
+// its bytes per parameter disagree: the planner would size the KV cache
+// for weights the engine does not load.
+var ErrQuantizationMismatch = errors.New("quantization does not match weight bytes")
 
 // Validate reports the first missing or impossible field.
 func (m Model) Validate() error {
@@ -34,6 +48,17 @@ func (m Model) Validate() error {
 		return fmt.Errorf("model %s: layers, kv_heads and head_dim must be positive", m.Name)
 	case m.WeightBytes <= 0 || m.KVBytes <= 0:
 		return fmt.Errorf("model %s: weight_bytes and kv_bytes must be positive", m.Name)
+	}
+	if m.Quantization == "" {
+		return nil
+	}
+	b, ok := bytesPerWeight[m.Quantization]
+	switch {
+	case !ok:
+		return fmt.Errorf("model %s: quantization %q: want bf16, fp16 or fp8", m.Name, m.Quantization)
+	case b != m.WeightBytes:
+		return fmt.Errorf("model %s: %w: %s is %g bytes per parameter, the profile says %g",
+			m.Name, ErrQuantizationMismatch, m.Quantization, b, m.WeightBytes)
 	}
 	return nil
 }

@@ -19,6 +19,7 @@ func Plan(in Input) (Result, error) {
 	}
 	res.Fleet = planFleet(in.Workloads, res.Models, in.Fleet)
 	res.Cost = planCost(res.Fleet, in.Fleet)
+	res.Quota = planQuota(in.Workloads, res.Models)
 	return res, nil
 }
 
@@ -32,6 +33,7 @@ func planModel(w Workload, f Fleet) ModelPlan {
 	mp := ModelPlan{
 		Model:      d.Model.Name,
 		ServedName: d.Model.ServedName,
+		Weights:    d.Model.Weights, Quantization: d.Model.Quantization,
 		GPU:        d.GPU.Name,
 		Memory:     mem,
 		Flags:      flags,

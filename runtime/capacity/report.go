@@ -34,6 +34,7 @@ func WriteTable(w io.Writer, r Result) error {
 	writeFleet(ew, r)
 	writeCost(ew, r)
 	writeQueue(ew, r.Models)
+	writeQuota(ew, r.Quota)
 	writeWarnings(ew, r.Models)
 	if ew.err != nil {
 		return fmt.Errorf("write plan table: %w", ew.err)

@@ -6,19 +6,23 @@ type Result struct {
 	Models []ModelPlan `json:"models"`
 	Fleet  FleetPlan   `json:"fleet"`
 	Cost   CostPlan    `json:"cost"`
+	Quota  QuotaPlan   `json:"quota"`
 }
 
 // ModelPlan is the plan of one model: memory, engine flags, replicas,
 // throughput and cost per token, and its queue budget.
 type ModelPlan struct {
-	Model      string         `json:"model"`
-	ServedName string         `json:"served_name"`
-	GPU        string         `json:"gpu"`
-	Memory     MemoryPlan     `json:"memory"`
-	Flags      VLLMFlags      `json:"vllm_flags"`
-	Replicas   ReplicaPlan    `json:"replicas"`
-	Throughput ThroughputPlan `json:"throughput"`
-	Queue      QueueBudget    `json:"queue_budget"`
+	Model      string `json:"model"`
+	ServedName string `json:"served_name"`
+	// Weights and Quantization are the profile's checkpoint: what to upload.
+	Weights      string         `json:"weights"`
+	Quantization string         `json:"quantization"`
+	GPU          string         `json:"gpu"`
+	Memory       MemoryPlan     `json:"memory"`
+	Flags        VLLMFlags      `json:"vllm_flags"`
+	Replicas     ReplicaPlan    `json:"replicas"`
+	Throughput   ThroughputPlan `json:"throughput"`
+	Queue        QueueBudget    `json:"queue_budget"`
 	// Warnings are findings that do not stop the plan, in words.
 	Warnings []string `json:"warnings"`
 }

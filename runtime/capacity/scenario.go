@@ -21,6 +21,7 @@ func SeedInput() Input {
 	w8, w32, w70 := common, common, common
 	w8.Deployment, w8.PeakStreams, w8.PlannedStreamsPerReplica = d[0], 140, 32
 	w8.MinReplicas, w8.MaxReplicas, w8.SpareReplicas = 2, 8, 1
+	w8.Spot = true
 	w8.ReplicaTokensPerSecond = 1500
 	w32.Deployment, w32.PeakStreams, w32.PlannedStreamsPerReplica = d[1], 50, 16
 	w32.MinReplicas, w32.MaxReplicas = 1, 5
