@@ -85,7 +85,11 @@ func RenderModel(d ModelDeployment) (ModelManifest, error) {
 	if err != nil {
 		return ModelManifest{}, fmt.Errorf("parse templates: %w", err)
 	}
-	b, err := execute(tmpl, "model", d.values(mp))
+	v, err := d.values(mp)
+	if err != nil {
+		return ModelManifest{}, fmt.Errorf("%w: workload: %w", ErrInvalid, err)
+	}
+	b, err := execute(tmpl, "model", v)
 	if err != nil {
 		return ModelManifest{}, err
 	}
@@ -158,8 +162,13 @@ func fits(mp capacity.ModelPlan) error {
 	return nil
 }
 
-// values fills model.yaml.tmpl from d and its plan.
-func (d ModelDeployment) values(mp capacity.ModelPlan) modelValues {
+// values fills model.yaml.tmpl from d and its plan; the engine's CPU and
+// memory are its GPUs' share of the smallest EC2 instance that holds them.
+func (d ModelDeployment) values(mp capacity.ModelPlan) (modelValues, error) {
+	res, err := capacity.ReplicaResources(mp.GPU, mp.Flags.TensorParallelSize)
+	if err != nil {
+		return modelValues{}, err
+	}
 	pools := []string{d.NodePool}
 	if d.Spot {
 		pools = append(pools, d.NodePool+"-spot")
@@ -186,6 +195,7 @@ func (d ModelDeployment) values(mp capacity.ModelPlan) modelValues {
 		DrainSettleSeconds: drainSettleSeconds, CacheHostPath: cacheHostPath,
 		StartupChecks: 30 + int(math.Ceil(2*loadSeconds/10)),
 		ShmSize:       fmt.Sprintf("%dGi", 4*mp.Flags.TensorParallelSize),
+		Resources:     res,
 	}
 	scaled := deploymentValues{modelValues: v, DeploymentName: "vllm-" + d.Name, Role: "scaled", PreferSpot: d.Spot}
 	v.Deployments = []deploymentValues{scaled}
@@ -194,5 +204,5 @@ func (d ModelDeployment) values(mp capacity.ModelPlan) modelValues {
 		onDemand.NodePools = []string{d.NodePool}
 		v.Deployments = append(v.Deployments, onDemand)
 	}
-	return v
+	return v, nil
 }

@@ -45,9 +45,13 @@ type Platform struct {
 	// GPUPool is the Karpenter pools' instance family and GPU limit; the
 	// pool is "gpu-<gpu>" on demand and "gpu-<gpu>-spot".
 	GPUPool struct {
-		GPU      string `yaml:"gpu"`       // l40s
-		Family   string `yaml:"family"`    // g6e
-		GPULimit int    `yaml:"gpu_limit"` // nvidia.com/gpu a pool may hold
+		GPU    string `yaml:"gpu"`    // l40s
+		Family string `yaml:"family"` // g6e
+		// GPULimit is the nvidia.com/gpu each pool may hold: a cap on
+		// spend, which must not be below what the models' caps need
+		// (poolNeeds), or KEDA would scale to replicas Karpenter refuses
+		// to buy nodes for.
+		GPULimit int `yaml:"gpu_limit"`
 		// AMIAlias is the EC2NodeClass's AMI, a pinned AL2023 EKS AMI
 		// release (default DefaultAMIAlias); @latest is refused.
 		AMIAlias string `yaml:"ami_alias"`
@@ -140,29 +144,19 @@ var dnsLabel = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 // platform.yaml, karpenter.yaml and one model-<name>.yaml per model.
 func Render(p Platform) ([]File, error) {
 	p = withDefaults(p)
-	if err := validate(p); err != nil {
+	plan, err := Plan(p)
+	if err != nil {
 		return nil, err
-	}
-	in, err := p.Plan.Input()
-	if err != nil {
-		return nil, fmt.Errorf("%w: plan: %w", ErrInvalid, err)
-	}
-	// Each workload is checked alone first, so a refusal names its field
-	// (a model that does not fit its GPUs: plan.workloads[2]).
-	for i, w := range in.Workloads {
-		if err := w.WithDefaults().Validate(); err != nil {
-			return nil, fmt.Errorf("%w: plan.workloads[%d]: %w", ErrInvalid, i, err)
-		}
-	}
-	plan, err := capacity.Plan(in)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	tmpl, err := template.New("").Option("missingkey=error").ParseFS(templates.FS, "*.yaml.tmpl")
 	if err != nil {
 		return nil, fmt.Errorf("parse templates: %w", err)
 	}
-	pv := platformValues{Platform: p, Pools: pools(p), LargestModel: largest(plan), Dashboard: dashboard(p)}
+	pls, err := pools(p, plan)
+	if err != nil {
+		return nil, err
+	}
+	pv := platformValues{Platform: p, Pools: pls, LargestModel: largest(plan), Dashboard: dashboard(p)}
 	var files []File
 	for _, t := range []string{"platform", "karpenter", "gpu", "observability"} {
 		b, err := execute(tmpl, t, pv)
@@ -183,6 +177,36 @@ func Render(p Platform) ([]File, error) {
 		files = append(files, File{Name: "model-" + m.Name + ".yaml", Data: b})
 	}
 	return files, nil
+}
+
+// Plan validates p and plans its models as Render deploys them: each
+// workload with its model's spot declaration (`llmplat plan -f` prints it).
+func Plan(p Platform) (capacity.Result, error) {
+	p = withDefaults(p)
+	if err := validate(p); err != nil {
+		return capacity.Result{}, err
+	}
+	in, err := p.Plan.Input()
+	if err != nil {
+		return capacity.Result{}, fmt.Errorf("%w: plan: %w", ErrInvalid, err)
+	}
+	// Spot is the models' declaration (models[].spot), for the quota and
+	// the spot pool's need.
+	for _, m := range p.Models {
+		in.Workloads[workloadOf(p, m.Name)].Spot = m.Spot
+	}
+	// Each workload is checked alone first, so a refusal names its field
+	// (a model that does not fit its GPUs: plan.workloads[2]).
+	for i, w := range in.Workloads {
+		if err := w.WithDefaults().Validate(); err != nil {
+			return capacity.Result{}, fmt.Errorf("%w: plan.workloads[%d]: %w", ErrInvalid, i, err)
+		}
+	}
+	plan, err := capacity.Plan(in)
+	if err != nil {
+		return capacity.Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return plan, nil
 }
 
 func execute(tmpl *template.Template, name string, v any) ([]byte, error) {
@@ -275,6 +299,8 @@ func validate(p Platform) error {
 			return bad(wat+".min_replicas", "%d is above max_replicas %d", ws.MinReplicas, ws.MaxReplicas)
 		case m.Spot && ws.MinReplicas == ws.MaxReplicas:
 			return bad(at+".spot", errSpotNoRoom)
+		case ws.Spot:
+			return bad(wat+".spot", "declare spot under models[%d].spot, the one place a platform says it", i)
 		}
 		if _, ok := capacity.LookupGPU(ws.GPU); !ok && !slices.ContainsFunc(p.Plan.GPUs, func(g capacity.GPUSpec) bool { return g.Name == ws.GPU }) {
 			return bad(wat+".gpu", "unknown GPU profile %q", ws.GPU)
@@ -294,12 +320,53 @@ type pool struct {
 	GPULimit                   int
 }
 
-func pools(p Platform) []pool {
+// pools is the on-demand and the spot NodePool, each limited to
+// gpu_pool.gpu_limit GPUs, which must hold what the models' caps need.
+func pools(p Platform, plan capacity.Result) ([]pool, error) {
+	onDemand, spot, err := poolNeeds(p, plan)
+	if err != nil {
+		return nil, err
+	}
+	if need := max(onDemand, spot); p.GPUPool.GPULimit < need {
+		return nil, fmt.Errorf("%w: gpu_pool.gpu_limit: %d is below the %d GPUs the on-demand pool needs (and %d the spot pool) "+
+			"with every model at max_replicas, each replica on its own smallest %s node: "+
+			"raise it to %d or lower max_replicas (llmplat plan shows the nodes per model)",
+			ErrInvalid, p.GPUPool.GPULimit, onDemand, spot, p.GPUPool.Family, need)
+	}
 	base := "gpu-" + p.GPUPool.GPU
 	return []pool{
 		{Name: base, Family: p.GPUPool.Family, CapacityType: "on-demand", GPULimit: p.GPUPool.GPULimit},
 		{Name: base + "-spot", Family: p.GPUPool.Family, CapacityType: "spot", GPULimit: p.GPUPool.GPULimit},
+	}, nil
+}
+
+// poolNeeds is the nvidia.com/gpu the on-demand and the spot pool must be
+// allowed: Karpenter's limit counts the GPUs of the nodes it launches, not
+// of the pods, so each model counts max_replicas × the GPUs of the
+// smallest node that holds a replica (a TP-2 replica buys a 4-GPU
+// g6e.12xlarge when it arrives alone). A model allowed on spot may still
+// land wholly on on-demand nodes, so it counts in both. The seed: 8 × 1 +
+// 5 × 4 + 3 × 4 = 40 on demand, 8 on spot. It also refuses a model whose
+// GPU the pool's family does not carry.
+func poolNeeds(p Platform, plan capacity.Result) (onDemand, spot int, err error) {
+	for i, m := range p.Models {
+		k := slices.IndexFunc(plan.Quota.Models, func(q capacity.ModelQuota) bool { return q.Model == m.Name })
+		w := workloadOf(p, m.Name)
+		gpu, tp := p.Plan.Workloads[w].GPU, plan.Models[k].Replicas.GPUsPerReplica
+		in, ierr := capacity.SmallestInstance(gpu, tp)
+		switch {
+		case ierr != nil:
+			return 0, 0, fmt.Errorf("%w: plan.workloads[%d].gpu: %w", ErrInvalid, w, ierr)
+		case in.Family != p.GPUPool.Family:
+			return 0, 0, fmt.Errorf("%w: models[%d]: %s runs on %s, which the pool's family %s does not carry (%s does)",
+				ErrInvalid, i, m.Name, gpu, p.GPUPool.Family, in.Family)
+		}
+		onDemand += plan.Quota.Models[k].NodeGPUs
+		if m.Spot {
+			spot += plan.Quota.Models[k].NodeGPUs
+		}
 	}
+	return onDemand, spot, nil
 }
 
 // platformValues fill platform.yaml.tmpl, karpenter.yaml.tmpl,
@@ -365,6 +432,8 @@ type modelValues struct {
 	CacheHostPath              string
 	StartupChecks              int
 	ShmSize                    string
+	// Resources is the engine's CPU and memory request (and memory limit).
+	Resources capacity.Resources
 	// Deployments are the model's engines: the one the ScaledObject
 	// scales, and for a spot model its on-demand floor.
 	Deployments []deploymentValues
@@ -409,5 +478,9 @@ func valuesOf(p Platform, i int, m Model, plan capacity.Result) (modelValues, er
 		Bucket: p.ModelCache.Bucket, Region: p.ModelCache.Region, PrometheusURL: p.PrometheusURL,
 		NodePool: "gpu-" + p.GPUPool.GPU, Spot: m.Spot, Warm: m.Warm,
 		MinReplicas: ws.MinReplicas, MaxReplicas: ws.MaxReplicas, DrainSeconds: p.DrainSeconds}
-	return d.values(mp), nil
+	v, err := d.values(mp)
+	if err != nil {
+		return modelValues{}, fmt.Errorf("%w: models[%d]: %w", ErrInvalid, i, err)
+	}
+	return v, nil
 }

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/llmplat/llmplat/runtime/capacity"
+)
+
+// platformExample is the shipped platform description.
+var platformExample = filepath.Join("..", "..", "..", "examples", "platform.yaml")
+
+// TestRunPlanPlatformQuota: `llmplat plan -f` plans the platform's models
+// with their spot declarations and prints the vCPU quota to request: every
+// model at max_replicas on its smallest g6e (8 × 4 + 5 × 48 + 3 × 48 = 416
+// on demand), the spot-allowed 8B alone in the spot quota (8 × 4 = 32).
+func TestRunPlanPlatformQuota(t *testing.T) {
+	var out bytes.Buffer
+	if err := runPlan(context.Background(), []string{"-f", platformExample, "--format", "json"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	var res capacity.Result
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("decode plan json: %v", err)
+	}
+	got := map[string]int{}
+	for _, q := range res.Quota.Quotas {
+		got[q.Name] = q.VCPUs
+	}
+	want := map[string]int{capacity.OnDemandQuotaName(capacity.QuotaClassG): 416, capacity.SpotQuotaName(capacity.QuotaClassG): 32}
+	if len(got) != len(want) || got[capacity.OnDemandQuotaName(capacity.QuotaClassG)] != 416 || got[capacity.SpotQuotaName(capacity.QuotaClassG)] != 32 {
+		t.Errorf("quotas %v, want %v", got, want)
+	}
+	out.Reset()
+	if err := runPlan(context.Background(), []string{"-f", platformExample}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range []string{"Running On-Demand G and VT instances  416", "All G and VT Spot Instance Requests   32"} {
+		if !strings.Contains(out.String(), line) {
+			t.Errorf("table lacks %q:\n%s", line, out.String())
+		}
+	}
+}
+
+// TestRunPlanUpload: the upload commands come from the same declaration
+// the planner sized: the 70B uploads its FP8 checkpoint, under its
+// revision, where modelsync reads it.
+func TestRunPlanUpload(t *testing.T) {
+	var out bytes.Buffer
+	if err := runPlan(context.Background(), []string{"-f", platformExample, "--format", "upload"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"hf download " + capacity.Llama70BFP8.Weights + " --local-dir weights/llama-70b/2024-07-23\n",
+		"aws s3 sync weights/llama-70b/2024-07-23 s3://$BUCKET/llama-70b/2024-07-23/\n",
+		"hf download " + capacity.Llama8B.Weights + " --local-dir weights/llama-8b/2024-07-23\n",
+		"hf download " + capacity.Qwen32B.Weights + " --local-dir weights/qwen-32b/2024-09-19\n",
+		"(fp8, 65.8 GiB), served as " + capacity.Llama70BFP8.ServedName,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("upload commands lack %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestRunPlanPlatformErrors(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr error
+	}{
+		{"upload without a platform", []string{"--format", "upload"}, errUploadNeedsPlatform},
+		{"config and platform", []string{"--config", customExample, "-f", platformExample}, errConflictingInputs},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := runPlan(context.Background(), tt.args, &bytes.Buffer{}); !errors.Is(got, tt.wantErr) {
+				t.Errorf("got %v, want %v", got, tt.wantErr)
+			}
+		})
+	}
+}

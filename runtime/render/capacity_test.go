@@ -1,0 +1,120 @@
+package render
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/llmplat/llmplat/runtime/capacity"
+)
+
+// TestPoolLimitHoldsTheModelsCaps: each NodePool's GPU limit holds the
+// GPUs of the nodes every model's max_replicas buys (40 on demand for the
+// seed: the 32B's and 70B's replicas each buy a 4-GPU g6e.12xlarge), and a
+// limit below that, or a model bound to a family that lacks its GPU, is
+// refused with the need named.
+func TestPoolLimitHoldsTheModelsCaps(t *testing.T) {
+	files, err := Render(example(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := map[string]int{}
+	for _, f := range files {
+		if f.Name != "karpenter.yaml" {
+			continue
+		}
+		for _, d := range docs(t, f) {
+			if d["kind"] == "NodePool" {
+				limits[dig(t, d, "metadata", "name").(string)] = dig(t, d, "spec", "limits", "nvidia.com/gpu").(int)
+			}
+		}
+	}
+	need := map[string]int{"gpu-l40s": 8*1 + 5*4 + 3*4, "gpu-l40s-spot": 8 * 1}
+	for name, n := range need {
+		if limits[name] < n {
+			t.Errorf("NodePool %s: limit %d GPUs, below the %d its models' caps buy", name, limits[name], n)
+		}
+	}
+
+	tests := []struct {
+		name string
+		edit func(*Platform)
+		want string
+	}{
+		{"limit below the on-demand need", func(p *Platform) { p.GPUPool.GPULimit = 39 }, "gpu_pool.gpu_limit: 39 is below the 40 GPUs"},
+		{"the old limit of 16", func(p *Platform) { p.GPUPool.GPULimit = 16 }, "raise it to 40"},
+		{"a cap raised past the limit", func(p *Platform) { p.GPUPool.GPULimit = 40; p.Plan.Workloads[1].MaxReplicas = 6 }, "below the 44 GPUs"},
+		{"a GPU the family lacks", func(p *Platform) { p.GPUPool.Family = "g5" }, "does not carry"},
+		{"spot declared twice", func(p *Platform) { p.Plan.Workloads[0].Spot = true }, "plan.workloads[0].spot"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := example(t)
+			tt.edit(&p)
+			_, err := Render(p)
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Render = %v, want ErrInvalid saying %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestEngineRequestsCPUAndMemory: every engine requests CPU and memory,
+// its GPUs' share of the smallest instance that holds it, with a memory
+// limit equal to the request and no CPU limit (QoS class Burstable), so it
+// is never BestEffort and fits the node Karpenter buys for its GPUs.
+func TestEngineRequestsCPUAndMemory(t *testing.T) {
+	p := example(t)
+	files, err := Render(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, m := range p.Models {
+		t.Run(m.Name, func(t *testing.T) {
+			ws := p.Plan.Workloads[workloadOf(p, m.Name)]
+			want, err := capacity.ReplicaResources(ws.GPU, ws.TensorParallelSize)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := modelDoc(t, files, p.Models[i].Name, "Deployment")
+			c := dig(t, d, "spec", "template", "spec", "containers", 0)
+			if got := dig(t, c, "name"); got != "vllm" {
+				t.Fatalf("first container %v, want vllm", got)
+			}
+			req := dig(t, c, "resources", "requests").(map[string]any)
+			lim := dig(t, c, "resources", "limits").(map[string]any)
+			wantCPU, wantMem := itoa(want.CPUMillis)+"m", itoa(want.MemoryMiB)+"Mi"
+			if req["cpu"] != wantCPU || req["memory"] != wantMem {
+				t.Errorf("requests cpu %v memory %v, want %s and %s", req["cpu"], req["memory"], wantCPU, wantMem)
+			}
+			if lim["memory"] != wantMem {
+				t.Errorf("memory limit %v, want the request %s", lim["memory"], wantMem)
+			}
+			if _, ok := lim["cpu"]; ok {
+				t.Errorf("cpu limit %v: want none (CFS would throttle the engine at its request)", lim["cpu"])
+			}
+			if got := qosClass(c); got != "Burstable" {
+				t.Errorf("QoS class %s, want Burstable", got)
+			}
+		})
+	}
+}
+
+// qosClass is Kubernetes' QoS class of a pod whose only container with
+// resources is c: Guaranteed when CPU and memory limits equal their
+// requests, BestEffort with no CPU or memory request or limit, Burstable
+// otherwise.
+func qosClass(c any) string {
+	cm, _ := c.(map[string]any)
+	res, _ := cm["resources"].(map[string]any)
+	req, _ := res["requests"].(map[string]any)
+	lim, _ := res["limits"].(map[string]any)
+	if req["cpu"] == nil && req["memory"] == nil && lim["cpu"] == nil && lim["memory"] == nil {
+		return "BestEffort"
+	}
+	if lim["cpu"] != nil && lim["memory"] != nil && (req["cpu"] == nil || req["cpu"] == lim["cpu"]) &&
+		(req["memory"] == nil || req["memory"] == lim["memory"]) {
+		return "Guaranteed"
+	}
+	return "Burstable"
+}
