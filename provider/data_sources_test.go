@@ -159,7 +159,7 @@ EOT
 				),
 			},
 			{
-				Config:      config(strings.Replace(string(example), "gpu_limit: 16", "gpu_limit: 0", 1), false),
+				Config:      config(strings.Replace(string(example), "gpu_limit: 40", "gpu_limit: 0", 1), false),
 				ExpectError: regexp.MustCompile(`gpu_pool.gpu_limit: must be positive`),
 			},
 		},

@@ -461,7 +461,7 @@ func mustRead(t *testing.T, path string) []byte {
 // TestGPUPools: the NodePools the in-cluster layer applies, rendered from
 // the AWS layer's defaults and the example's models as
 // llmplat_platform_manifests renders them, carry the GPU taint, a limit of
-// 16 GPUs, consolidateAfter 10m and the g6e family only; only the 8B model
+// 40 GPUs, consolidateAfter 10m and the g6e family only; only the 8B model
 // may use the spot pool; every object matches its schema.
 func TestGPUPools(t *testing.T) {
 	aws := load(t, ".")
@@ -533,8 +533,8 @@ func TestGPUPools(t *testing.T) {
 		if len(taints) != 1 || !matches(taints[0], map[string]any{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}) {
 			t.Errorf("%s: taints %v, want nvidia.com/gpu=present:NoSchedule", name, taints)
 		}
-		if got := dig(np, "spec", "limits", "nvidia.com/gpu"); got != 16 {
-			t.Errorf("%s: limits nvidia.com/gpu %v, want 16", name, got)
+		if got := dig(np, "spec", "limits", "nvidia.com/gpu"); got != 40 {
+			t.Errorf("%s: limits nvidia.com/gpu %v, want 40", name, got)
 		}
 		if got := dig(np, "spec", "disruption", "consolidateAfter"); got != "10m" {
 			t.Errorf("%s: consolidateAfter %v, want 10m", name, got)

@@ -158,14 +158,14 @@ variable "system_nodes" {
 }
 
 variable "gpu_pool" {
-  description = "The Karpenter GPU NodePools (gpu-<gpu> on demand and gpu-<gpu>-spot): the GPU's name, the instance family, the nvidia.com/gpu a pool may hold, so a runaway scale-up cannot buy a hundred GPUs, and the AL2023 AMI release the nodes run (ami_alias, al2023@vYYYYMMDD; unset: the release `llmplat render` pins). Bump ami_alias after a staging cluster ran the new release: the pools replace their nodes one at a time."
+  description = "The Karpenter GPU NodePools (gpu-<gpu> on demand and gpu-<gpu>-spot): the GPU's name, the instance family, the nvidia.com/gpu a pool may hold, so a runaway scale-up cannot buy a hundred GPUs, and the AL2023 AMI release the nodes run (ami_alias, al2023@vYYYYMMDD; unset: the release `llmplat render` pins). The limit counts the GPUs of the nodes, so it must hold every model at max_replicas, each replica on its own smallest node (llmplat plan shows them; rendering refuses less): 40 for the example's models (8 x 1 + 5 x 4 + 3 x 4, a TP-2 or TP-4 replica buying a 4-GPU g6e.12xlarge). Bump ami_alias after a staging cluster ran the new release: the pools replace their nodes one at a time."
   type = object({
     gpu       = string
     family    = string
     gpu_limit = number
     ami_alias = optional(string)
   })
-  default = { gpu = "l40s", family = "g6e", gpu_limit = 16 }
+  default = { gpu = "l40s", family = "g6e", gpu_limit = 40 }
 
   validation {
     condition     = can(regex("^[a-z0-9]+$", var.gpu_pool.gpu)) && can(regex("^(g|p)[0-9][a-z]*$", var.gpu_pool.family))

@@ -85,8 +85,8 @@ run "gpu_pools_are_the_seeds" {
     error_message = "The GPU NodePools must use the g6e family (L40S) only."
   }
   assert {
-    condition     = output.platform_description.gpu_pool.gpu_limit == 16
-    error_message = "The GPU NodePools must be limited to 16 nvidia.com/gpu each."
+    condition     = output.platform_description.gpu_pool.gpu_limit == 40
+    error_message = "The GPU NodePools must be limited to 40 nvidia.com/gpu each: the example's models at max_replicas on their nodes."
   }
   assert {
     condition     = output.platform_description.gpu_pool.gpu == "l40s"
