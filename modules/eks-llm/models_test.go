@@ -47,7 +47,7 @@ func TestExampleModelsAreOneDeclaration(t *testing.T) {
 			w := p.Plan.Workloads[slices.IndexFunc(p.Plan.Workloads, func(w capacity.WorkloadSpec) bool { return w.Model == pm.Name })]
 			spot := m["spot"] != cty.NilVal && m["spot"].True()
 			for _, c := range []struct {
-				field    string
+				field     string
 				got, want any
 			}{
 				{"served_name", m["served_name"].AsString(), prof.ServedName},
