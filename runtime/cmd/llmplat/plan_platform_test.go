@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,5 +84,39 @@ func TestRunPlanPlatformErrors(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tt.wantErr)
 			}
 		})
+	}
+}
+
+// TestGuideShowsRealQuotaAndUploads keeps docs/deploy-eks.md honest: the
+// quota it tells readers to request and the upload commands it shows are
+// what `llmplat plan -f examples/platform.yaml` prints, byte for byte.
+func TestGuideShowsRealQuotaAndUploads(t *testing.T) {
+	guide, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "deploy-eks.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table, upload bytes.Buffer
+	if err := runPlan(context.Background(), []string{"-f", platformExample}, &table); err != nil {
+		t.Fatal(err)
+	}
+	if err := runPlan(context.Background(), []string{"-f", platformExample, "--format", "upload"}, &upload); err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(table.String(), "EC2 vCPU quota")
+	end := strings.Index(table.String(), "\nWarnings")
+	if start < 0 || end < start {
+		t.Fatalf("plan output has no quota section:\n%s", table.String())
+	}
+	var indented strings.Builder
+	for _, line := range strings.SplitAfter(strings.TrimRight(table.String()[start:end], "\n")+"\n", "\n") {
+		if strings.TrimSpace(line) != "" {
+			indented.WriteString("  ")
+		}
+		indented.WriteString(line)
+	}
+	for name, want := range map[string]string{"quota section": "```\n" + indented.String() + "  ```", "upload commands": "```sh\n" + upload.String() + "```"} {
+		if !strings.Contains(string(guide), want) {
+			t.Errorf("docs/deploy-eks.md does not show the %s verbatim:\n%s", name, want)
+		}
 	}
 }
