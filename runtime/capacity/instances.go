@@ -45,7 +45,8 @@ func shape(typ, family, gpu string, gpus, vcpus, memGiB int, class string) Insta
 // Instances is the EC2 GPU instance types the planner's GPUs come in, with
 // AWS's published GPUs, vCPUs and memory: the "Amazon EC2 G6e instances"
 // product page (g6e, NVIDIA L40S), "Amazon EC2 G5 instances" (g5, A10G)
-// and "Amazon EC2 P5 instances" (p5.48xlarge, H100 SXM). The GPU counts
+// and "Amazon EC2 P5 instances" (p5.48xlarge, H100 SXM; p5en.48xlarge,
+// H200). The GPU counts
 // decide which sizes can hold a replica at all: no g6e has 2 GPUs, so a
 // replica at TP 2 needs a 4-GPU g6e.12xlarge (48 vCPUs), as one at TP 4.
 func Instances() []Instance {
@@ -68,6 +69,7 @@ func Instances() []Instance {
 		shape("g5.24xlarge", "g5", A10G.Name, 4, 96, 384, g),
 		shape("g5.48xlarge", "g5", A10G.Name, 8, 192, 768, g),
 		shape("p5.48xlarge", "p5", H100SXM.Name, 8, 192, 2048, p),
+		shape("p5en.48xlarge", "p5en", H200.Name, 8, 192, 2048, p),
 	}
 }
 

@@ -23,6 +23,7 @@ func TestSmallestInstance(t *testing.T) {
 		{"eight L40S", "L40S", 8, "g6e.48xlarge", 192},
 		{"one A10G", "A10G", 1, "g5.xlarge", 4},
 		{"eight H100", "H100-SXM", 8, "p5.48xlarge", 192},
+		{"one H200", "H200", 1, "p5en.48xlarge", 192},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,7 +44,7 @@ func TestSmallestInstanceRefuses(t *testing.T) {
 	for _, c := range []struct {
 		gpu string
 		tp  int
-	}{{"L40S", 16}, {"H200", 1}, {"custom", 1}} {
+	}{{"L40S", 16}, {"H200", 16}, {"custom", 1}} {
 		if _, err := capacity.SmallestInstance(c.gpu, c.tp); !errors.Is(err, capacity.ErrNoInstance) {
 			t.Errorf("SmallestInstance(%s, %d) error = %v, want ErrNoInstance", c.gpu, c.tp, err)
 		}
@@ -55,7 +56,7 @@ func TestSmallestInstanceRefuses(t *testing.T) {
 // a node holds as many replicas as it has GPUs for, by CPU and by memory,
 // so no replica waits for a bigger node than the GPUs ask for.
 func TestReplicaResourcesFitEveryShape(t *testing.T) {
-	for _, gpu := range []string{"L40S", "A10G", "H100-SXM"} {
+	for _, gpu := range []string{"L40S", "A10G", "H100-SXM", "H200"} {
 		for _, tp := range []int{1, 2, 4, 8} {
 			r, err := capacity.ReplicaResources(gpu, tp)
 			if errors.Is(err, capacity.ErrNoInstance) {
