@@ -27,7 +27,13 @@ type capacityPlanModel struct {
 	ContextTokens            types.Int64   `tfsdk:"context_tokens"`
 	MinReplicas              types.Int64   `tfsdk:"min_replicas"`
 	MaxReplicas              types.Int64   `tfsdk:"max_replicas"`
+	Spot                     types.Bool    `tfsdk:"spot"`
 	ServedName               types.String  `tfsdk:"served_name"`
+	Weights                  types.String  `tfsdk:"weights"`
+	Quantization             types.String  `tfsdk:"quantization"`
+	InstanceType             types.String  `tfsdk:"instance_type"`
+	QuotaVCPUs               types.Int64   `tfsdk:"quota_vcpus"`
+	NodeGPUs                 types.Int64   `tfsdk:"node_gpus"`
 	MaxNumSeqs               types.Int64   `tfsdk:"max_num_seqs"`
 	MaxModelLen              types.Int64   `tfsdk:"max_model_len"`
 	GPUMemoryUtilization     types.Float64 `tfsdk:"gpu_memory_utilization"`
@@ -57,7 +63,13 @@ func (capacityPlanDataSource) Schema(_ context.Context, _ datasource.SchemaReque
 			"context_tokens":              in("A typical stream's context, prompt plus answer."),
 			"min_replicas":                in("The warm floor."),
 			"max_replicas":                in("The cap; a plan above it gets a warning."),
+			"spot":                        schema.BoolAttribute{Optional: true, Description: "The model may run on spot capacity too: its vCPUs count in the spot quota as well (llmplat plan's quota section)."},
 			"served_name":                 schema.StringAttribute{Computed: true, Description: "The model's served name (--served-model-name)."},
+			"weights":                     schema.StringAttribute{Computed: true, Description: "The checkpoint the profile was sized for (a Hugging Face repository): what to upload under the model's revision."},
+			"quantization":                schema.StringAttribute{Computed: true, Description: "The checkpoint's weight format (bf16, fp16, fp8), which the planner's memory arithmetic assumes."},
+			"instance_type":               schema.StringAttribute{Computed: true, Description: "The smallest EC2 instance type that holds a replica's GPUs (empty when none is known)."},
+			"quota_vcpus":                 out("EC2 vCPUs the model's nodes take at max_replicas (the peak replicas without a cap), each replica on its own instance_type: its share of the G and VT (or P) vCPU quota."),
+			"node_gpus":                   out("GPUs those nodes bring: the model's share of a Karpenter NodePool's nvidia.com/gpu limit."),
 			"max_num_seqs":                out("--max-num-seqs."),
 			"max_model_len":               out("--max-model-len."),
 			"gpu_memory_utilization":      schema.Float64Attribute{Computed: true, Description: "--gpu-memory-utilization."},
@@ -79,13 +91,17 @@ func (capacityPlanDataSource) Read(ctx context.Context, req datasource.ReadReque
 	w := capacity.WorkloadSpec{Model: m.Model.ValueString(), GPU: m.GPU.ValueString(),
 		TensorParallelSize: int(m.TensorParallelSize.ValueInt64()), PeakStreams: int(m.PeakStreams.ValueInt64()),
 		PlannedStreamsPerReplica: int(m.PlannedStreamsPerReplica.ValueInt64()), ContextTokens: m.ContextTokens.ValueInt64(),
-		MinReplicas: int(m.MinReplicas.ValueInt64()), MaxReplicas: int(m.MaxReplicas.ValueInt64())}
+		MinReplicas: int(m.MinReplicas.ValueInt64()), MaxReplicas: int(m.MaxReplicas.ValueInt64()), Spot: m.Spot.ValueBool()}
 	input, err := capacity.File{Workloads: []capacity.WorkloadSpec{w}}.Input()
 	if err == nil {
 		var res capacity.Result
 		if res, err = capacity.Plan(input); err == nil {
 			mp := res.Models[0]
 			m.ServedName = types.StringValue(mp.ServedName)
+			m.Weights, m.Quantization = types.StringValue(mp.Weights), types.StringValue(mp.Quantization)
+			q := res.Quota.Models[0]
+			m.InstanceType = types.StringValue(q.Instance)
+			m.QuotaVCPUs, m.NodeGPUs = types.Int64Value(int64(q.VCPUs)), types.Int64Value(int64(q.NodeGPUs))
 			m.MaxNumSeqs, m.MaxModelLen = types.Int64Value(mp.Flags.MaxNumSeqs), types.Int64Value(mp.Flags.MaxModelLen)
 			m.GPUMemoryUtilization = types.Float64Value(mp.Flags.GPUMemoryUtilization)
 			m.KVCacheTokens = types.Int64Value(mp.Memory.KVCapacityTokensPerReplica)

@@ -65,6 +65,11 @@ data "llmplat_models" "all" {}
 					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "kv_cache_tokens", strconv.FormatInt(want.Memory.KVCapacityTokensPerReplica, 10)),
 					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "replicas", strconv.Itoa(want.Replicas.Replicas)),
 					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "served_name", want.ServedName),
+					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "weights", capacity.Llama8B.Weights),
+					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "quantization", "bf16"),
+					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "instance_type", "g6e.xlarge"),
+					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "quota_vcpus", "32"), // 8 × 4
+					resource.TestCheckResourceAttr("data.llmplat_capacity_plan.small", "node_gpus", "8"),
 					resource.TestCheckResourceAttr("data.llmplat_team.t", "balance_microcredits", "3000000"),
 					resource.TestCheckResourceAttrPair("data.llmplat_team.t", "id", "llmplat_team.t", "id"),
 					resource.TestCheckResourceAttr("data.llmplat_models.all", "names.#", "1"),
@@ -143,8 +148,8 @@ EOT
 							return err
 						}
 						limits, _ := np["spec"].(map[string]any)["limits"].(map[string]any)
-						if limits["nvidia.com/gpu"] != float64(16) {
-							return fmt.Errorf("spot pool limits %v, want nvidia.com/gpu 16", limits)
+						if limits["nvidia.com/gpu"] != float64(p.GPUPool.GPULimit) {
+							return fmt.Errorf("spot pool limits %v, want nvidia.com/gpu %d (the example's gpu_limit)", limits, p.GPUPool.GPULimit)
 						}
 						return nil
 					}),
