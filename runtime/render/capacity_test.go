@@ -2,8 +2,11 @@ package render
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/llmplat/llmplat/runtime/capacity"
 )
@@ -117,4 +120,43 @@ func qosClass(c any) string {
 		return "Guaranteed"
 	}
 	return "Burstable"
+}
+
+// TestDaemonSetsFitTheirBudget: the DaemonSets llmplat render puts on the
+// GPU nodes request no more CPU and memory than the budget the engines'
+// requests leave for them (capacity.DaemonSetCPUMillis and
+// DaemonSetMemoryMiB), so raising a DaemonSet's requests past it fails
+// here rather than leaving an engine Pending on a node that looked big
+// enough.
+func TestDaemonSetsFitTheirBudget(t *testing.T) {
+	files, err := Render(example(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpu, mem resource.Quantity
+	found := 0
+	for _, f := range files {
+		for _, d := range docs(t, f) {
+			if d["kind"] != "DaemonSet" {
+				continue
+			}
+			found++
+			for _, c := range dig(t, d, "spec", "template", "spec", "containers").([]any) {
+				res, _ := c.(map[string]any)["resources"].(map[string]any)
+				req, _ := res["requests"].(map[string]any)
+				for name, sum := range map[string]*resource.Quantity{"cpu": &cpu, "memory": &mem} {
+					if v, ok := req[name]; ok {
+						sum.Add(resource.MustParse(fmt.Sprint(v)))
+					}
+				}
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no DaemonSet rendered: the check would pass vacuously")
+	}
+	if cpu.MilliValue() > capacity.DaemonSetCPUMillis || mem.Value() > capacity.DaemonSetMemoryMiB<<20 {
+		t.Errorf("the GPU nodes' DaemonSets request %s CPU and %s memory, above the %dm and %dMi budget the engines leave them",
+			cpu.String(), mem.String(), capacity.DaemonSetCPUMillis, capacity.DaemonSetMemoryMiB)
+	}
 }
