@@ -17,10 +17,12 @@ const (
 	KubeReservedMemoryBaseMiB   = 255
 	KubeReservedMemoryPerPodMiB = 11
 	// ReservedForPods is the pod count the kube-reserved memory is sized
-	// for: 737, the ENI-limited maximum of the largest instance types (15
+	// for: 737, the ENI-limited pod count of the large instance types (15
 	// interfaces × 49 addresses + 2). Karpenter reserves for the instance's
-	// own ENI limit, which is at most this, so the requests stay below what
-	// any shape really offers (on a g6e.xlarge about 7 GiB to spare).
+	// own ENI-limited count, which on the small shapes is far lower (a
+	// g6e.xlarge keeps several GiB to spare); that no shape here exceeds
+	// 737 is an assumption, which pinning the EC2NodeClass's kubelet
+	// maxPods would make exact.
 	ReservedForPods = 737
 	// EvictionMemoryMiB is Karpenter's default evictionHard
 	// memory.available: kubelet evicts pods below it.
