@@ -59,10 +59,7 @@ type waiver struct {
 // lintWaivers are the findings the rendered workloads may have, each
 // with why. A waiver that matches nothing fails the lint, so none
 // outlives its reason.
-var lintWaivers = []waiver{
-	{Rule: ruleRequests, Object: "Deployment/vllm-*", Container: "vllm",
-		Reason: "TEMPORARY: requests from the planner, merged separately"},
-}
+var lintWaivers = []waiver{}
 
 // lintObjects decodes rendered files into their documents, as JSON for
 // the Kubernetes API types.
