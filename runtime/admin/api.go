@@ -267,6 +267,10 @@ func (a *API) fail(c *gin.Context, err error, param, what string) {
 		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeKeyRevoked, "", "the api key is revoked")
 	case errors.Is(err, ErrKeyInUse):
 		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeConflict, "key", "that key secret is already in use: mint a new one")
+	case errors.Is(err, ErrNodeTokenInUse):
+		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeConflict, "token", "that node token is already issued: mint a new one")
+	case errors.Is(err, ErrMalformedNodeToken):
+		writeError(c, http.StatusBadRequest, openai.TypeInvalidRequest, codeInvalidValue, "token", "the node token has not the shape of a generated one")
 	case errors.Is(err, ledger.ErrBalanceOutOfRange):
 		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeBalanceRange, "amount_microcredits",
 			fmt.Sprintf("the credit would take the team's balance past ±%d micro-credits", int64(ledger.MaxBalance)))

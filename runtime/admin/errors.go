@@ -21,6 +21,12 @@ var (
 	ErrKeyRevoked = errors.New("admin: api key revoked")
 	// ErrKeyInUse means a client-minted secret is already some key's.
 	ErrKeyInUse = errors.New("admin: key secret already in use")
+	// ErrNodeTokenInUse means a client-minted node token was already
+	// issued.
+	ErrNodeTokenInUse = errors.New("admin: node token already in use")
+	// ErrMalformedNodeToken means a client-minted node token has not the
+	// shape of a generated one (the prefix and 43 base62 characters).
+	ErrMalformedNodeToken = errors.New("admin: malformed node token")
 	// ErrInvalidNodeToken means a node presented a token that is unknown,
 	// belongs to another node, or was revoked.
 	ErrInvalidNodeToken = errors.New("admin: invalid node token")

@@ -1,8 +1,10 @@
 package admin
 
 import (
+	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -100,8 +102,9 @@ func (a *API) drainNode(c *gin.Context) {
 }
 
 // issueNodeToken is POST /admin/nodes/{id}/tokens: 201 with the token,
-// shown once, or 200 without it for a repeated Idempotency-Key. The node
-// need not have registered yet.
+// shown once, or 200 without it for a repeated Idempotency-Key. The
+// optional body carries a token the client minted, which is never answered.
+// The node need not have registered yet.
 func (a *API) issueNodeToken(c *gin.Context) {
 	id, ok := pathName(c, "id")
 	if !ok {
@@ -111,9 +114,26 @@ func (a *API) issueNodeToken(c *gin.Context) {
 	if !ok {
 		return
 	}
-	out, err := a.tokens.Issue(c.Request.Context(), id, idem, a.now())
+	var req IssueNodeTokenRequest
+	if c.Request.ContentLength != 0 {
+		if _, ok := decodeBody(c, &req); !ok {
+			return
+		}
+		if req.Token != "" && !looksLikeNodeToken(req.Token) {
+			badRequest(c, codeInvalidValue, invalid("token",
+				"token must be %q followed by 43 base62 characters, as a generated token", NodeTokenPrefix))
+			return
+		}
+	}
+	issue := a.tokens.Issue
+	if req.Token != "" {
+		issue = func(ctx context.Context, nodeID, idemKey string, now time.Time) (IssuedNodeToken, error) {
+			return a.tokens.IssueMinted(ctx, nodeID, req.Token, idemKey, now)
+		}
+	}
+	out, err := issue(c.Request.Context(), id, idem, a.now())
 	if err != nil {
-		a.fail(c, err, idempotencyHeader, "node")
+		a.fail(c, err, paramFor(err, "token", idempotencyHeader), "node")
 		return
 	}
 	status := http.StatusCreated

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -33,10 +34,21 @@ func GenerateNodeToken() (token string, hash []byte, err error) {
 	return token, auth.HashKey(token), nil
 }
 
-// looksLikeNodeToken reports whether s has a node token's shape, so that
-// garbage costs no query.
+// looksLikeNodeToken reports whether s has a node token's shape (the
+// prefix and 43 base62 digits, the strength of a generated one), so that
+// garbage costs no query and a weaker client-minted token is refused.
 func looksLikeNodeToken(s string) bool {
-	return strings.HasPrefix(s, NodeTokenPrefix) && len(s) == len(NodeTokenPrefix)+nodeTokenBodyLen
+	body, ok := strings.CutPrefix(s, NodeTokenPrefix)
+	return ok && len(body) == nodeTokenBodyLen && auth.LooksLikeKey(auth.KeyPrefix+body)
+}
+
+// nodeTokenFromSecret is the hash of a client-minted token; the token must
+// have the shape of a generated one.
+func nodeTokenFromSecret(token string) ([]byte, error) {
+	if !looksLikeNodeToken(token) {
+		return nil, ErrMalformedNodeToken
+	}
+	return auth.HashKey(token), nil
 }
 
 // SQLNodeTokens keeps per-node tokens in the node_tokens table: only their
@@ -83,16 +95,33 @@ func getNodeToken(ctx context.Context, q queryer, id int64) (NodeToken, error) {
 // and returns it with its secret. With a non-empty idemKey, a repeat for
 // the same node returns the first token without its secret (Replayed).
 func (s *SQLNodeTokens) Issue(ctx context.Context, nodeID, idemKey string, now time.Time) (IssuedNodeToken, error) {
+	return s.issue(ctx, nodeID, nil, idemKey, now)
+}
+
+// IssueMinted is Issue for a token the client minted: it is stored by its
+// hash and not answered, so the secret never travels back and a lost
+// answer loses nothing. A token of the wrong shape is
+// ErrMalformedNodeToken, one already issued ErrNodeTokenInUse.
+func (s *SQLNodeTokens) IssueMinted(ctx context.Context, nodeID, token, idemKey string, now time.Time) (IssuedNodeToken, error) {
+	hash, err := nodeTokenFromSecret(token)
+	if err != nil {
+		return IssuedNodeToken{}, fmt.Errorf("issue node token: %w", err)
+	}
+	return s.issue(ctx, nodeID, hash, idemKey, now)
+}
+
+// issue is Issue with a generated token (hash nil) or IssueMinted.
+func (s *SQLNodeTokens) issue(ctx context.Context, nodeID string, hash []byte, idemKey string, now time.Time) (IssuedNodeToken, error) {
+	// A supplied token counts in the fingerprint by its hash only.
 	fp := fingerprint(struct {
 		NodeID string `json:"node_id"`
-	}{nodeID})
-	if idemKey != "" {
-	}
+		Hash   string `json:"hash,omitempty"`
+	}{nodeID, hex.EncodeToString(hash)})
 	var out IssuedNodeToken
 	err := runIdempotent(func() error {
 		return s.db.InTx(ctx, func(tx *sql.Tx) error {
 			var err error
-			out, err = s.issueTx(ctx, tx, nodeID, idemKey, fp, now)
+			out, err = s.issueTx(ctx, tx, nodeID, hash, idemKey, fp, now)
 			return err
 		})
 	})
@@ -103,7 +132,7 @@ func (s *SQLNodeTokens) Issue(ctx context.Context, nodeID, idemKey string, now t
 }
 
 // issueTx is Issue's transaction.
-func (s *SQLNodeTokens) issueTx(ctx context.Context, tx *sql.Tx, nodeID, idemKey, fp string, now time.Time) (IssuedNodeToken, error) {
+func (s *SQLNodeTokens) issueTx(ctx context.Context, tx *sql.Tx, nodeID string, supplied []byte, idemKey, fp string, now time.Time) (IssuedNodeToken, error) {
 	if idemKey != "" {
 		id, err := lookupIdempotent(ctx, tx, scopeNodeToken, idemKey, fp)
 		if err != nil {
@@ -114,7 +143,7 @@ func (s *SQLNodeTokens) issueTx(ctx context.Context, tx *sql.Tx, nodeID, idemKey
 			return IssuedNodeToken{NodeToken: t, Replayed: true, SecretNote: SecretNote}, err
 		}
 	}
-	token, hash, err := GenerateNodeToken()
+	token, hash, err := newNodeToken(ctx, tx, supplied)
 	if err != nil {
 		return IssuedNodeToken{}, err
 	}
@@ -132,6 +161,24 @@ func (s *SQLNodeTokens) issueTx(ctx context.Context, tx *sql.Tx, nodeID, idemKey
 		}
 	}
 	return IssuedNodeToken{NodeToken: t, Token: token}, nil
+}
+
+// newNodeToken is a generated token and its hash, or, when supplied (a
+// client-minted token's hash) is set, no token and that hash, once checked
+// unused.
+func newNodeToken(ctx context.Context, q queryer, supplied []byte) (string, []byte, error) {
+	if supplied == nil {
+		return GenerateNodeToken()
+	}
+	var one int
+	err := q.QueryRowContext(ctx, "SELECT 1 FROM node_tokens WHERE hash = $1", supplied).Scan(&one)
+	switch {
+	case err == nil:
+		return "", nil, ErrNodeTokenInUse
+	case !errors.Is(err, sql.ErrNoRows):
+		return "", nil, fmt.Errorf("check node token: %w", err)
+	}
+	return "", supplied, nil
 }
 
 // List returns the tokens of nodeID, revoked ones included, oldest first.

@@ -203,6 +203,15 @@ type NodeToken struct {
 	RevokedAt *time.Time `json:"revoked_at"`
 }
 
+// IssueNodeTokenRequest is the optional body of POST
+// /admin/nodes/{id}/tokens. Token, optional, is a token the client minted
+// (llpnode_ and 43 base62 characters, as a generated one): the server
+// stores its hash and answers without it. Without it the server generates
+// the token and answers it once.
+type IssueNodeTokenRequest struct {
+	Token string `json:"token,omitempty"`
+}
+
 // IssuedNodeToken is the answer to issuing a node token. Token is set only
 // in the first answer; a replay has Replayed and SecretNote instead.
 type IssuedNodeToken struct {

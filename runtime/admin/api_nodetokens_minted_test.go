@@ -1,0 +1,59 @@
+package admin
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// TestClientMintedNodeTokens: a node token issued with a token the client
+// minted answers without it, verifies for its node, and a replay of the
+// same request (a lost answer retried) is the same token, still usable; a
+// malformed, weak or reused token is refused naming the field.
+func TestClientMintedNodeTokens(t *testing.T) {
+	ctx := context.Background()
+	for _, dc := range dialectCases {
+		t.Run(dc.name, func(t *testing.T) {
+			h := newHarness(t, dc.dsn(t), harnessOptions{})
+			c := h.client
+			mint := func() string {
+				tok, _, err := GenerateNodeToken()
+				if err != nil {
+					t.Fatal(err)
+				}
+				return tok
+			}
+			minted := mint()
+			issued, err := c.IssueNodeTokenTo(ctx, "fra-gpu-08", minted, "minted-node-1")
+			if err != nil || issued.Token != "" || issued.NodeID != "fra-gpu-08" || issued.Replayed {
+				t.Fatalf("IssueNodeTokenTo = %+v, %v; want a new token without its secret", issued, err)
+			}
+			if err := h.tokens.Verify(ctx, "fra-gpu-08", minted); err != nil {
+				t.Errorf("Verify(minted) = %v", err)
+			}
+			replay, err := c.IssueNodeTokenTo(ctx, "fra-gpu-08", minted, "minted-node-1")
+			if err != nil || replay.ID != issued.ID || !replay.Replayed {
+				t.Errorf("replay = %+v, %v; want token %d, replayed", replay, err, issued.ID)
+			}
+			if err := h.tokens.Verify(ctx, "fra-gpu-08", minted); err != nil {
+				t.Errorf("Verify(minted) after the replay = %v", err)
+			}
+			_, err = c.IssueNodeTokenTo(ctx, "fra-gpu-08", mint(), "minted-node-1")
+			wantAPIError(t, "another token under the same Idempotency-Key", err, http.StatusConflict, idempotencyHeader)
+			_, err = c.IssueNodeTokenTo(ctx, "fra-gpu-09", minted, "")
+			wantAPIError(t, "a token already issued", err, http.StatusConflict, "token")
+			for name, bad := range map[string]string{
+				"short":          NodeTokenPrefix + "abc",
+				"not base62":     NodeTokenPrefix + strings.Repeat("-", nodeTokenBodyLen),
+				"an api key":     "llp_" + strings.Repeat("a", nodeTokenBodyLen),
+				"no prefix":      strings.Repeat("a", len(NodeTokenPrefix)+nodeTokenBodyLen),
+				"trailing space": minted[:len(minted)-1] + " ",
+			} {
+				_, err = c.IssueNodeTokenTo(ctx, "fra-gpu-09", bad, "")
+				wantAPIError(t, name, err, http.StatusBadRequest, "token")
+			}
+			assertNoSecret(t, "logs", h.logs.String(), minted)
+		})
+	}
+}
