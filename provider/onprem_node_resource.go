@@ -94,7 +94,7 @@ func (r *onpremNodeResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Description: "Free labels for the inventory (site, rack, owner)."},
 			"token_id": schema.StringAttribute{Computed: true, Description: "The node token's id.", PlanModifiers: keep},
 			"token": schema.StringAttribute{Computed: true, Sensitive: true, PlanModifiers: keep,
-				Description: "The node token, known once at creation: give it to the agent in LLMPLAT_NODE_TOKEN. Null after an import."},
+				Description: "The node token, minted by the provider at creation (and sent to the platform, so a lost answer cannot lose it): give it to the agent in LLMPLAT_NODE_TOKEN. Null after an import."},
 			"agent_command": schema.StringAttribute{Computed: true,
 				Description: "The node agent's command line for this node; the token goes in the LLMPLAT_NODE_TOKEN environment variable."},
 		},
@@ -134,12 +134,19 @@ func (r *onpremNodeResource) Create(ctx context.Context, req resource.CreateRequ
 		return
 	}
 	node := m.NodeID.ValueString()
-	tok, err := r.client.IssueNodeToken(ctx, node, "")
+	// The token is minted here and sent: the answer carries no token, so a
+	// lost answer replayed under the same Idempotency-Key loses nothing.
+	token, _, err := admin.GenerateNodeToken()
+	if err != nil {
+		resp.Diagnostics.AddError("Node token not minted", err.Error())
+		return
+	}
+	tok, err := r.client.IssueNodeTokenTo(ctx, node, token, "")
 	if err != nil {
 		resp.Diagnostics.AddError("Node token not issued", err.Error())
 		return
 	}
-	m.ID, m.TokenID, m.Token = types.StringValue(node), types.StringValue(strconv.FormatInt(tok.ID, 10)), types.StringValue(tok.Token)
+	m.ID, m.TokenID, m.Token = types.StringValue(node), types.StringValue(strconv.FormatInt(tok.ID, 10)), types.StringValue(token)
 	r.finish(ctx, &m, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

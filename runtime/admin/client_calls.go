@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -134,6 +135,30 @@ func (c *Client) PutModel(ctx context.Context, name string, spec ModelSpec) (m M
 	return m, status == http.StatusCreated, err
 }
 
+// WaitReady makes one cheap authenticated call (GET /admin/models, a few
+// rows) and repeats it while the platform is not there yet (a connection
+// refused or reset, 429, 502, 503, 504: a gateway starting behind its load
+// balancer) with the client's backoff, until it answers or ctx ends. A
+// refusal (401 or 403 for a wrong token, 404 for an endpoint that is not
+// the platform) returns at once as an *APIError; when ctx ends first the
+// error wraps both ctx's and the last try's.
+func (c *Client) WaitReady(ctx context.Context) error {
+	cl := call{method: http.MethodGet, path: "/admin/models", out: &List[Model]{}}
+	target := c.base + cl.path
+	for n := 1; ; n++ {
+		_, retryAfter, err := c.once(ctx, cl, target, nil)
+		if err == nil || !retryable(err) {
+			return err
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w; last try: %w", context.Cause(ctx), err)
+		}
+		if serr := c.sleep(ctx, c.backoff(n, retryAfter)); serr != nil {
+			return fmt.Errorf("%w; last try: %w", context.Cause(ctx), err)
+		}
+	}
+}
+
 // ListModels returns every model.
 func (c *Client) ListModels(ctx context.Context) ([]Model, error) {
 	var l List[Model]
@@ -182,6 +207,16 @@ func (c *Client) IssueNodeToken(ctx context.Context, nodeID, idempotencyKey stri
 	var t IssuedNodeToken
 	_, err := c.do(ctx, call{method: http.MethodPost, path: namePath("/admin/nodes/", nodeID) + "/tokens",
 		header: idemHeader(idempotencyKey), out: &t})
+	return t, err
+}
+
+// IssueNodeTokenTo issues the token the client minted (see
+// GenerateNodeToken) for the node: the answer holds no token, so a lost
+// answer loses nothing. idempotencyKey works as in CreateKey.
+func (c *Client) IssueNodeTokenTo(ctx context.Context, nodeID, token, idempotencyKey string) (IssuedNodeToken, error) {
+	var t IssuedNodeToken
+	_, err := c.do(ctx, call{method: http.MethodPost, path: namePath("/admin/nodes/", nodeID) + "/tokens",
+		body: IssueNodeTokenRequest{Token: token}, header: idemHeader(idempotencyKey), out: &t})
 	return t, err
 }
 
