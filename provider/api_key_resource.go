@@ -98,8 +98,8 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 	}
 }
 
-func (r *apiKeyResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+func (r *apiKeyResource) Configure(ctx context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.client = clientFrom(ctx, req.ProviderData, &resp.Diagnostics)
 }
 
 // ModifyPlan refuses an expiry in the past when it is set or changed (a
@@ -149,7 +149,11 @@ func (r *apiKeyResource) checkAllowlist(ctx context.Context, allow types.Set, re
 	}
 	models, err := r.client.ListModels(ctx)
 	if err != nil {
-		return // the apply's own call reports an unreachable API
+		// Said, not ignored: a plan that could not check is not a plan
+		// that passed.
+		resp.Diagnostics.AddAttributeError(path.Root("model_allowlist"), "Allowlist not checked",
+			"The platform's models could not be listed to check model_allowlist: "+err.Error())
+		return
 	}
 	known := map[string]bool{}
 	for _, m := range models {

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -10,9 +11,10 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 )
 
-// clientFrom takes the admin client the provider configured.
-func clientFrom(data any, diags *diag.Diagnostics) *admin.Client {
-	if d := dataFrom(data, diags); d != nil {
+// clientFrom takes the admin client the provider configured, once the
+// platform answered the provider's credentials check (see ready).
+func clientFrom(ctx context.Context, data any, diags *diag.Diagnostics) *admin.Client {
+	if d := dataFrom(data, diags); d != nil && d.ready(ctx, diags) {
 		return d.client
 	}
 	return nil

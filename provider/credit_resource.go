@@ -80,8 +80,8 @@ func (r *creditResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 	}
 }
 
-func (r *creditResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+func (r *creditResource) Configure(ctx context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.client = clientFrom(ctx, req.ProviderData, &resp.Diagnostics)
 }
 
 // creditKey derives a grant's idempotency key from what identifies it.

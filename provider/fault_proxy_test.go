@@ -24,6 +24,9 @@ const (
 	// notReady answers 503 without forwarding: a gateway not up yet behind
 	// its load balancer.
 	notReady
+	// serverError answers 500 without forwarding: a failure the client does
+	// not retry.
+	serverError
 )
 
 // errAnswerDropped is the error that makes the reverse proxy answer 502.
@@ -63,6 +66,9 @@ func newFaultProxy(t *testing.T, base string, decide func(r *http.Request) fault
 		case notReady:
 			http.Error(w, "no healthy target", http.StatusServiceUnavailable)
 			return
+		case serverError:
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
 		case dropAnswer:
 			r.Header.Set("X-Test-Fault", "drop")
 		}
@@ -83,5 +89,11 @@ func (fp *faultProxy) count(f fault) int {
 // providerBlockVia configures the provider for p through the proxy at
 // base, with extra settings.
 func (p *platform) providerBlockVia(base, extra string) string {
-	return fmt.Sprintf("provider \"llmplat\" {\n  endpoint = %q\n  token    = %q\n%s}\n", base, p.token, extra)
+	return providerBlockAt(base, p.token, extra)
+}
+
+// providerBlockAt configures the provider for endpoint and token, with
+// extra settings.
+func providerBlockAt(endpoint, token, extra string) string {
+	return fmt.Sprintf("provider \"llmplat\" {\n  endpoint = %q\n  token    = %q\n%s}\n", endpoint, token, extra)
 }

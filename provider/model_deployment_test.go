@@ -334,10 +334,11 @@ func (r refreshedAs) CheckPlan(_ context.Context, req plancheck.CheckPlanRequest
 // TestAccModelDeploymentRefusals: a deployment that cannot work fails the
 // plan, at its attribute, before anything is applied.
 func TestAccModelDeploymentRefusals(t *testing.T) {
-	requireTerraform(t)
-	// Planning contacts neither the platform nor the cluster.
-	withKube := "provider \"llmplat\" {\n  endpoint = \"http://127.0.0.1:1\"\n  token = \"t\"\n  kubernetes {\n    host  = \"https://127.0.0.1:1\"\n    token = \"k\"\n  }\n}\n"
-	noKube := "provider \"llmplat\" {\n  endpoint = \"http://127.0.0.1:1\"\n  token = \"t\"\n}\n"
+	// Planning contacts the platform only for the provider's credentials
+	// check, and never the cluster.
+	p := startPlatform(t)
+	withKube := providerBlockAt(p.base, p.token, "  kubernetes {\n    host  = \"https://127.0.0.1:1\"\n    token = \"k\"\n  }\n")
+	noKube := p.providerBlock()
 	tests := []struct {
 		name, provider, body string
 		price, cap           int

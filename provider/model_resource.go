@@ -79,9 +79,9 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 	}
 }
 
-func (r *modelResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+func (r *modelResource) Configure(ctx context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.data = dataFrom(req.ProviderData, &resp.Diagnostics)
-	if r.data != nil {
+	if r.data != nil && r.data.ready(ctx, &resp.Diagnostics) {
 		r.client = r.data.client
 	}
 }

@@ -101,8 +101,8 @@ func (r *onpremNodeResource) Schema(_ context.Context, _ resource.SchemaRequest,
 	}
 }
 
-func (r *onpremNodeResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
-	r.client = clientFrom(req.ProviderData, &resp.Diagnostics)
+func (r *onpremNodeResource) Configure(ctx context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.client = clientFrom(ctx, req.ProviderData, &resp.Diagnostics)
 }
 
 // command is the agent's command line for m.

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/llmplat/llmplat/runtime/admin"
@@ -19,12 +20,19 @@ import (
 
 // Environment variables the provider falls back to.
 const (
-	EnvEndpoint = "LLMPLAT_ENDPOINT"
-	EnvToken    = "LLMPLAT_ADMIN_TOKEN"
+	EnvEndpoint     = "LLMPLAT_ENDPOINT"
+	EnvToken        = "LLMPLAT_ADMIN_TOKEN"
+	EnvReadyTimeout = "LLMPLAT_READY_TIMEOUT"
 )
 
 // requestTimeout bounds one admin API call; the client retries within it.
 const requestTimeout = 60 * time.Second
+
+// defaultReadyTimeout is how long configuring waits for the platform to
+// answer: 10 min covers a first full apply, whose gateway starts (image
+// pull, database migration, load balancer target registration) after the
+// cluster, in the same run.
+const defaultReadyTimeout = 10 * time.Minute
 
 // New returns the provider factory for version.
 func New(version string) func() provider.Provider {
@@ -38,14 +46,17 @@ type llmplatProvider struct {
 }
 
 type providerModel struct {
-	Endpoint   types.String     `tfsdk:"endpoint"`
-	Token      types.String     `tfsdk:"token"`
-	Kubernetes *kubernetesModel `tfsdk:"kubernetes"`
+	Endpoint     types.String     `tfsdk:"endpoint"`
+	Token        types.String     `tfsdk:"token"`
+	ReadyTimeout types.String     `tfsdk:"ready_timeout"`
+	Kubernetes   *kubernetesModel `tfsdk:"kubernetes"`
 }
 
 // providerData is what the provider hands its resources and data sources.
 type providerData struct {
 	client *admin.Client
+	// readiness is the credentials check, made on first use of client.
+	readiness *readiness
 	// kube is the cluster's access; nil when the provider was given none.
 	kube *kubeAccess
 }
@@ -70,6 +81,18 @@ func (p *llmplatProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 				Sensitive:   true,
 				Description: "An admin credential: the bootstrap admin token or an admin JWT. Falls back to the " + EnvToken + " environment variable.",
 			},
+			"ready_timeout": schema.StringAttribute{
+				Optional: true,
+				Description: "How long configuring waits for the platform, as a Go duration (\"90s\", \"10m\"); default " +
+					defaultReadyTimeout.String() + ", enough for a first full apply whose gateway starts in the same run. Once endpoint and " +
+					"token are known, before the first resource or data source that calls the admin API (a plan of new resources " +
+					"included; the offline data sources llmplat_capacity_plan and llmplat_platform_manifests call nothing), the provider " +
+					"makes one cheap authenticated call and repeats it while the platform is not there (connection errors, 429, 502, " +
+					"503, 504): a plan or apply against a platform that is down fails after this long, and a wrong token fails at once. " +
+					"While endpoint or token are unknown (they come from a resource not applied yet), the check waits for the apply. " +
+					"Falls back to the " + EnvReadyTimeout + " environment variable.",
+				Validators: []validator.String{durationValidator{}},
+			},
 		},
 	}
 }
@@ -80,7 +103,7 @@ func (p *llmplatProvider) Configure(ctx context.Context, req provider.ConfigureR
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if cfg.Endpoint.IsUnknown() || cfg.Token.IsUnknown() || cfg.Kubernetes.unknown() {
+	if cfg.Endpoint.IsUnknown() || cfg.Token.IsUnknown() || cfg.ReadyTimeout.IsUnknown() || cfg.Kubernetes.unknown() {
 		// Known only after another resource's apply: configure then.
 		return
 	}
@@ -102,7 +125,12 @@ func (p *llmplatProvider) Configure(ctx context.Context, req provider.ConfigureR
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid llmplat endpoint", err.Error())
 		return
 	}
-	data := &providerData{client: client}
+	ready, err := readyTimeout(cfg.ReadyTimeout)
+	if err != nil {
+		resp.Diagnostics.AddAttributeError(path.Root("ready_timeout"), "Invalid ready_timeout", err.Error())
+		return
+	}
+	data := &providerData{client: client, readiness: &readiness{client: client, endpoint: endpoint, timeout: ready}}
 	if cfg.Kubernetes.configured() {
 		rc, diags := cfg.Kubernetes.restConfig(ctx)
 		resp.Diagnostics.Append(diags...)

@@ -39,3 +39,46 @@ resource "llmplat_team" "t" {
 		},
 	})
 }
+
+// TestAccUnknownEndpointOfflineAtPlan: on a fresh stack whose endpoint is
+// another resource's output (examples/eks), the offline data sources are
+// still read at plan, so a count or for_each over them is known, and the
+// plan calls no platform (the endpoint given is one nothing listens on).
+func TestAccUnknownEndpointOfflineAtPlan(t *testing.T) {
+	requireTerraform(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{{
+			Config: `
+resource "terraform_data" "endpoint" {
+  input = "http://127.0.0.1:1"
+}
+
+provider "llmplat" {
+  endpoint = terraform_data.endpoint.output
+  token    = "not-checked-at-plan"
+}
+
+data "llmplat_capacity_plan" "p" {
+  model                       = "llama-8b"
+  gpu                         = "L40S"
+  tensor_parallel_size        = 1
+  peak_streams                = 140
+  planned_streams_per_replica = 32
+  min_replicas                = 2
+  max_replicas                = 8
+}
+
+resource "terraform_data" "per_replica" {
+  count = data.llmplat_capacity_plan.p.replicas
+}
+
+resource "llmplat_team" "t" {
+  name = "fresh-stack"
+}
+`,
+			PlanOnly:           true,
+			ExpectNonEmptyPlan: true,
+		}},
+	})
+}

@@ -99,8 +99,19 @@ provider "helm" {
   }
 }
 
+# The llmplat provider checks its credentials before its first admin API
+# call, waiting up to ready_timeout (10 min) for a gateway still starting.
+# The gateway comes up in the same apply as the models (step 3): going
+# through terraform_data (never created by steps 1 and 2, which -target)
+# keeps the endpoint unknown at that first plan, so the plan defers the
+# check to the apply, which waits for the gateway, instead of failing on a
+# gateway that does not exist yet. Every later plan checks it.
+resource "terraform_data" "gateway_endpoint" {
+  input = module.eks.gateway.url
+}
+
 provider "llmplat" {
-  endpoint = module.eks.gateway.url
+  endpoint = terraform_data.gateway_endpoint.output
   token    = var.admin_token
 
   kubernetes {
