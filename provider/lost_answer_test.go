@@ -13,19 +13,24 @@ import (
 	"github.com/llmplat/llmplat/runtime/auth"
 )
 
-// TestAccLostCreateAnswer: the answer to the first create of a key and of
-// a node token is lost after the platform committed (a proxy answers 502);
-// the provider's retry replays the create, and state still ends with a
-// secret that works: the key streams a completion, the node token verifies
-// for its node.
+// TestAccLostCreateAnswer: the answer to the first create of a team, a
+// model, a key and a node token is lost after the platform committed (a
+// proxy answers 502); the provider's retry replays the create, which is not
+// taken for a resource made outside Terraform, and state ends with secrets
+// that work: the key streams a completion, the node token verifies for its
+// node.
 func TestAccLostCreateAnswer(t *testing.T) {
 	p := startPlatform(t)
 	ws := p.orchestrator(t)
 	dropped := map[string]bool{}
 	isCreate := func(r *http.Request) (string, bool) {
 		switch {
+		case r.Method == http.MethodPut && strings.HasPrefix(r.URL.Path, "/admin/models/"):
+			return "model", true
 		case r.Method != http.MethodPost:
 			return "", false
+		case r.URL.Path == "/admin/teams":
+			return "team", true
 		case r.URL.Path == "/admin/keys":
 			return "key", true
 		case strings.HasPrefix(r.URL.Path, "/admin/nodes/") && strings.HasSuffix(r.URL.Path, "/tokens"):
@@ -50,8 +55,8 @@ func TestAccLostCreateAnswer(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config: config,
 			Check: func(s *terraform.State) error {
-				if got := proxy.count(dropAnswer); got != 2 {
-					return fmt.Errorf("the proxy dropped %d create answers, want 2 (a key's and a node token's)", got)
+				if got := proxy.count(dropAnswer); got != 4 {
+					return fmt.Errorf("the proxy dropped %d create answers, want 4 (a team's, a model's, a key's and a node token's)", got)
 				}
 				secret := attr(s, "llmplat_api_key.k", "secret")
 				if !auth.LooksLikeKey(secret) {
@@ -70,7 +75,7 @@ func TestAccLostCreateAnswer(t *testing.T) {
 	})
 }
 
-// proxyConfig is a team with credit and a key, and an on-prem node, through
+// proxyConfig is a team with credit and a key, a model and an on-prem node, through
 // the provider configured for the proxy at base.
 func proxyConfig(p *platform, base, wsURL string) string {
 	return p.providerBlockVia(base, "") + fmt.Sprintf(`
@@ -84,6 +89,14 @@ resource "llmplat_credit" "c" {
 resource "llmplat_api_key" "k" {
   team_id = llmplat_team.t.id
   name    = "lost-answer"
+}
+resource "llmplat_model" "m" {
+  name                            = "lost-answer-model"
+  served_name                     = "lost-answer-model"
+  prompt_price_micro_per_mtok     = 100000
+  completion_price_micro_per_mtok = 400000
+  max_context_tokens              = 8192
+  max_output_tokens               = 1024
 }
 resource "llmplat_onprem_node" "n" {
   node_id          = "lost-answer-1"

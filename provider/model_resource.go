@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -56,7 +57,9 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"Service, PodDisruptionBudget and KEDA ScaledObject of `llmplat render`, server-side applied with the " +
 			"provider's kubernetes access. Changes apply in place; a refresh notices a changed price and a cluster object " +
 			"changed or deleted outside Terraform (`kubernetes_objects`), and the next apply puts them back. Destroy " +
-			"removes the objects, then the model. Without `deployment` the resource manages no cluster objects.",
+			"removes the objects, then the model. Without `deployment` the resource manages no cluster objects. Creating a " +
+			"model the platform already declares fails (\"already exists — import it\") rather than overwrite it: import it " +
+			"to manage it (the models `make run` declares, for example).",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The model's name.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
@@ -187,7 +190,28 @@ const noKubeMessage = "deployment applies the model's objects to a cluster, and 
 	"add a kubernetes block to the provider (config_path, or host with a token or exec), or set " + EnvKubeConfigPath +
 	". Without deployment, llmplat_model only registers the model with the platform."
 
+// Create refuses a model the platform already declares (the admin API's
+// PUT is an upsert: it would overwrite that declaration, and destroy would
+// delete it), then declares it. The check comes before the first PUT, so
+// the client's retry of a PUT whose answer was lost is not taken for it.
 func (r *modelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var name types.String
+	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("name"), &name)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	_, err := r.client.GetModel(ctx, name.ValueString())
+	switch {
+	case err == nil:
+		resp.Diagnostics.AddAttributeError(path.Root("name"), "Model already exists — import it",
+			"The platform already declares a model named "+strconv.Quote(name.ValueString())+", made outside this configuration. "+
+				"Creating it would overwrite its declaration and destroying it would delete it: to manage it here, import it "+
+				"(an import block with id = "+strconv.Quote(name.ValueString())+", or terraform import <address> "+name.ValueString()+").")
+		return
+	case !notFound(err):
+		resp.Diagnostics.AddError("Model not checked", "Whether the model already exists could not be read: "+err.Error())
+		return
+	}
 	r.put(ctx, req.Plan, nil, &resp.State, &resp.Diagnostics)
 }
 

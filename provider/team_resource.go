@@ -42,7 +42,8 @@ func (r *teamResource) Metadata(_ context.Context, req resource.MetadataRequest,
 func (r *teamResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
 		Description: "A tenant of the platform: its API keys and credits belong to it. The platform keeps a team " +
-			"for its ledger history: destroying this resource removes it from Terraform's state only.",
+			"for its ledger history: destroying this resource removes it from Terraform's state only. Creating a team whose " +
+			"name the platform already has fails (\"already exists — import it\"): import it to manage it.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed: true, Description: "The team's numeric id, as a string.",
@@ -84,14 +85,28 @@ func (r *teamResource) Create(ctx context.Context, req resource.CreateRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	t, created, err := r.client.CreateTeam(ctx, m.Name.ValueString())
+	// A team made outside this configuration is refused, not taken over.
+	// The check comes before the create: the client's retry of a create
+	// whose answer was lost answers the team without "created", and is
+	// not taken for it.
+	teams, err := r.client.ListTeams(ctx)
+	if err != nil {
+		resp.Diagnostics.AddError("Team not checked", "Whether the team already exists could not be read: "+err.Error())
+		return
+	}
+	for _, t := range teams {
+		if t.Name == m.Name.ValueString() {
+			id := strconv.FormatInt(t.ID, 10)
+			resp.Diagnostics.AddAttributeError(path.Root("name"), "Team already exists — import it",
+				"The platform already has a team named "+strconv.Quote(t.Name)+" (id "+id+"), made outside this configuration: "+
+					"to manage it here, import it (an import block with id = \""+id+"\", or terraform import <address> "+id+").")
+			return
+		}
+	}
+	t, _, err := r.client.CreateTeam(ctx, m.Name.ValueString())
 	if err != nil {
 		resp.Diagnostics.AddError("Team not created", err.Error())
 		return
-	}
-	if !created {
-		resp.Diagnostics.AddWarning("Team already existed",
-			"A team named "+t.Name+" already existed (id "+strconv.FormatInt(t.ID, 10)+"); this resource now manages it.")
 	}
 	m.set(t)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)

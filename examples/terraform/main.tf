@@ -15,6 +15,27 @@ terraform {
 # endpoint and token from LLMPLAT_ENDPOINT and LLMPLAT_ADMIN_TOKEN.
 provider "llmplat" {}
 
+# `make run` declares these three models so that a newcomer can stream at
+# once, and the provider never takes over a model that exists ("already
+# exists — import it"): this configuration adopts them in the open. From
+# then on Terraform manages them, and a destroy deletes them. Against a
+# platform that does not declare them yet (a fresh EKS deployment), delete
+# these three blocks.
+import {
+  to = llmplat_model.llama_8b
+  id = "llama-8b"
+}
+
+import {
+  to = llmplat_model.qwen_32b
+  id = "qwen-32b"
+}
+
+import {
+  to = llmplat_model.llama_70b
+  id = "llama-70b"
+}
+
 # The models, each with its engine limits from the capacity planner (on
 # L40S, as the seed deploys them).
 data "llmplat_capacity_plan" "llama_8b" {
