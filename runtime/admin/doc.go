@@ -14,7 +14,11 @@
 // its name (PUT is an upsert), and an API key or node token by the
 // Idempotency-Key header. A replayed key or token create returns the record
 // without its secret: only the secret's SHA-256 is stored, so the secret can
-// be shown once and never again.
+// be shown once and never again. A client that must not lose a secret to a
+// lost answer mints it (llp_ or llpnode_ and 43 base62 characters, checked
+// as strictly as a generated one) and sends it with the create (the key's
+// "key", the node token's "token"): the answer never carries it, and a
+// replay loses nothing. The provider always does.
 //
 // SQLStore implements auth.KeyStore and auth.TeamStore over runtime/store on
 // PostgreSQL and SQLite: a NULL limit reads as 0 (unlimited) and an empty
@@ -23,5 +27,7 @@
 //
 // Client is the typed client the provider uses. It retries idempotent calls
 // on connection errors and 5xx answers with bounded, jittered backoff, and
-// returns refusals as *APIError.
+// returns refusals as *APIError. WaitReady repeats one cheap authenticated
+// call for as long as its context allows while the platform is not there
+// yet, and returns a refusal (a wrong token) at once.
 package admin
