@@ -194,6 +194,28 @@ func (c *Client) GetNode(ctx context.Context, id string) (Node, error) {
 	return n, err
 }
 
+// PutNodeDeclaration stores what is declared for the node, replacing any
+// declaration; a repeat is harmless.
+func (c *Client) PutNodeDeclaration(ctx context.Context, nodeID string, spec NodeDeclarationSpec) (NodeDeclaration, error) {
+	var d NodeDeclaration
+	_, err := c.do(ctx, call{method: http.MethodPut, path: namePath("/admin/nodes/", nodeID) + "/declaration", body: spec, out: &d})
+	return d, err
+}
+
+// GetNodeDeclaration returns what is declared for the node; an *APIError
+// with status 404 when nothing is.
+func (c *Client) GetNodeDeclaration(ctx context.Context, nodeID string) (NodeDeclaration, error) {
+	var d NodeDeclaration
+	_, err := c.do(ctx, call{method: http.MethodGet, path: namePath("/admin/nodes/", nodeID) + "/declaration", out: &d})
+	return d, err
+}
+
+// DeleteNodeDeclaration removes the node's declaration, if any.
+func (c *Client) DeleteNodeDeclaration(ctx context.Context, nodeID string) error {
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: namePath("/admin/nodes/", nodeID) + "/declaration"})
+	return err
+}
+
 // DrainNode asks the orchestrator to drain the node.
 func (c *Client) DrainNode(ctx context.Context, id string) (DrainResult, error) {
 	var d DrainResult

@@ -25,6 +25,13 @@
 // model_allowlist allows every model, as auth.Limits defines. SQLNodeTokens
 // issues, lists, revokes and verifies per-node tokens for the orchestrator.
 //
+// A node declaration (PUT /admin/nodes/{id}/declaration) is what an operator
+// declared for a node: its agent's command line inputs and inventory fields
+// (gpu_count, labels). It is stored beside, not in, what the agent
+// registers, shown in the nodes view as "declared", and read back by the
+// provider's import; its gpu_count is shown beside the registered count,
+// never enforced.
+//
 // Client is the typed client the provider uses. It retries idempotent calls
 // on connection errors and 5xx answers with bounded, jittered backoff, and
 // returns refusals as *APIError. WaitReady repeats one cheap authenticated

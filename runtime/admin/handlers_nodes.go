@@ -47,9 +47,17 @@ func (a *API) listNodes(c *gin.Context) {
 		a.fail(c, err, "", "node")
 		return
 	}
+	decls, err := a.store.ListNodeDeclarations(c.Request.Context())
+	if err != nil {
+		a.fail(c, err, "", "node")
+		return
+	}
 	live, ok := a.live(c)
 	for i := range nodes {
 		attachLive(&nodes[i], live)
+		if d, ok := decls[nodes[i].ID]; ok {
+			nodes[i].Declared = &d
+		}
 	}
 	writeJSON(c, http.StatusOK, NodeList{Data: nodes, LiveUnavailable: !ok})
 }
@@ -65,9 +73,69 @@ func (a *API) getNode(c *gin.Context) {
 		a.fail(c, err, "id", "node")
 		return
 	}
+	switch d, err := a.store.GetNodeDeclaration(c.Request.Context(), id); {
+	case err == nil:
+		n.Declared = &d
+	case !errors.Is(err, ErrNotFound):
+		a.fail(c, err, "", "node")
+		return
+	}
 	live, _ := a.live(c)
 	attachLive(&n, live)
 	writeJSON(c, http.StatusOK, n)
+}
+
+// putNodeDeclaration is PUT /admin/nodes/{id}/declaration: it stores what
+// the operator declared for the node, replacing any declaration, and
+// answers it. The node need not have registered yet; a repeat is harmless.
+func (a *API) putNodeDeclaration(c *gin.Context) {
+	id, ok := pathName(c, "id")
+	if !ok {
+		return
+	}
+	var spec NodeDeclarationSpec
+	if _, ok := decodeBody(c, &spec); !ok {
+		return
+	}
+	if e := spec.validate(); e != nil {
+		badRequest(c, codeInvalidValue, e)
+		return
+	}
+	d, err := a.store.PutNodeDeclaration(c.Request.Context(), id, spec, a.now())
+	if err != nil {
+		a.fail(c, err, "", "node")
+		return
+	}
+	writeJSON(c, http.StatusOK, d)
+}
+
+// getNodeDeclaration is GET /admin/nodes/{id}/declaration: 404 when none
+// was declared (a node whose agent was started by hand).
+func (a *API) getNodeDeclaration(c *gin.Context) {
+	id, ok := pathName(c, "id")
+	if !ok {
+		return
+	}
+	d, err := a.store.GetNodeDeclaration(c.Request.Context(), id)
+	if err != nil {
+		a.fail(c, err, "id", "node declaration")
+		return
+	}
+	writeJSON(c, http.StatusOK, d)
+}
+
+// deleteNodeDeclaration is DELETE /admin/nodes/{id}/declaration: 204,
+// also when there was none, so a retry succeeds.
+func (a *API) deleteNodeDeclaration(c *gin.Context) {
+	id, ok := pathName(c, "id")
+	if !ok {
+		return
+	}
+	if err := a.store.DeleteNodeDeclaration(c.Request.Context(), id); err != nil {
+		a.fail(c, err, "", "node")
+		return
+	}
+	c.Status(http.StatusNoContent)
 }
 
 // drainNode is POST /admin/nodes/{id}/drain: 202 once the drain is sent,

@@ -178,6 +178,9 @@ type Node struct {
 	State          string          `json:"state"`
 	CreatedAt      time.Time       `json:"created_at"`
 	Live           *NodeLive       `json:"live"`
+	// Declared is what an operator declared for the node (labels, the GPU
+	// count beside GPUs as registered), when there is a declaration.
+	Declared *NodeDeclaration `json:"declared,omitempty"`
 }
 
 // NodeLive is a node's heartbeat state, from the orchestrator's registry.

@@ -1,0 +1,201 @@
+package admin
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// Limits on a node declaration, each with its reason.
+const (
+	// maxDeclaredModels bounds a node's models: one engine serves a
+	// handful; a hundred is a mistake, not a need.
+	maxDeclaredModels = 100
+	// maxURLLen fits any orchestrator or engine URL with room.
+	maxURLLen = 2048
+	// maxLabels bounds a node's labels: inventory tags (site, rack, owner),
+	// shown in every /admin/nodes listing.
+	maxLabels = 64
+	// maxLabelLen bounds a label's key and its value, as Kubernetes bounds
+	// a label value's name part.
+	maxLabelLen = 63
+)
+
+// NodeDeclaredModel is one model a node is declared to serve, with its
+// engine's limits: one -model flag of the node agent.
+type NodeDeclaredModel struct {
+	Name          string `json:"name"`
+	ServedName    string `json:"served_name"`
+	MaxNumSeqs    int64  `json:"max_num_seqs"`
+	MaxModelLen   int64  `json:"max_model_len"`
+	KVCacheTokens int64  `json:"kv_cache_tokens"`
+}
+
+// NodeDeclarationSpec is what an operator declares for a node (the body
+// of PUT /admin/nodes/{id}/declaration): the inputs of its agent's command
+// line, and inventory fields. GPUCount is shown beside what the agent
+// reports, never enforced: the agent counts the GPUs it can see
+// (CUDA_VISIBLE_DEVICES, MIG), which may differ from the hardware for good
+// reasons. Nil GPUCount or Labels means not declared.
+type NodeDeclarationSpec struct {
+	OrchestratorURL string              `json:"orchestrator_url"`
+	EngineURL       string              `json:"engine_url"`
+	Models          []NodeDeclaredModel `json:"models"`
+	GPUCount        *int64              `json:"gpu_count"`
+	Labels          map[string]string   `json:"labels"`
+}
+
+// NodeDeclaration is a stored declaration.
+type NodeDeclaration struct {
+	NodeID string `json:"node_id"`
+	NodeDeclarationSpec
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// validate checks a declaration's bounds; the agent's own parser, not the
+// server, judges the URLs and names it will use.
+func (s *NodeDeclarationSpec) validate() *fieldError {
+	switch {
+	case s.OrchestratorURL == "" || len(s.OrchestratorURL) > maxURLLen:
+		return invalid("orchestrator_url", "orchestrator_url must be 1 to %d bytes", maxURLLen)
+	case len(s.EngineURL) > maxURLLen:
+		return invalid("engine_url", "engine_url must be at most %d bytes", maxURLLen)
+	case len(s.Models) == 0 || len(s.Models) > maxDeclaredModels:
+		return invalid("models", "models must hold 1 to %d models", maxDeclaredModels)
+	case s.GPUCount != nil && (*s.GPUCount < 1 || *s.GPUCount > math.MaxInt32):
+		return invalid("gpu_count", "gpu_count must be 1 to %d", math.MaxInt32)
+	case len(s.Labels) > maxLabels:
+		return invalid("labels", "at most %d labels", maxLabels)
+	}
+	for i, m := range s.Models {
+		if e := checkIdent(fmt.Sprintf("models[%d].name", i), m.Name); e != nil {
+			return e
+		}
+		if m.ServedName == "" || len(m.ServedName) > maxServedNameLen {
+			return invalid(fmt.Sprintf("models[%d].served_name", i), "served_name must be 1 to %d bytes", maxServedNameLen)
+		}
+		for _, v := range []int64{m.MaxNumSeqs, m.MaxModelLen, m.KVCacheTokens} {
+			if v < 1 || v > math.MaxInt32 {
+				return invalid(fmt.Sprintf("models[%d]", i), "max_num_seqs, max_model_len and kv_cache_tokens must be 1 to %d", math.MaxInt32)
+			}
+		}
+	}
+	for k, v := range s.Labels {
+		if !printableLabel(k) || k == "" || len(k) > maxLabelLen || !printableLabel(v) || len(v) > maxLabelLen {
+			return invalid("labels", "label keys (1 to %d bytes) and values (at most %d) must be printable", maxLabelLen, maxLabelLen)
+		}
+	}
+	return nil
+}
+
+// printableLabel reports whether s has no control characters.
+func printableLabel(s string) bool {
+	return !strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// nodeDeclColumns are the node_declarations columns scanNodeDecl reads.
+const nodeDeclColumns = "node_id, orchestrator_url, engine_url, models, gpu_count, labels, updated_at"
+
+// scanNodeDecl reads one declaration selected with nodeDeclColumns.
+func scanNodeDecl(r rowScanner) (NodeDeclaration, error) {
+	var (
+		d      NodeDeclaration
+		models string
+		labels sql.NullString
+		gpus   sql.NullInt64
+	)
+	if err := r.Scan(&d.NodeID, &d.OrchestratorURL, &d.EngineURL, &models, &gpus, &labels, &d.UpdatedAt); err != nil {
+		return NodeDeclaration{}, err
+	}
+	if err := json.Unmarshal([]byte(models), &d.Models); err != nil {
+		return NodeDeclaration{}, fmt.Errorf("models of node %s: %w", d.NodeID, err)
+	}
+	if labels.Valid {
+		if err := json.Unmarshal([]byte(labels.String), &d.Labels); err != nil {
+			return NodeDeclaration{}, fmt.Errorf("labels of node %s: %w", d.NodeID, err)
+		}
+	}
+	if gpus.Valid {
+		d.GPUCount = &gpus.Int64
+	}
+	d.UpdatedAt = d.UpdatedAt.UTC()
+	return d, nil
+}
+
+// PutNodeDeclaration stores spec as nodeID's declaration, replacing any.
+func (s *SQLStore) PutNodeDeclaration(ctx context.Context, nodeID string, spec NodeDeclarationSpec, now time.Time) (NodeDeclaration, error) {
+	models, err := json.Marshal(spec.Models)
+	if err != nil {
+		return NodeDeclaration{}, fmt.Errorf("put node declaration: %w", err)
+	}
+	var labels, gpus any
+	if spec.Labels != nil {
+		b, err := json.Marshal(spec.Labels)
+		if err != nil {
+			return NodeDeclaration{}, fmt.Errorf("put node declaration: %w", err)
+		}
+		labels = string(b)
+	}
+	if spec.GPUCount != nil {
+		gpus = *spec.GPUCount
+	}
+	d, err := scanNodeDecl(s.db.QueryRowContext(ctx, `INSERT INTO node_declarations
+		(node_id, orchestrator_url, engine_url, models, gpu_count, labels, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (node_id) DO UPDATE SET orchestrator_url = excluded.orchestrator_url,
+		  engine_url = excluded.engine_url, models = excluded.models, gpu_count = excluded.gpu_count,
+		  labels = excluded.labels, updated_at = excluded.updated_at
+		RETURNING `+nodeDeclColumns, nodeID, spec.OrchestratorURL, spec.EngineURL, string(models), gpus, labels, now))
+	if err != nil {
+		return NodeDeclaration{}, fmt.Errorf("put node declaration: %w", err)
+	}
+	return d, nil
+}
+
+// GetNodeDeclaration returns nodeID's declaration, or ErrNotFound.
+func (s *SQLStore) GetNodeDeclaration(ctx context.Context, nodeID string) (NodeDeclaration, error) {
+	d, err := scanNodeDecl(s.db.QueryRowContext(ctx, "SELECT "+nodeDeclColumns+" FROM node_declarations WHERE node_id = $1", nodeID))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return NodeDeclaration{}, fmt.Errorf("node declaration %q: %w", nodeID, ErrNotFound)
+	case err != nil:
+		return NodeDeclaration{}, fmt.Errorf("read node declaration: %w", err)
+	}
+	return d, nil
+}
+
+// ListNodeDeclarations returns every declaration by node id.
+func (s *SQLStore) ListNodeDeclarations(ctx context.Context) (map[string]NodeDeclaration, error) {
+	rows, err := s.db.QueryContext(ctx, "SELECT "+nodeDeclColumns+" FROM node_declarations")
+	if err != nil {
+		return nil, fmt.Errorf("list node declarations: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]NodeDeclaration{}
+	for rows.Next() {
+		d, err := scanNodeDecl(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list node declarations: %w", err)
+		}
+		out[d.NodeID] = d
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list node declarations: %w", err)
+	}
+	return out, nil
+}
+
+// DeleteNodeDeclaration removes nodeID's declaration; removing none is no
+// error, so a retried delete succeeds.
+func (s *SQLStore) DeleteNodeDeclaration(ctx context.Context, nodeID string) error {
+	if _, err := s.db.ExecContext(ctx, "DELETE FROM node_declarations WHERE node_id = $1", nodeID); err != nil {
+		return fmt.Errorf("delete node declaration: %w", err)
+	}
+	return nil
+}
