@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -67,7 +68,9 @@ func (r *onpremNodeResource) Schema(_ context.Context, _ resource.SchemaRequest,
 	resp.Schema = schema.Schema{
 		Description: "An on-premises GPU node behind NAT, whose node agent dials the orchestrators: the resource issues " +
 			"its token (bound to node_id) and gives the agent's command line. Destroying it revokes the token, and a " +
-			"connected agent is disconnected within seconds.",
+			"connected agent is disconnected within seconds. The platform stores the node's declaration (every attribute but " +
+			"the token), so an import by node id reads it all back — except the token, which the platform keeps only as a " +
+			"hash: after an import `token` is null; keep the agent's token, or replace the resource to issue a new one.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The node id.", PlanModifiers: keep},
 			"node_id": schema.StringAttribute{Required: true,
@@ -89,12 +92,15 @@ func (r *onpremNodeResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				}},
 			},
 			"gpu_count": schema.Int64Attribute{Optional: true, Validators: positive,
-				Description: "GPUs in the node, for the inventory; the agent reports what it finds."},
+				Description: "GPUs in the node, for the inventory: stored on the platform and shown in /admin/nodes (declared.gpu_count) " +
+					"beside the count the agent registers (gpus). Shown, not enforced: the agent counts the GPUs it is given " +
+					"(CUDA_VISIBLE_DEVICES, MIG), which may differ from the hardware for good reasons."},
 			"labels": schema.MapAttribute{ElementType: types.StringType, Optional: true,
-				Description: "Free labels for the inventory (site, rack, owner)."},
+				Description: "Free labels for the inventory (site, rack, owner): stored on the platform and shown in /admin/nodes " +
+					"(declared.labels). At most 64; keys 1 to 63 and values up to 63 printable characters."},
 			"token_id": schema.StringAttribute{Computed: true, Description: "The node token's id.", PlanModifiers: keep},
 			"token": schema.StringAttribute{Computed: true, Sensitive: true, PlanModifiers: keep,
-				Description: "The node token, minted by the provider at creation (and sent to the platform, so a lost answer cannot lose it): give it to the agent in LLMPLAT_NODE_TOKEN. Null after an import."},
+				Description: "The node token, minted by the provider at creation (and sent to the platform, so a lost answer cannot lose it): give it to the agent in LLMPLAT_NODE_TOKEN. Null after an import: the platform keeps only its hash."},
 			"agent_command": schema.StringAttribute{Computed: true,
 				Description: "The node agent's command line for this node; the token goes in the LLMPLAT_NODE_TOKEN environment variable."},
 		},
@@ -134,6 +140,11 @@ func (r *onpremNodeResource) Create(ctx context.Context, req resource.CreateRequ
 		return
 	}
 	node := m.NodeID.ValueString()
+	// The declaration goes first: a PUT is harmless to repeat, and a node
+	// with a token always has one for an import to read.
+	if !r.declare(ctx, &m, &resp.Diagnostics) {
+		return
+	}
 	// The token is minted here and sent: the answer carries no token, so a
 	// lost answer replayed under the same Idempotency-Key loses nothing.
 	token, _, err := admin.GenerateNodeToken()
@@ -149,6 +160,21 @@ func (r *onpremNodeResource) Create(ctx context.Context, req resource.CreateRequ
 	m.ID, m.TokenID, m.Token = types.StringValue(node), types.StringValue(strconv.FormatInt(tok.ID, 10)), types.StringValue(token)
 	r.finish(ctx, &m, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// declare stores m's declaration on the platform: the agent's command line
+// inputs and the inventory fields, which /admin/nodes shows.
+func (r *onpremNodeResource) declare(ctx context.Context, m *onpremNodeModel, diags *diag.Diagnostics) bool {
+	spec, err := m.declaration(ctx)
+	if err != nil {
+		diags.AddError("Node declaration not built", err.Error())
+		return false
+	}
+	if _, err := r.client.PutNodeDeclaration(ctx, m.NodeID.ValueString(), spec); err != nil {
+		diags.AddError("Node declaration not stored", err.Error())
+		return false
+	}
+	return true
 }
 
 // finish fills the agent's command line.
@@ -185,10 +211,24 @@ func (r *onpremNodeResource) Read(ctx context.Context, req resource.ReadRequest,
 		resp.State.RemoveResource(ctx)
 		return
 	}
+	switch d, err := r.client.GetNodeDeclaration(ctx, m.NodeID.ValueString()); {
+	case err == nil:
+		if err := m.fromDeclaration(ctx, d); err != nil {
+			resp.Diagnostics.AddError("Node declaration not read", err.Error())
+			return
+		}
+		r.finish(ctx, &m, &resp.Diagnostics)
+	case !notFound(err):
+		resp.Diagnostics.AddError("Node declaration not read", err.Error())
+		return
+	}
+	// Without a declaration (a node created by an older provider) the
+	// state is kept as it is; the next update stores one.
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// Update changes what the agent's command line says; the token stays.
+// Update stores the new declaration and changes what the agent's command
+// line says; the token stays.
 func (r *onpremNodeResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan, state onpremNodeModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
@@ -197,12 +237,16 @@ func (r *onpremNodeResource) Update(ctx context.Context, req resource.UpdateRequ
 		return
 	}
 	plan.ID, plan.TokenID, plan.Token = state.ID, state.TokenID, state.Token
+	if !r.declare(ctx, &plan, &resp.Diagnostics) {
+		return
+	}
 	r.finish(ctx, &plan, &resp.Diagnostics)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-// Delete revokes the node's token: the orchestrator owning its socket
-// closes it, and the agent cannot register again.
+// Delete revokes the node's token, so the orchestrator owning its socket
+// closes it and the agent cannot register again, then deletes its
+// declaration.
 func (r *onpremNodeResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var m onpremNodeModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
@@ -215,11 +259,18 @@ func (r *onpremNodeResource) Delete(ctx context.Context, req resource.DeleteRequ
 	}
 	if _, err := r.client.RevokeNodeToken(ctx, id); err != nil && !notFound(err) {
 		resp.Diagnostics.AddError("Node token not revoked", err.Error())
+		return
+	}
+	// The token first: a failure here leaves the node cut off, and the
+	// retried destroy revokes again (a no-op) before this.
+	if err := r.client.DeleteNodeDeclaration(ctx, m.NodeID.ValueString()); err != nil {
+		resp.Diagnostics.AddError("Node declaration not deleted", err.Error())
 	}
 }
 
 // ImportState takes a node id: the node's newest live token is the one
-// managed, without its secret; the configuration supplies the rest.
+// managed, without its secret (the platform keeps only its hash); Read
+// then fills the rest from the node's declaration.
 func (r *onpremNodeResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	tokens, err := r.client.ListNodeTokens(ctx, req.ID)
 	if err != nil {
@@ -236,11 +287,21 @@ func (r *onpremNodeResource) ImportState(ctx context.Context, req resource.Impor
 		resp.Diagnostics.AddError("No live token", "Node "+req.ID+" has no unrevoked token to manage; create the resource instead.")
 		return
 	}
+	if _, err := r.client.GetNodeDeclaration(ctx, req.ID); err != nil {
+		if notFound(err) {
+			resp.Diagnostics.AddError("No declaration to import",
+				"Node "+req.ID+" has a live token but no declaration on the platform (its agent was set up by hand or by a "+
+					"provider before declarations were stored): create the resource instead, which issues a new token, and "+
+					"revoke the old one.")
+			return
+		}
+		resp.Diagnostics.AddError("Node declaration not read", err.Error())
+		return
+	}
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("node_id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("token_id"), strconv.FormatInt(live.ID, 10))...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("token"), types.StringNull())...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("models"), types.ListNull(types.ObjectType{AttrTypes: nodeModelAttrTypes}))...)
 }
 
 // nodeIDValidator refuses a node id the node protocol would.

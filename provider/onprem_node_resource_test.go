@@ -17,13 +17,18 @@ import (
 )
 
 func nodeConfig(p *platform, wsURL string, seqs int) string {
+	return nodeConfigAt(p, wsURL, seqs, "basement")
+}
+
+// nodeConfigAt is nodeConfig with the node's site label.
+func nodeConfigAt(p *platform, wsURL string, seqs int, site string) string {
 	return p.providerBlock() + fmt.Sprintf(`
 resource "llmplat_onprem_node" "n" {
   node_id          = "rack1-gpu3"
   orchestrator_url = %q
   engine_url       = %q
   gpu_count        = 2
-  labels           = { site = "basement" }
+  labels           = { site = %q }
   models = [{
     name            = %q
     served_name     = %q
@@ -32,13 +37,16 @@ resource "llmplat_onprem_node" "n" {
     kv_cache_tokens = 200000
   }]
 }
-`, wsURL, p.engine, testModel, testModel, seqs)
+`, wsURL, p.engine, site, testModel, testModel, seqs)
 }
 
 // TestAccOnpremNode: the token Terraform issues registers a real node
-// agent; a change of the model's limits updates the agent's command line
-// in place with the same token; import by node id; destroying the node
-// revokes its token and disconnects the connected agent.
+// agent; /admin/nodes shows the node's labels and declared GPU count; a
+// change of the model's limits and labels updates the agent's command line
+// and the platform's declaration in place with the same token; an import
+// by node id reads back every attribute but the token, plans empty, and
+// generates configuration that plans empty; destroying the node revokes
+// its token, disconnects the connected agent and deletes its declaration.
 func TestAccOnpremNode(t *testing.T) {
 	p := startPlatform(t)
 	ws := p.orchestrator(t)
@@ -78,6 +86,9 @@ func TestAccOnpremNode(t *testing.T) {
 			if err != nil || len(tokens) != 1 || tokens[0].RevokedAt == nil {
 				return fmt.Errorf("tokens after destroy %+v, %v; want the one, revoked", tokens, err)
 			}
+			if d, err := p.client.GetNodeDeclaration(context.Background(), "rack1-gpu3"); !notFound(err) {
+				return fmt.Errorf("declaration after destroy %+v, %v; want none", d, err)
+			}
 			return nil
 		},
 		Steps: []resource.TestStep{
@@ -98,11 +109,16 @@ func TestAccOnpremNode(t *testing.T) {
 					ctx, cancel := context.WithCancel(context.Background())
 					stop = cancel
 					agentRun.Go(func() { _ = a.Run(ctx) })
-					return waitFor("the agent to register with its Terraform token", registered)
+					if err := waitFor("the agent to register with its Terraform token", registered); err != nil {
+						return err
+					}
+					return waitFor("/admin/nodes to show the declared labels and gpu_count", func() bool {
+						return listedWithSite(p, "basement")
+					})
 				},
 			},
 			{
-				Config: nodeConfig(p, ws, 48),
+				Config: nodeConfigAt(p, ws, 48, "attic"),
 				Check: func(s *terraform.State) error {
 					if attr(s, "token_id") != tokenID || !strings.Contains(attr(s, "agent_command"), "max-num-seqs=48") {
 						return fmt.Errorf("token %s (was %s), command %q", attr(s, "token_id"), tokenID, attr(s, "agent_command"))
@@ -110,19 +126,54 @@ func TestAccOnpremNode(t *testing.T) {
 					if !registered() {
 						return fmt.Errorf("an in-place change disconnected the agent")
 					}
+					if !listedWithSite(p, "attic") {
+						return fmt.Errorf("/admin/nodes does not show the updated label")
+					}
 					return nil
 				},
 			},
 			{
-				ResourceName:      "llmplat_onprem_node.n",
-				ImportState:       true,
-				ImportStateId:     "rack1-gpu3",
-				ImportStateVerify: true,
-				ImportStateVerifyIgnore: []string{"token", "models", "orchestrator_url", "engine_url", "gpu_count",
-					"labels", "agent_command"},
+				ResourceName:            "llmplat_onprem_node.n",
+				ImportState:             true,
+				ImportStateId:           "rack1-gpu3",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"token"},
+			},
+			{
+				// An import block: the plan after the import must be empty.
+				ResourceName:    "llmplat_onprem_node.n",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithID,
+				ImportStateId:   "rack1-gpu3",
+			},
+			{
+				// terraform plan -generate-config-out: the written HCL must
+				// be valid and plan no change.
+				ResourceName:    "llmplat_onprem_node.n",
+				ImportState:     true,
+				ImportStateKind: resource.ImportBlockWithID,
+				ImportStateId:   "rack1-gpu3",
+				GenerateConfig:  true,
 			},
 		},
 	})
+}
+
+// listedWithSite reports whether /admin/nodes lists rack1-gpu3 with its
+// site label and its declared gpu_count (2) beside the GPUs its agent
+// registered.
+func listedWithSite(p *platform, site string) bool {
+	list, err := p.client.ListNodes(context.Background())
+	if err != nil {
+		return false
+	}
+	for _, n := range list.Data {
+		if n.ID == "rack1-gpu3" {
+			d := n.Declared
+			return d != nil && d.Labels["site"] == site && d.GPUCount != nil && *d.GPUCount == 2
+		}
+	}
+	return false
 }
 
 // TestAccOnpremNodeInvalid: a bad node id and a zero limit fail at plan.
