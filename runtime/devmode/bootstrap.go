@@ -2,6 +2,7 @@ package devmode
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,11 +30,22 @@ type credentials struct {
 	credits int64
 }
 
-// bootstrap declares the models, then a team with credit and an API key,
-// through the same admin store and ledger the admin API uses.
-func bootstrap(ctx context.Context, adm *admin.SQLStore, led *ledger.Ledger, models map[string]int64) (credentials, error) {
+// bootstrap declares the models that do not exist yet, then a team with
+// credit and an API key, through the same admin store and ledger the admin
+// API uses. On a restart on the same data dir it changes nothing: a model
+// already declared keeps what the admin API (Terraform) last set, the
+// opening credit is granted once (by its idempotency key), and the key
+// kept in the data dir is reused while it is valid.
+func bootstrap(ctx context.Context, adm *admin.SQLStore, led *ledger.Ledger, sec *secrets, models map[string]int64) (credentials, error) {
 	now := time.Now()
 	for name, maxLen := range models {
+		_, err := adm.GetModel(ctx, name)
+		switch {
+		case err == nil:
+			continue
+		case !errors.Is(err, admin.ErrNotFound):
+			return credentials{}, fmt.Errorf("read model %s: %w", name, err)
+		}
 		p, ok := devPrices[name]
 		if !ok {
 			p = devPrices["llama-8b"]
@@ -52,9 +64,13 @@ func bootstrap(ctx context.Context, adm *admin.SQLStore, led *ledger.Ledger, mod
 	if _, err := led.AddCredit(ctx, tm.ID, "dev-opening-balance", devCredits, "local mode"); err != nil {
 		return credentials{}, fmt.Errorf("grant credit: %w", err)
 	}
-	key, err := adm.CreateKey(ctx, admin.CreateKeyRequest{TeamID: tm.ID, Name: "dev", RPM: 600, TokensPerDay: 10_000_000, MaxStreams: 64}, "", now)
+	key, err := sec.apiKey(ctx, adm, tm.ID, now)
 	if err != nil {
-		return credentials{}, fmt.Errorf("create key: %w", err)
+		return credentials{}, err
 	}
-	return credentials{team: team, key: key.Secret, credits: devCredits / 1_000_000}, nil
+	// The balance, not the opening credit: a restart may follow some use.
+	if tm, err = adm.GetTeam(ctx, tm.ID); err != nil {
+		return credentials{}, fmt.Errorf("read team: %w", err)
+	}
+	return credentials{team: team, key: key, credits: tm.BalanceMicrocredits / 1_000_000}, nil
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmplat/llmplat/runtime/admin"
-	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/ledger"
@@ -43,6 +42,9 @@ const (
 	readyTimeout = 30 * time.Second
 )
 
+// nodeSocketLine starts the printed line that gives the node socket's URL.
+const nodeSocketLine = "node agents connect to "
+
 // DefaultModels are the seed's three models, by the names clients use.
 var DefaultModels = []string{"llama-8b", "qwen-32b", "llama-70b"}
 
@@ -50,11 +52,17 @@ var DefaultModels = []string{"llama-8b", "qwen-32b", "llama-70b"}
 type Config struct {
 	// Addr is the gateway's listen address; empty means DefaultAddr.
 	Addr string
+	// NodeAddr is where the orchestrator's node socket listens, for the
+	// local node agents and any node added by hand; empty means a free
+	// loopback port. Its URL is printed when the platform is ready.
+	NodeAddr string
 	// MetricsAddr is where /metrics is served, apart from the API; empty
 	// means DefaultMetricsAddr.
 	MetricsAddr string
-	// DataDir holds the SQLite database; empty means a temporary directory
-	// removed at exit, so every run starts clean.
+	// DataDir holds the SQLite database and the secrets the local mode
+	// minted (secretsFile), so that a restart on it prints the same
+	// credentials; empty means a temporary directory removed at exit, so
+	// every run starts clean.
 	DataDir string
 	// Models are the simulator profiles to run; nil means DefaultModels.
 	Models []string
@@ -69,6 +77,9 @@ type Config struct {
 func (c Config) withDefaults() Config {
 	if c.Addr == "" {
 		c.Addr = DefaultAddr
+	}
+	if c.NodeAddr == "" {
+		c.NodeAddr = "127.0.0.1:0"
 	}
 	if c.MetricsAddr == "" {
 		c.MetricsAddr = DefaultMetricsAddr
@@ -93,6 +104,10 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer cleanup()
+	sec, err := loadSecrets(dataDir)
+	if err != nil {
+		return err
+	}
 
 	// Redis and the store close last, after every part that uses them:
 	// deferred calls run in reverse, so the group is stopped and waited
@@ -144,18 +159,15 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := waitEngines(ctx, engines); err != nil {
 		return err
 	}
-	orch, err := startControlPlane(ctx, g, db, rdb, engines, cfg.Logger)
+	orch, nodeURL, err := startControlPlane(ctx, g, db, rdb, cfg.NodeAddr, sec, engines, cfg.Logger)
 	if err != nil {
 		return err
 	}
-	cred, err := bootstrap(ctx, admin.NewSQLStore(db), led, maxLens)
+	cred, err := bootstrap(ctx, admin.NewSQLStore(db), led, sec, maxLens)
 	if err != nil {
 		return err
 	}
-	adminToken, err := auth.GenerateAdminToken()
-	if err != nil {
-		return err
-	}
+	adminToken := sec.AdminToken
 	front, err := frontdoor.Start(ctx, g, frontdoor.Config{
 		Addr: cfg.Addr, MetricsAddr: cfg.MetricsAddr, DB: db, Redis: rdb, RedisPrefix: redisPrefix,
 		Ledger: led, Dispatcher: orch, AdminToken: adminToken,
@@ -174,6 +186,8 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Models, len(engines), front.Metrics, dataDir)
 	fmt.Fprintf(cfg.Stdout, "OPENAI_BASE_URL=%s/v1\nOPENAI_API_KEY=%s\n\n", front.Base, cred.key)
 	fmt.Fprintf(cfg.Stdout, "LLMPLAT_ADMIN_TOKEN=%s\n\n", adminToken)
+	fmt.Fprintf(cfg.Stdout, "%s%s (llmplat nodeagent -server; a token from POST /admin/nodes/{id}/tokens)\n",
+		nodeSocketLine, nodeURL)
 	fmt.Fprintf(cfg.Stdout, "team %q has %d credits; stop with Ctrl-C\n", cred.team, cred.credits)
 	return g.Wait()
 }

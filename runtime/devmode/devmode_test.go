@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,8 +17,11 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"go.uber.org/goleak"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/nodeagent"
+	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -40,35 +44,56 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
+// devRun is one running local mode, as its printed lines describe it.
+type devRun struct {
+	baseURL, key, adminToken, nodeURL string
+	// stop cancels the run and checks it ended cleanly; it runs once, at
+	// the latest at the test's cleanup.
+	stop func()
+}
+
 // startDev runs the local mode and returns the printed base URL and key.
 func startDev(t *testing.T) (baseURL, key, adminToken string) {
+	t.Helper()
+	r := startDevOn(t, "")
+	return r.baseURL, r.key, r.adminToken
+}
+
+// startDevOn runs the local mode on dataDir (empty: a temporary one) and
+// waits for its printed lines.
+func startDevOn(t *testing.T, dataDir string) *devRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, logs := &syncBuffer{}, &syncBuffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})) // as llmplat dev logs
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", TimeScale: 50, Stdout: out, Logger: logger})
+		done <- Run(ctx, Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DataDir: dataDir, TimeScale: 50, Stdout: out, Logger: logger})
 	}()
-	t.Cleanup(func() {
-		before := len(logs.String())
-		cancel()
-		select {
-		case err := <-done:
-			if err != nil {
-				t.Errorf("Run returned %v, want nil after cancel", err)
+	r := &devRun{}
+	var once sync.Once
+	r.stop = func() {
+		once.Do(func() {
+			before := len(logs.String())
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run returned %v, want nil after cancel", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Error("Run did not return after cancel")
 			}
-		case <-time.After(30 * time.Second):
-			t.Error("Run did not return after cancel")
-		}
-		// Ctrl-C is the normal way out: it releases the node records and
-		// warns of nothing (the embedded Redis outlives its users).
-		if stopping := logs.String()[before:]; stopping != "" {
-			t.Errorf("stopping logged:\n%s", stopping)
-		}
-	})
+			// Ctrl-C is the normal way out: it releases the node records and
+			// warns of nothing (the embedded Redis outlives its users).
+			if stopping := logs.String()[before:]; stopping != "" {
+				t.Errorf("stopping logged:\n%s", stopping)
+			}
+		})
+	}
+	t.Cleanup(r.stop)
 	deadline := time.Now().Add(60 * time.Second)
-	for baseURL == "" || key == "" || adminToken == "" {
+	for r.baseURL == "" || r.key == "" || r.adminToken == "" || r.nodeURL == "" {
 		select {
 		case err := <-done:
 			t.Fatalf("local mode exited before printing its credentials: %v\n%s", err, out.String())
@@ -79,17 +104,20 @@ func startDev(t *testing.T) (baseURL, key, adminToken string) {
 		}
 		for _, l := range strings.Split(out.String(), "\n") {
 			if v, found := strings.CutPrefix(l, "OPENAI_BASE_URL="); found {
-				baseURL = v
+				r.baseURL = v
 			}
 			if v, found := strings.CutPrefix(l, "OPENAI_API_KEY="); found {
-				key = v
+				r.key = v
 			}
 			if v, found := strings.CutPrefix(l, "LLMPLAT_ADMIN_TOKEN="); found {
-				adminToken = v
+				r.adminToken = v
+			}
+			if v, found := strings.CutPrefix(l, nodeSocketLine); found {
+				r.nodeURL, _, _ = strings.Cut(v, " ")
 			}
 		}
 	}
-	return baseURL, key, adminToken
+	return r
 }
 
 // TestLocalModeStreams is the README's promise: the printed lines work with
@@ -204,5 +232,117 @@ func TestLocalModeFailsFastWhenItsPortIsTaken(t *testing.T) {
 	}
 	if l := logs.String(); l != "" {
 		t.Errorf("stopping after the failed start logged:\n%s", l)
+	}
+}
+
+// TestLocalModeRestartsOnItsDataDir: a restart on the same data dir starts,
+// keeps what the admin API (Terraform) changed in a model it had declared,
+// reconnects its node agents with working tokens and prints the same
+// credentials; the printed node socket takes a node added by hand with a
+// token issued through the admin API.
+func TestLocalModeRestartsOnItsDataDir(t *testing.T) {
+	dir := t.TempDir()
+	first := startDevOn(t, dir)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	adm := adminClient(t, first)
+	m, err := adm.GetModel(ctx, "llama-8b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := m.ModelSpec
+	changed.PromptPriceMicroPerMTok++
+	changed.MaxOutputTokens--
+	if _, created, err := adm.PutModel(ctx, "llama-8b", changed); err != nil || created {
+		t.Fatalf("PUT the model as Terraform would: created %v, %v", created, err)
+	}
+	first.stop()
+
+	second := startDevOn(t, dir)
+	if second.key != first.key || second.adminToken != first.adminToken {
+		t.Errorf("a restart printed other credentials: key %v, admin token %v",
+			second.key == first.key, second.adminToken == first.adminToken)
+	}
+	adm = adminClient(t, second)
+	if m, err := adm.GetModel(ctx, "llama-8b"); err != nil || m.ModelSpec != changed {
+		t.Errorf("after a restart the model is %+v (%v), want the admin API's %+v", m.ModelSpec, err, changed)
+	}
+	waitNodesLive(ctx, t, adm, len(DefaultModels))
+
+	// The restarted platform serves with the printed key.
+	client := openai.NewClient(option.WithBaseURL(second.baseURL), option.WithAPIKey(second.key))
+	if _, err := client.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+		Model:     "llama-8b",
+		Messages:  []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Say hello")},
+		MaxTokens: openai.Int(5),
+	}); err != nil {
+		t.Fatalf("completion after a restart: %v", err)
+	}
+
+	// A node added by hand on the printed socket, as an on-prem node would.
+	issued, err := adm.IssueNodeToken(ctx, "onprem-1", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	agentCtx, stopAgent := context.WithCancel(gctx)
+	defer func() {
+		stopAgent()
+		if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("added node: %v", err)
+		}
+	}()
+	eng, err := startEngine(agentCtx, g, "llama-8b", 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := nodeagent.New(nodeagent.Config{
+		ServerURL: second.nodeURL, NodeID: "onprem-1", Token: nodeproto.Secret(issued.Token), EngineURL: eng.url,
+		Models: []nodeproto.Model{{Name: "llama-8b", ServedName: "llama-8b", MaxNumSeqs: eng.maxNumSeqs,
+			MaxModelLen: int(eng.maxModelLen), KVCapacityTokens: eng.kvTokens}},
+		Version: "test",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Go(func() error { return a.Run(agentCtx) })
+	waitNodesLive(ctx, t, adm, len(DefaultModels)+1)
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// adminClient is an admin API client on r's printed URL and token.
+func adminClient(t *testing.T, r *devRun) *admin.Client {
+	t.Helper()
+	c, err := admin.NewClient(strings.TrimSuffix(r.baseURL, "/v1"), r.adminToken, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitNodesLive waits until the nodes view lists n nodes, each live and
+// healthy.
+func waitNodesLive(ctx context.Context, t *testing.T, adm *admin.Client, n int) {
+	t.Helper()
+	var last admin.NodeList
+	for {
+		nodes, err := adm.ListNodes(ctx)
+		if err == nil {
+			live := 0
+			for _, nd := range nodes.Data {
+				if nd.Live != nil && nd.Live.Healthy {
+					live++
+				}
+			}
+			if live == n && len(nodes.Data) == n {
+				return
+			}
+			last = nodes
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("nodes view never listed %d live nodes: %+v (%v)", n, last, err)
+		case <-time.After(20 * time.Millisecond):
+		}
 	}
 }

@@ -36,15 +36,17 @@ const (
 // startControlPlane runs the orchestrator on a loopback socket and one node
 // agent per engine, dialling it over a real WebSocket as an on-premises
 // node would, and waits until every node has registered.
-func startControlPlane(ctx context.Context, g *errgroup.Group, db *store.DB, rdb redis.UniversalClient,
-	engines map[string]engine, logger *slog.Logger) (*orchestrator.Orchestrator, error) {
+// Its socket listens on addr; the URL node agents dial is returned. The
+// local agents' tokens are those kept in sec, minted on a first start.
+func startControlPlane(ctx context.Context, g *errgroup.Group, db *store.DB, rdb redis.UniversalClient, addr string,
+	sec *secrets, engines map[string]engine, logger *slog.Logger) (*orchestrator.Orchestrator, string, error) {
 	reg, err := registry.New(rdb, registry.Config{Prefix: redisPrefix, Logger: logger})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	queue, err := quota.NewQueue(rdb, quota.Config{Prefix: redisPrefix})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	tokens := admin.NewSQLNodeTokens(db)
 	o, err := orchestrator.New(orchestrator.Config{
@@ -52,11 +54,11 @@ func startControlPlane(ctx context.Context, g *errgroup.Group, db *store.DB, rdb
 		Pending: queue.Depth, ShutdownGrace: shutdownGrace, Logger: logger,
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("orchestrator listen: %w", err)
+		return nil, "", fmt.Errorf("orchestrator listen: %w", err)
 	}
 	srv := httpserve.New(o.Handler())
 	g.Go(func() error {
@@ -74,25 +76,25 @@ func startControlPlane(ctx context.Context, g *errgroup.Group, db *store.DB, rdb
 	serverURL := "ws://" + ln.Addr().String() + orchestrator.ConnectPath
 	for name, eng := range engines {
 		nodeID := "local-" + name
-		issued, err := tokens.Issue(ctx, nodeID, "devmode-"+nodeID, time.Now())
+		token, err := sec.nodeToken(ctx, tokens, nodeID, time.Now())
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		a, err := nodeagent.New(nodeagent.Config{
-			ServerURL: serverURL, NodeID: nodeID, Token: nodeproto.Secret(issued.Token), EngineURL: eng.url,
+			ServerURL: serverURL, NodeID: nodeID, Token: nodeproto.Secret(token), EngineURL: eng.url,
 			Models: []nodeproto.Model{{Name: name, ServedName: name, MaxNumSeqs: eng.maxNumSeqs,
 				MaxModelLen: int(eng.maxModelLen), KVCapacityTokens: eng.kvTokens}},
 			Version: "dev", Logger: logger,
 		})
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
 		g.Go(func() error { return a.Run(ctx) })
 	}
 	if err := waitNodes(ctx, reg, len(engines)); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return o, nil
+	return o, serverURL, nil
 }
 
 // waitNodes waits until n nodes are in the registry.

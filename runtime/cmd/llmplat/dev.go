@@ -16,7 +16,8 @@ func init() {
 func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("dev")
 	addr := fs.String("addr", devmode.DefaultAddr, "gateway listen address")
-	dataDir := fs.String("data-dir", "", "directory for the SQLite store (default: a temporary one, removed at exit)")
+	nodeAddr := fs.String("node-addr", "", "node socket listen address, for node agents added by hand (default: a free loopback port; the URL is printed)")
+	dataDir := fs.String("data-dir", "", "directory for the SQLite store and the minted credentials, kept across restarts (default: a temporary one, removed at exit)")
 	timeScale := fs.Float64("time-scale", 1, "run the simulated engines this many times faster than real time")
 	verbose := fs.Bool("v", false, "log each request (never its prompt or answer)")
 	if err := fs.Parse(args); err != nil {
@@ -28,6 +29,7 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	return devmode.Run(ctx, devmode.Config{
 		Addr:      *addr,
+		NodeAddr:  *nodeAddr,
 		DataDir:   *dataDir,
 		TimeScale: *timeScale,
 		Stdout:    stdout,
