@@ -96,6 +96,7 @@ func startDevOn(t *testing.T, dataDir string) *devRun {
 	for r.baseURL == "" || r.key == "" || r.adminToken == "" || r.nodeURL == "" {
 		select {
 		case err := <-done:
+			done <- err // for stop, at the cleanup
 			t.Fatalf("local mode exited before printing its credentials: %v\n%s", err, out.String())
 		case <-time.After(20 * time.Millisecond):
 		}
