@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -258,6 +260,9 @@ func TestLocalModeRestartsOnItsDataDir(t *testing.T) {
 		t.Fatalf("PUT the model as Terraform would: created %v, %v", created, err)
 	}
 	first.stop()
+	if fi, err := os.Stat(filepath.Join(dir, secretsFile)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("kept secrets: %v, %v; want a file of mode 0600", fi, err)
+	}
 
 	second := startDevOn(t, dir)
 	if second.key != first.key || second.adminToken != first.adminToken {
