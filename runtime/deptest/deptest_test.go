@@ -25,7 +25,7 @@ var layers = [][]string{
 	// 1: parsing and protocols built on them.
 	{"runtime/jsonvariant", "runtime/urlguard", "runtime/tokens", "runtime/nodeproto", "runtime/dispatch"},
 	// 2: the ledger, the cost report and the manifests.
-	{"runtime/ledger", "runtime/render", "runtime/costreport"},
+	{"runtime/ledger", "runtime/render", "runtime/costreport", "runtime/agentflags"},
 	// 3: what is built on the ledger.
 	{"runtime/settlelog", "runtime/admin"},
 	// 4: the processes' parts that talk to engines and clients.

@@ -8,9 +8,9 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/agentflags"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
@@ -74,9 +74,8 @@ var ErrConfig = errors.New("nodeagent: invalid config")
 
 // withDefaults validates c and fills its defaults.
 func (c Config) withDefaults() (Config, error) {
-	u, err := url.Parse(c.ServerURL)
-	if err != nil || (u.Scheme != "ws" && u.Scheme != "wss") || u.Host == "" {
-		return c, fmt.Errorf("%w: server URL must be ws:// or wss://", ErrConfig)
+	if err := agentflags.CheckServerURL(c.ServerURL); err != nil {
+		return c, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if !nodeproto.ValidID(c.NodeID) {
 		return c, fmt.Errorf("%w: node id %q", ErrConfig, c.NodeID)

@@ -40,6 +40,17 @@ func TestConfigMistakesAreRefused(t *testing.T) {
 		{"node agent without its token", runNodeAgent,
 			[]string{"-server", "ws://orch:8090/v1/nodes/connect", "-node-id", "n1"},
 			map[string]string{nodeTokenEnv: ""}, nodeTokenEnv},
+		{"node agent without a model", runNodeAgent,
+			[]string{"-server", "ws://orch:8090/v1/nodes/connect", "-node-id", "n1"},
+			map[string]string{nodeTokenEnv: "tok"}, "at least one model is required"},
+		{"node agent with a comma in a served name", runNodeAgent,
+			[]string{"-server", "ws://orch:8090/v1/nodes/connect", "-node-id", "n1",
+				"-model", "name=a,served=a,b=c,max-num-seqs=1,max-model-len=2,kv-tokens=3"},
+			map[string]string{nodeTokenEnv: "tok"}, `unknown key "b"`},
+		{"node agent with an http server URL", runNodeAgent,
+			[]string{"-server", "http://orch:8090/v1/nodes/connect", "-node-id", "n1",
+				"-model", "name=a,served=a,max-num-seqs=1,max-model-len=2,kv-tokens=3"},
+			map[string]string{nodeTokenEnv: "tok"}, "must be ws:// or wss://"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/agentflags"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
@@ -21,17 +22,14 @@ func init() {
 // process list.
 const nodeTokenEnv = "LLMPLAT_NODE_TOKEN"
 
-// agentModels collects repeated -model values.
-type agentModels []nodeproto.Model
+// agentModels collects repeated -model values; agentflags.Parse reads
+// them, as the Terraform provider does for the command it emits.
+type agentModels []string
 
-func (m *agentModels) String() string { return fmt.Sprint(*m) }
+func (m *agentModels) String() string { return strings.Join(*m, " ") }
 
 func (m *agentModels) Set(v string) error {
-	model, err := nodeagent.ParseModel(v)
-	if err != nil {
-		return err
-	}
-	*m = append(*m, model)
+	*m = append(*m, v)
 	return nil
 }
 
@@ -67,7 +65,11 @@ func runNodeAgent(ctx context.Context, args []string, _ io.Writer) error {
 	if cfg.Token == "" {
 		return errors.New(nodeTokenEnv + " is not set")
 	}
-	cfg.Models = models
+	parsed, err := agentflags.Parse(agentflags.Command{Server: cfg.ServerURL, NodeID: cfg.NodeID, Models: models})
+	if err != nil {
+		return err
+	}
+	cfg.Models = parsed
 	cfg.Logger = newLogger(os.Stderr)
 	a, err := nodeagent.New(cfg)
 	if err != nil {
