@@ -49,7 +49,9 @@ func (capacityPlanDataSource) Metadata(_ context.Context, req datasource.Metadat
 }
 
 func (capacityPlanDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	in := func(d string) schema.Int64Attribute { return schema.Int64Attribute{Optional: true, Description: d} }
+	in := func(d string) schema.Int64Attribute {
+		return schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Description: d}
+	}
 	out := func(d string) schema.Int64Attribute { return schema.Int64Attribute{Computed: true, Description: d} }
 	resp.Schema = schema.Schema{
 		Description: "The capacity planner (llmplat plan) for one model on one GPU profile: KV-cache arithmetic in, " +

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminrules"
 )
 
 // creditResource is llmplat_credit: one grant, a ledger entry.
@@ -59,14 +60,16 @@ func (r *creditResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			},
 			"team_id": schema.StringAttribute{
 				Required: true, Description: "The team granted the credit (llmplat_team.<name>.id).",
+				Validators: []validator.String{teamIDRule},
 			},
-			"amount_microcredits": schema.Int64Attribute{
-				Required: true, Description: "The amount in microcredits; negative for a correction, never zero.",
-				Validators: []validator.Int64{nonZeroValidator{}},
+			"amount_microcredits": schema.Int64Attribute{CustomType: wholeNumber,
+				Required: true, Description: "The amount in microcredits; negative for a correction, never zero, at most 10^15 (a billion credits) either way.",
+				Validators: []validator.Int64{int64Rule{desc: "non-zero, at most 10^15 either way", rule: adminrules.CreditAmount}},
 			},
 			"note": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(""),
-				Description: "Why the credit was granted; part of the grant's identity.",
+				Description: "Why the credit was granted; part of the grant's identity. At most 1000 bytes, without control characters.",
+				Validators:  []validator.String{stringRule{desc: "at most 1000 bytes, no control characters", rule: adminrules.Note}},
 			},
 			"idempotency_key": schema.StringAttribute{
 				Computed: true, Description: "The key the grant was recorded under, derived from team, amount and note.",

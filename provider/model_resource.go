@@ -15,6 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminrules"
 	"github.com/llmplat/llmplat/runtime/render"
 )
 
@@ -28,9 +29,10 @@ type modelResource struct {
 func newModelResource() resource.Resource { return &modelResource{} }
 
 var (
-	_ resource.ResourceWithConfigure   = (*modelResource)(nil)
-	_ resource.ResourceWithImportState = (*modelResource)(nil)
-	_ resource.ResourceWithModifyPlan  = (*modelResource)(nil)
+	_ resource.ResourceWithConfigure      = (*modelResource)(nil)
+	_ resource.ResourceWithImportState    = (*modelResource)(nil)
+	_ resource.ResourceWithModifyPlan     = (*modelResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*modelResource)(nil)
 )
 
 type modelModel struct {
@@ -50,7 +52,6 @@ func (r *modelResource) Metadata(_ context.Context, req resource.MetadataRequest
 }
 
 func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
-	positive := []validator.Int64{positiveValidator{}}
 	resp.Schema = schema.Schema{
 		Description: "A model the platform serves: its name, the name its engines answer to, its prices and limits " +
 			"(PUT /admin/models/{name}), and with `deployment` its engines in the cluster: the Deployment, headless " +
@@ -65,15 +66,20 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"name": schema.StringAttribute{Required: true, Description: "The platform's model name, which clients ask for. Changing it replaces the model.",
 				Validators: []validator.String{nameValidator{}}, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
-			"served_name": schema.StringAttribute{Required: true, Description: "The name the engines answer to (vLLM's --served-model-name)."},
-			"prompt_price_micro_per_mtok": schema.Int64Attribute{Required: true, Validators: []validator.Int64{nonNegativeValidator{}},
+			"served_name": schema.StringAttribute{Required: true, Description: "The name the engines answer to (vLLM's --served-model-name): 1 to 256 characters without spaces.",
+				Validators: []validator.String{stringRule{desc: "1 to 256 characters without spaces", rule: adminrules.ServedName}}},
+			"prompt_price_micro_per_mtok": schema.Int64Attribute{CustomType: wholeNumber, Required: true, Validators: []validator.Int64{priceRule("prompt_price_micro_per_mtok")},
 				Description: "Microcredits per million prompt tokens."},
-			"completion_price_micro_per_mtok": schema.Int64Attribute{Required: true, Validators: []validator.Int64{nonNegativeValidator{}},
+			"completion_price_micro_per_mtok": schema.Int64Attribute{CustomType: wholeNumber, Required: true, Validators: []validator.Int64{priceRule("completion_price_micro_per_mtok")},
 				Description: "Microcredits per million completion tokens."},
-			"max_context_tokens": schema.Int64Attribute{Required: true, Validators: positive,
-				Description: "The longest context a request may have; with a deployment, at most its max_model_len."},
-			"max_output_tokens": schema.Int64Attribute{Required: true, Validators: positive,
-				Description: "The longest answer a request may ask for."},
+			"max_context_tokens": schema.Int64Attribute{CustomType: wholeNumber, Required: true,
+				Validators:  []validator.Int64{int64Rule{desc: "a positive 32-bit integer", rule: adminrules.MaxContextTokens}},
+				Description: "The longest context a request may have, at most 2147483647; with a deployment, at most its max_model_len."},
+			"max_output_tokens": schema.Int64Attribute{CustomType: wholeNumber, Required: true,
+				Validators: []validator.Int64{int64Rule{desc: "positive", rule: func(v int64) *adminrules.FieldError {
+					return adminrules.MaxOutputTokens(v, adminrules.MaxInt64Limit)
+				}}},
+				Description: "The longest answer a request may ask for; at most max_context_tokens."},
 			"deployment": deploymentSchema(),
 			"kubernetes_objects": schema.MapAttribute{Computed: true, ElementType: types.StringType,
 				Description: "The deployment's objects (Kind/namespace/name), each with the digest of what was applied, or \"" +
@@ -290,4 +296,21 @@ func (r *modelResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 // the objects (server-side apply takes over their fields).
 func (r *modelResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resource.ImportStatePassthroughID(ctx, path.Root("id"), req, resp)
+}
+
+// priceRule is the admin API's rule for a price field.
+func priceRule(field string) int64Rule {
+	return int64Rule{desc: "not negative", rule: func(v int64) *adminrules.FieldError { return adminrules.Price(field, v) }}
+}
+
+// ValidateConfig refuses at plan a max_output_tokens above
+// max_context_tokens, as the admin API would, at max_output_tokens.
+func (r *modelResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var out, maxContext types.Int64
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("max_output_tokens"), &out)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("max_context_tokens"), &maxContext)...)
+	if resp.Diagnostics.HasError() || out.IsNull() || out.IsUnknown() || maxContext.IsNull() || maxContext.IsUnknown() {
+		return
+	}
+	refuse(path.Root("max_output_tokens"), adminrules.MaxOutputTokens(out.ValueInt64(), maxContext.ValueInt64()), &resp.Diagnostics)
 }

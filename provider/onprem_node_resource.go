@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/agentflags"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
 
@@ -30,8 +31,9 @@ type onpremNodeResource struct {
 func newOnpremNodeResource() resource.Resource { return &onpremNodeResource{} }
 
 var (
-	_ resource.ResourceWithConfigure   = (*onpremNodeResource)(nil)
-	_ resource.ResourceWithImportState = (*onpremNodeResource)(nil)
+	_ resource.ResourceWithConfigure      = (*onpremNodeResource)(nil)
+	_ resource.ResourceWithImportState    = (*onpremNodeResource)(nil)
+	_ resource.ResourceWithValidateConfig = (*onpremNodeResource)(nil)
 )
 
 type onpremNodeModel struct {
@@ -78,11 +80,13 @@ func (r *onpremNodeResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				Validators:    []validator.String{nodeIDValidator{}}},
 			"orchestrator_url": schema.StringAttribute{Required: true,
-				Description: "The orchestrators' node socket the agent dials (wss://host/v1/nodes/connect)."},
+				Description: "The orchestrators' node socket the agent dials: a ws:// or wss:// URL with a host (wss://host/v1/nodes/connect). " +
+					"Checked at plan with the agent's own flag rules."},
 			"engine_url": schema.StringAttribute{Optional: true,
 				Description: "The engine's base URL as the agent reaches it; unset means the agent's default (http://127.0.0.1:8000)."},
 			"models": schema.ListNestedAttribute{Required: true,
-				Description: "The models the node's engine serves, with its limits (the agent's -model flags).",
+				Description: "The models the node's engine serves, with its limits (the agent's -model flags): at least one, each name once, " +
+					"and no ',' in a served_name (the agent's -model value could not hold it).",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"name":            schema.StringAttribute{Required: true, Description: "The platform's model name.", Validators: []validator.String{nameValidator{}}},
 					"served_name":     schema.StringAttribute{Required: true, Description: "The name the engine answers to (--served-model-name)."},
@@ -91,7 +95,7 @@ func (r *onpremNodeResource) Schema(_ context.Context, _ resource.SchemaRequest,
 					"kv_cache_tokens": schema.Int64Attribute{Required: true, Description: "Tokens of KV cache the engine holds (vLLM logs it; llmplat plan prints it).", Validators: positive},
 				}},
 			},
-			"gpu_count": schema.Int64Attribute{Optional: true, Validators: positive,
+			"gpu_count": schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Validators: positive,
 				Description: "GPUs in the node, for the inventory: stored on the platform and shown in /admin/nodes (declared.gpu_count) " +
 					"beside the count the agent registers (gpus). Shown, not enforced: the agent counts the GPUs it is given " +
 					"(CUDA_VISIBLE_DEVICES, MIG), which may differ from the hardware for good reasons."},
@@ -122,8 +126,7 @@ func (m *onpremNodeModel) command(ctx context.Context) (string, error) {
 		args = append(args, "-engine="+m.EngineURL.ValueString())
 	}
 	for _, s := range specs {
-		args = append(args, fmt.Sprintf("-model=name=%s,served=%s,max-num-seqs=%d,max-model-len=%d,kv-tokens=%d",
-			s.Name.ValueString(), s.ServedName.ValueString(), s.MaxNumSeqs.ValueInt64(), s.MaxModelLen.ValueInt64(), s.KVTokens.ValueInt64()))
+		args = append(args, "-model="+agentflags.FormatModel(s.model()))
 	}
 	for i, a := range args {
 		if strings.ContainsAny(a, " '\"$`\\") {

@@ -6,9 +6,12 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminrules"
 	"github.com/llmplat/llmplat/runtime/auth"
 )
 
@@ -16,7 +19,7 @@ import (
 type nameValidator struct{}
 
 func (nameValidator) Description(context.Context) string {
-	return "a name the admin API accepts"
+	return "a name the admin API accepts: " + adminrules.IdentRule
 }
 
 func (v nameValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
@@ -25,23 +28,90 @@ func (nameValidator) ValidateString(_ context.Context, req validator.StringReque
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	if err := admin.CheckName(req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid name", "The name "+err.Error()+".")
+	refuse(req.Path, adminrules.Ident("name", req.ConfigValue.ValueString()), &resp.Diagnostics)
+}
+
+// refuse reports a shared admin rule's refusal at the attribute p, with
+// the message the admin API gives for the same value.
+func refuse(p path.Path, e *adminrules.FieldError, diags *diag.Diagnostics) {
+	if e != nil {
+		diags.AddAttributeError(p, "Value the platform refuses", e.Msg+".")
 	}
 }
 
-// nonZeroValidator refuses zero.
-type nonZeroValidator struct{}
+// stringRule applies one of the admin API's rules (runtime/adminrules) to
+// a string attribute at plan.
+type stringRule struct {
+	desc string
+	rule func(string) *adminrules.FieldError
+}
 
-func (nonZeroValidator) Description(context.Context) string { return "must not be zero" }
+func (v stringRule) Description(context.Context) string { return v.desc }
 
-func (v nonZeroValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v stringRule) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
 
-func (nonZeroValidator) ValidateInt64(_ context.Context, req validator.Int64Request, resp *validator.Int64Response) {
-	if !req.ConfigValue.IsNull() && !req.ConfigValue.IsUnknown() && req.ConfigValue.ValueInt64() == 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid amount",
-			"A credit of zero changes nothing; a negative amount is a correction.")
+func (v stringRule) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
 	}
+	refuse(req.Path, v.rule(req.ConfigValue.ValueString()), &resp.Diagnostics)
+}
+
+// int64Rule applies one of the admin API's rules to an integer attribute
+// at plan.
+type int64Rule struct {
+	desc string
+	rule func(int64) *adminrules.FieldError
+}
+
+func (v int64Rule) Description(context.Context) string { return v.desc }
+
+func (v int64Rule) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (v int64Rule) ValidateInt64(_ context.Context, req validator.Int64Request, resp *validator.Int64Response) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	refuse(req.Path, v.rule(req.ConfigValue.ValueInt64()), &resp.Diagnostics)
+}
+
+// limitRule is the admin API's rule for the limit field: 0 (unlimited) up
+// to max.
+func limitRule(field string, max int64) int64Rule {
+	return int64Rule{desc: "0 (unlimited) up to " + itoa(max),
+		rule: func(v int64) *adminrules.FieldError { return adminrules.Limit(field, v, max) }}
+}
+
+// teamIDRule refuses a team id that is not a team's numeric id.
+var teamIDRule = stringRule{desc: "a team's numeric id (llmplat_team.<name>.id)",
+	rule: func(s string) *adminrules.FieldError { _, e := adminrules.ParseTeamID(s); return e }}
+
+// allowlistRule applies the admin API's allowlist rule to a set of model
+// names once all are known.
+type allowlistRule struct{}
+
+func (allowlistRule) Description(context.Context) string {
+	return "model names the admin API accepts, at most " + strconv.Itoa(adminrules.MaxAllowlist)
+}
+
+func (v allowlistRule) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (allowlistRule) ValidateSet(ctx context.Context, req validator.SetRequest, resp *validator.SetResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	var names []types.String
+	if d := req.ConfigValue.ElementsAs(ctx, &names, false); d.HasError() {
+		return
+	}
+	list := make([]string, 0, len(names))
+	for _, n := range names {
+		if n.IsUnknown() {
+			return // checked when known, at apply's plan
+		}
+		list = append(list, n.ValueString())
+	}
+	refuse(req.Path, adminrules.Allowlist(list), &resp.Diagnostics)
 }
 
 // positiveValidator refuses zero and negative values.
