@@ -7,7 +7,9 @@
 // are strict JSON (unknown fields are refused) and errors use the OpenAI
 // shape {"error":{"message","type","param","code"}}, param naming the field
 // at fault. Money is integer micro-credits (1 credit = 1,000,000), never a
-// float or a decimal string, so amounts stay exact end to end.
+// float or a decimal string, so amounts stay exact end to end. The rules a
+// request's values must meet live in runtime/adminrules, which the Terraform
+// provider applies at plan with the same messages.
 //
 // Creates are safe to retry, which the Terraform provider relies on: a team
 // is idempotent by name, a credit grant by its idempotency_key, a model by
