@@ -58,7 +58,7 @@ type nodeModelSpec struct {
 }
 
 var nodeModelAttrTypes = map[string]attr.Type{"name": types.StringType, "served_name": types.StringType,
-	"max_num_seqs": types.Int64Type, "max_model_len": types.Int64Type, "kv_cache_tokens": types.Int64Type}
+	"max_num_seqs": wholeNumber, "max_model_len": wholeNumber, "kv_cache_tokens": wholeNumber}
 
 func (r *onpremNodeResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_onprem_node"
@@ -90,9 +90,9 @@ func (r *onpremNodeResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
 					"name":            schema.StringAttribute{Required: true, Description: "The platform's model name.", Validators: []validator.String{nameValidator{}}},
 					"served_name":     schema.StringAttribute{Required: true, Description: "The name the engine answers to (--served-model-name)."},
-					"max_num_seqs":    schema.Int64Attribute{Required: true, Description: "The engine's --max-num-seqs.", Validators: positive},
-					"max_model_len":   schema.Int64Attribute{Required: true, Description: "The engine's --max-model-len.", Validators: positive},
-					"kv_cache_tokens": schema.Int64Attribute{Required: true, Description: "Tokens of KV cache the engine holds (vLLM logs it; llmplat plan prints it).", Validators: positive},
+					"max_num_seqs":    schema.Int64Attribute{CustomType: wholeNumber, Required: true, Description: "The engine's --max-num-seqs.", Validators: positive},
+					"max_model_len":   schema.Int64Attribute{CustomType: wholeNumber, Required: true, Description: "The engine's --max-model-len.", Validators: positive},
+					"kv_cache_tokens": schema.Int64Attribute{CustomType: wholeNumber, Required: true, Description: "Tokens of KV cache the engine holds (vLLM logs it; llmplat plan prints it).", Validators: positive},
 				}},
 			},
 			"gpu_count": schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Validators: positive,

@@ -136,14 +136,17 @@ func TestAccPlanRefusesWhatTheAPIRefuses(t *testing.T) {
 
 // atAttribute matches terraform's report of an error whose source line is
 // attr's (an error on the resource block shows the block's first line)
-// and whose detail holds msg.
+// and whose detail holds msg; an empty attr checks no source line.
 func atAttribute(summary, attr, msg string) *regexp.Regexp {
 	words := strings.Fields(msg)
 	for i, w := range words {
 		words[i] = regexp.QuoteMeta(w)
 	}
-	return regexp.MustCompile(`(?s)Error: ` + regexp.QuoteMeta(summary) + `.*\d+:\s+` + regexp.QuoteMeta(attr) +
-		`\s*=.*` + strings.Join(words, `[\s│]+`))
+	at := `.*\d+:\s+` + regexp.QuoteMeta(attr) + `\s*=`
+	if attr == "" {
+		at = ""
+	}
+	return regexp.MustCompile(`(?s)Error: ` + regexp.QuoteMeta(summary) + at + `.*` + strings.Join(words, `[\s│]+`))
 }
 
 // nodeHCL is an llmplat_onprem_node with the orchestrator URL and models
@@ -196,6 +199,10 @@ func TestAccPlanRefusesNumbersThatAreNotInt64(t *testing.T) {
 			"rpm must be between -9223372036854775808 and 9223372036854775807; got 9223372036854775808."},
 		{"credit of 0.5", strings.Replace(creditHCL(1, "half"), "= 1\n", "= 0.5\n", 1), "Not a whole number", "amount_microcredits",
 			"amount_microcredits must be a whole number; got 0.5."},
+		// Terraform shows the resource block for an attribute inside a
+		// list's object, so the message names the path.
+		{"nested kv_cache_tokens of 1.5", nodeHCL("wss://orch.example/v1/nodes/connect", nodeModel("m", "1.5")), "Not a whole number", "",
+			"models[0].kv_cache_tokens must be a whole number; got 1.5."},
 	})
 }
 

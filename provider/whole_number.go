@@ -24,9 +24,7 @@ type wholeNumberType struct {
 }
 
 // wholeNumber is the CustomType of the integer attributes a configuration
-// sets at a resource's top level. Not of nested ones (a node's models, a
-// model's deployment): an object checks that its values' types are its
-// attribute types, and these values stay types.Int64.
+// sets.
 var wholeNumber = wholeNumberType{}
 
 var (
@@ -35,9 +33,15 @@ var (
 	_ xattr.TypeWithValidate = wholeNumberType{}
 )
 
+// Equal is true of this type and of types.Int64Type: the values are
+// types.Int64, whose Type is types.Int64Type, and an object holding them
+// (a resource's state) checks each against its attribute's type this way.
 func (t wholeNumberType) Equal(o attr.Type) bool {
-	_, ok := o.(wholeNumberType)
-	return ok
+	switch o.(type) {
+	case wholeNumberType, basetypes.Int64Type:
+		return true
+	}
+	return false
 }
 
 func (t wholeNumberType) String() string { return "provider.wholeNumberType" }
