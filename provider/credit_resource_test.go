@@ -96,7 +96,7 @@ resource "llmplat_credit" "z" {
 }
 `,
 			PlanOnly:    true,
-			ExpectError: regexp.MustCompile(`(?s)Invalid amount.*amount_microcredits`),
+			ExpectError: regexp.MustCompile(`(?s)Value the platform refuses.*amount_microcredits.*must be non-zero`),
 		}},
 	})
 }

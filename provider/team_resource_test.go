@@ -97,7 +97,7 @@ func TestAccTeamInvalidName(t *testing.T) {
 		Steps: []resource.TestStep{{
 			Config:      p.providerBlock() + "resource \"llmplat_team\" \"a\" {\n  name = \"has space\"\n}\n",
 			PlanOnly:    true,
-			ExpectError: regexp.MustCompile(`(?s)Invalid name.*with llmplat_team.a,.*name = "has space".*1 to 64 letters`),
+			ExpectError: regexp.MustCompile(`(?s)Value the platform refuses.*with llmplat_team.a,.*name = "has space".*1 to 64 letters`),
 		}},
 	})
 }
