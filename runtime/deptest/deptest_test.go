@@ -62,6 +62,16 @@ var forbidden = map[string]map[string]string{
 		module + "runtime/ledger":       "money moves only in the gateway",
 		module + "runtime/orchestrator": "the agent speaks to the orchestrator only over the node protocol",
 	},
+	"runtime/adminrules": {
+		"github.com/gin-gonic/gin": "the provider links the admin API's rules, never its server",
+		"github.com/jackc/pgx":     "the provider links the admin API's rules, never its store",
+		"modernc.org/sqlite":       "the provider links the admin API's rules, never its store",
+	},
+	"runtime/agentflags": {
+		"github.com/gin-gonic/gin": "the provider links the agent's flag rules, never a server",
+		"github.com/jackc/pgx":     "the provider links the agent's flag rules, never a store",
+		"modernc.org/sqlite":       "the provider links the agent's flag rules, never a store",
+	},
 }
 
 // pkg is one package of the import graph.
