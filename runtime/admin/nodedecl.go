@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/llmplat/llmplat/runtime/adminrules"
 )
 
 // Limits on a node declaration, each with its reason.
@@ -77,8 +79,8 @@ func (s *NodeDeclarationSpec) validate() *fieldError {
 		if e := checkIdent(fmt.Sprintf("models[%d].name", i), m.Name); e != nil {
 			return e
 		}
-		if m.ServedName == "" || len(m.ServedName) > maxServedNameLen {
-			return invalid(fmt.Sprintf("models[%d].served_name", i), "served_name must be 1 to %d bytes", maxServedNameLen)
+		if e := adminrules.ServedName(m.ServedName); e != nil {
+			return invalid(fmt.Sprintf("models[%d].served_name", i), "%s", e.Msg)
 		}
 		for _, v := range []int64{m.MaxNumSeqs, m.MaxModelLen, m.KVCacheTokens} {
 			if v < 1 || v > math.MaxInt32 {
