@@ -49,6 +49,7 @@ type providerModel struct {
 	Endpoint     types.String     `tfsdk:"endpoint"`
 	Token        types.String     `tfsdk:"token"`
 	ReadyTimeout types.String     `tfsdk:"ready_timeout"`
+	Strict       types.Bool       `tfsdk:"strict"`
 	Kubernetes   *kubernetesModel `tfsdk:"kubernetes"`
 }
 
@@ -59,6 +60,9 @@ type providerData struct {
 	readiness *readiness
 	// kube is the cluster's access; nil when the provider was given none.
 	kube *kubeAccess
+	// strict makes a plan's checks against the platform errors, not
+	// warnings (the strict option, on unless set to false).
+	strict bool
 }
 
 func (p *llmplatProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -80,6 +84,12 @@ func (p *llmplatProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 				Optional:    true,
 				Sensitive:   true,
 				Description: "An admin credential: the bootstrap admin token or an admin JWT. Falls back to the " + EnvToken + " environment variable.",
+			},
+			"strict": schema.BoolAttribute{
+				Optional: true,
+				Description: "Whether an `llmplat_api_key`'s `model_allowlist` naming a model the platform does not declare fails the " +
+					"plan (the default, true) or only warns (false). The check runs when the list is set or changed; a model created " +
+					"in the same apply is named by its id (`llmplat_model.<name>.id`), unknown until then, so the check of it waits for the apply.",
 			},
 			"ready_timeout": schema.StringAttribute{
 				Optional: true,
@@ -103,7 +113,7 @@ func (p *llmplatProvider) Configure(ctx context.Context, req provider.ConfigureR
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if cfg.Endpoint.IsUnknown() || cfg.Token.IsUnknown() || cfg.ReadyTimeout.IsUnknown() || cfg.Kubernetes.unknown() {
+	if cfg.Endpoint.IsUnknown() || cfg.Token.IsUnknown() || cfg.ReadyTimeout.IsUnknown() || cfg.Strict.IsUnknown() || cfg.Kubernetes.unknown() {
 		// Known only after another resource's apply: configure then.
 		return
 	}
@@ -130,7 +140,8 @@ func (p *llmplatProvider) Configure(ctx context.Context, req provider.ConfigureR
 		resp.Diagnostics.AddAttributeError(path.Root("ready_timeout"), "Invalid ready_timeout", err.Error())
 		return
 	}
-	data := &providerData{client: client, readiness: &readiness{client: client, endpoint: endpoint, timeout: ready}}
+	data := &providerData{client: client, readiness: &readiness{client: client, endpoint: endpoint, timeout: ready},
+		strict: cfg.Strict.IsNull() || cfg.Strict.ValueBool()}
 	if cfg.Kubernetes.configured() {
 		rc, diags := cfg.Kubernetes.restConfig(ctx)
 		resp.Diagnostics.Append(diags...)

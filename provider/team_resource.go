@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -40,6 +41,10 @@ func (r *teamResource) Metadata(_ context.Context, req resource.MetadataRequest,
 }
 
 func (r *teamResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	// A team's balances are what the last refresh read: an update (a
+	// rename) does not change them, so a plan shows them, not "known after
+	// apply".
+	lastRead := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
 	resp.Schema = schema.Schema{
 		Description: "A tenant of the platform: its API keys and credits belong to it. The platform keeps a team " +
 			"for its ledger history: destroying this resource removes it from Terraform's state only. Creating a team whose " +
@@ -54,13 +59,15 @@ func (r *teamResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Validators: []validator.String{nameValidator{}},
 			},
 			"balance_microcredits": schema.Int64Attribute{
-				Computed: true, Description: "Credits granted minus costs settled, in microcredits, as last read; spending never causes a diff.",
+				Computed: true, PlanModifiers: lastRead,
+				Description: "Credits granted minus costs settled, in microcredits, as last read by a refresh; spending never causes a diff, " +
+					"and a rename keeps the value read (credits are llmplat_credit resources, applied after the team: the next refresh reads them).",
 			},
 			"reserved_microcredits": schema.Int64Attribute{
-				Computed: true, Description: "Microcredits held by requests still running, as last read.",
+				Computed: true, PlanModifiers: lastRead, Description: "Microcredits held by requests still running, as last read by a refresh.",
 			},
 			"available_microcredits": schema.Int64Attribute{
-				Computed: true, Description: "Balance minus reserved: what new requests may reserve, as last read.",
+				Computed: true, PlanModifiers: lastRead, Description: "Balance minus reserved: what new requests may reserve, as last read by a refresh.",
 			},
 		},
 	}
@@ -157,7 +164,15 @@ func (r *teamResource) Update(ctx context.Context, req resource.UpdateRequest, r
 		resp.Diagnostics.AddAttributeError(path.Root("name"), "Team not updated", err.Error())
 		return
 	}
+	// The balances stay as planned (as last read): spending or a credit
+	// between plan and apply would otherwise make the apply's result differ
+	// from its plan, which Terraform reports as a provider error. The next
+	// refresh reads them.
+	balance, reserved, available := plan.Balance, plan.Reserved, plan.Available
 	plan.set(t)
+	if !balance.IsUnknown() && !reserved.IsUnknown() && !available.IsUnknown() {
+		plan.Balance, plan.Reserved, plan.Available = balance, reserved, available
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
