@@ -129,7 +129,9 @@ resource "llmplat_api_key" "search_service" {
 }
 
 # Research batch jobs: every model, many streams; the secret is minted in
-# Terraform and never stored in state.
+# Terraform and never stored in state. Here nobody receives it (the example
+# needs no cloud account); examples/secret-handoff hands the same kind of
+# key to AWS Secrets Manager in the same run.
 ephemeral "llmplat_key_material" "research_batch" {}
 
 resource "llmplat_api_key" "research_batch" {
