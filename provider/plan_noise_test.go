@@ -19,7 +19,8 @@ import (
 )
 
 // TestAccAPIKeyPlanNoise: a limit change plans the key's status as it was
-// read, not "known after apply"; a new expires_at plans it unknown;
+// read, not "known after apply", and a key without a rotation line keeps
+// its secret's prefix known; a new expires_at plans the status unknown;
 // removing the rotation line plans nothing and rotates nothing, putting
 // the same value back neither; a new value rotates.
 func TestAccAPIKeyPlanNoise(t *testing.T) {
@@ -42,6 +43,10 @@ resource "llmplat_api_key" "k" {
   rpm        = %d
   expires_at = %q
   %s
+}
+resource "llmplat_api_key" "plain" {
+  team_id = llmplat_team.t.id
+  rpm     = %[1]d
 }
 `, rpm, expiresAt, rotation)
 	}
@@ -72,6 +77,11 @@ resource "llmplat_api_key" "k" {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("llmplat_api_key.k", plancheck.ResourceActionUpdate),
 					plancheck.ExpectKnownValue("llmplat_api_key.k", status, knownvalue.StringExact(admin.KeyActive)),
+					// A key that never had a rotation line: nothing of its
+					// secret is planned to change.
+					plancheck.ExpectResourceAction("llmplat_api_key.plain", plancheck.ResourceActionUpdate),
+					plancheck.ExpectKnownValue("llmplat_api_key.plain", tfjsonpath.New("prefix"), knownvalue.StringRegexp(regexp.MustCompile(`^llp_`))),
+					plancheck.ExpectKnownValue("llmplat_api_key.plain", tfjsonpath.New("rotation"), knownvalue.Null()),
 				}},
 				Check: sameSecret,
 			},
