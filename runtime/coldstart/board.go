@@ -1,0 +1,155 @@
+package coldstart
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+const (
+	// StateTTL is how long a replica's published state counts: three of
+	// the orchestrators' one-second refreshes, so one late refresh does
+	// not flip a model to zero, and a replica that died stops counting
+	// within seconds.
+	StateTTL = 3 * time.Second
+	// HoldMargin is added to a model's expected load time to hold a
+	// refused caller's demand: a load a little slower than expected still
+	// finds the wake signal up when its replica turns Ready.
+	HoldMargin = 5 * time.Minute
+	// MaxHold bounds any hold: a wake that has not produced a ready
+	// replica in 45 min has failed (no GPU capacity, a crash loop), and
+	// holding GPUs up for it longer only costs money.
+	MaxHold = 45 * time.Minute
+	// MinRetryAfter is the least Retry-After advised: once the expected
+	// load time has passed without a ready replica, clients come back at
+	// this pace rather than at once.
+	MinRetryAfter = 5 * time.Second
+	// DefaultExpectedLoad is a model's expected load time when nothing
+	// better is known (on-premises nodes and the local mode, whose models
+	// have no Kubernetes Service): about what a 70B takes to read from a
+	// local disk and warm up, so clients neither spin nor wait far past a
+	// typical load.
+	DefaultExpectedLoad = 5 * time.Minute
+)
+
+// Board is the shared wake record on Redis.
+type Board struct {
+	rdb    redis.UniversalClient
+	prefix string
+	now    func() time.Time
+}
+
+// New returns a Board on rdb whose keys start with prefix; now is its
+// clock (nil means time.Now).
+func New(rdb redis.UniversalClient, prefix string, now func() time.Time) (*Board, error) {
+	if rdb == nil {
+		return nil, errors.New("coldstart: a redis client is required")
+	}
+	if now == nil {
+		now = time.Now
+	}
+	return &Board{rdb: rdb, prefix: prefix, now: now}, nil
+}
+
+// keys are a model's three keys: the replicas' published states (a hash
+// replica → "ready load_ms at_ms"), the wake's start (ms) and the held
+// demand (a sorted set request id → hold's end in ms).
+func (b *Board) keys(model string) []string {
+	tag := b.prefix + "coldstart:{" + model + "}:"
+	return []string{tag + "state", tag + "start", tag + "held"}
+}
+
+// Publish records replica's view of model: whether a ready replica or
+// node serves it, and the load time expected from zero (zero or less
+// means DefaultExpectedLoad). A ready model's wake is over: its held
+// demand is dropped.
+func (b *Board) Publish(ctx context.Context, replica, model string, ready bool, load time.Duration) error {
+	if load <= 0 {
+		load = DefaultExpectedLoad
+	}
+	r := 0
+	if ready {
+		r = 1
+	}
+	err := publishScript.Run(ctx, b.rdb, b.keys(model), replica, r, load.Milliseconds(), b.now().UnixMilli(),
+		StateTTL.Milliseconds()).Err()
+	if err != nil {
+		return fmt.Errorf("publish %s state: %w", model, err)
+	}
+	return nil
+}
+
+// Refuse reports whether model is at zero. When it is, it records
+// requestID's demand until the hold passes and returns the wait to advise:
+// the expected load time less the time the wake has run, at least
+// MinRetryAfter.
+func (b *Board) Refuse(ctx context.Context, model, requestID string) (time.Duration, bool, error) {
+	now := b.now().UnixMilli()
+	res, err := refuseScript.Run(ctx, b.rdb, b.keys(model), requestID, now, StateTTL.Milliseconds(),
+		HoldMargin.Milliseconds(), MaxHold.Milliseconds()).Int64Slice()
+	if err != nil {
+		return 0, false, fmt.Errorf("refuse at zero %s: %w", model, err)
+	}
+	if len(res) != 3 || res[0] == 0 {
+		return 0, false, nil
+	}
+	load, started := time.Duration(res[1])*time.Millisecond, res[2]
+	left := load - time.Duration(now-started)*time.Millisecond
+	return max(left, MinRetryAfter), true, nil
+}
+
+// Held returns the refused callers of model whose demand still holds.
+func (b *Board) Held(ctx context.Context, model string) (int64, error) {
+	n, err := b.rdb.ZCount(ctx, b.keys(model)[2], "("+strconv.FormatInt(b.now().UnixMilli(), 10), "+inf").Result()
+	if err != nil {
+		return 0, fmt.Errorf("held demand %s: %w", model, err)
+	}
+	return n, nil
+}
+
+// Seconds is d as a Retry-After header's whole seconds, rounded up.
+func Seconds(d time.Duration) int { return int(math.Ceil(d.Seconds())) }
+
+// publishScript: KEYS state, start, held; ARGV replica, ready, load_ms,
+// now_ms, ttl_ms. The state hash lives as long as a fresh entry may.
+var publishScript = redis.NewScript(`
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+if ARGV[2] == '1' then
+  redis.call('DEL', KEYS[2], KEYS[3])
+end
+return 1
+`)
+
+// refuseScript: KEYS state, start, held; ARGV request, now_ms, ttl_ms,
+// margin_ms, max_hold_ms. It answers {0} when no fresh state says the
+// model is at zero (a fresh ready wins over any zero, and no fresh state
+// at all means nobody knows: the request takes the queue as before), else
+// {1, load_ms, start_ms} after holding the request's demand.
+var refuseScript = redis.NewScript(`
+local now = tonumber(ARGV[2])
+local fresh = now - tonumber(ARGV[3])
+local kv = redis.call('HGETALL', KEYS[1])
+local zero, load = false, 0
+for i = 2, #kv, 2 do
+  local r, l, at = string.match(kv[i], '^(%d) (%d+) (%d+)$')
+  if r and tonumber(at) >= fresh then
+    if r == '1' then return {0} end
+    zero = true
+    load = math.max(load, tonumber(l))
+  end
+end
+if not zero then return {0} end
+local hold = math.min(load + tonumber(ARGV[4]), tonumber(ARGV[5]))
+redis.call('SET', KEYS[2], now, 'NX', 'PX', hold)
+local start = tonumber(redis.call('GET', KEYS[2]))
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', now)
+redis.call('ZADD', KEYS[3], now + hold, ARGV[1])
+redis.call('PEXPIRE', KEYS[3], hold)
+return {1, load, start}
+`)
