@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"strconv"
 	"time"
 
@@ -58,7 +57,7 @@ func New(rdb redis.UniversalClient, prefix string, now func() time.Time) (*Board
 
 // keys are a model's three keys: the replicas' published states (a hash
 // replica → "ready load_ms at_ms"), the wake's start (ms) and the held
-// demand (a sorted set request id → hold's end in ms).
+// demand (a sorted set caller → hold's end in ms).
 func (b *Board) keys(model string) []string {
 	tag := b.prefix + "coldstart:{" + model + "}:"
 	return []string{tag + "state", tag + "start", tag + "held"}
@@ -85,12 +84,13 @@ func (b *Board) Publish(ctx context.Context, replica, model string, ready bool, 
 }
 
 // Refuse reports whether model is at zero. When it is, it records
-// requestID's demand until the hold passes and returns the wait to advise:
+// caller's demand (one entry per caller, however often it asks) until the
+// hold passes and returns the wait to advise:
 // the expected load time less the time the wake has run, at least
 // MinRetryAfter.
-func (b *Board) Refuse(ctx context.Context, model, requestID string) (time.Duration, bool, error) {
+func (b *Board) Refuse(ctx context.Context, model, caller string) (time.Duration, bool, error) {
 	now := b.now().UnixMilli()
-	res, err := refuseScript.Run(ctx, b.rdb, b.keys(model), requestID, now, StateTTL.Milliseconds(),
+	res, err := refuseScript.Run(ctx, b.rdb, b.keys(model), caller, now, StateTTL.Milliseconds(),
 		HoldMargin.Milliseconds(), MaxHold.Milliseconds()).Int64Slice()
 	if err != nil {
 		return 0, false, fmt.Errorf("refuse at zero %s: %w", model, err)
@@ -112,9 +112,6 @@ func (b *Board) Held(ctx context.Context, model string) (int64, error) {
 	return n, nil
 }
 
-// Seconds is d as a Retry-After header's whole seconds, rounded up.
-func Seconds(d time.Duration) int { return int(math.Ceil(d.Seconds())) }
-
 // publishScript: KEYS state, start, held; ARGV replica, ready, load_ms,
 // now_ms, ttl_ms. The state hash lives as long as a fresh entry may.
 var publishScript = redis.NewScript(`
@@ -126,7 +123,7 @@ end
 return 1
 `)
 
-// refuseScript: KEYS state, start, held; ARGV request, now_ms, ttl_ms,
+// refuseScript: KEYS state, start, held; ARGV caller, now_ms, ttl_ms,
 // margin_ms, max_hold_ms. It answers {0} when no fresh state says the
 // model is at zero (a fresh ready wins over any zero, and no fresh state
 // at all means nobody knows: the request takes the queue as before), else

@@ -33,7 +33,7 @@ var errFirstTokenTimeout = errors.New("no first token within the timeout")
 var errStreamIdle = errors.New("the engine went silent mid-stream")
 
 // chatCompletions serves POST /v1/chat/completions: authenticate, read and
-// check the body, admit, dispatch (queueing when no engine is free), relay,
+// check the body, answer at once for a model at zero, admit, dispatch (queueing when no engine is free), relay,
 // then settle and give back the stream slot.
 //
 // It is two calls so that a stream waits in small frames: open runs the
@@ -93,6 +93,10 @@ func (s *Server) open(c *gin.Context) *exchange {
 		hoptrace.MarkAt(hoptrace.Key(raw), hoptrace.RelayIn, x.start)
 	}
 	if r := s.checkBody(c, p, req, raw); r != nil {
+		s.write(c, r)
+		return nil
+	}
+	if r := s.atZero(c, p, req.Model); r != nil {
 		s.write(c, r)
 		return nil
 	}

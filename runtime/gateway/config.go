@@ -103,6 +103,13 @@ type SettleKeeper interface {
 	Keep(ctx context.Context, requestID string, u ledger.Usage, src ledger.Source) error
 }
 
+// ColdStarts tells a model at zero (coldstart.Board): when model has no
+// ready replica, Refuse holds caller's demand and returns the wait to
+// advise.
+type ColdStarts interface {
+	Refuse(ctx context.Context, model, caller string) (retryAfter time.Duration, atZero bool, err error)
+}
+
 // Catalog lists the models the platform serves.
 type Catalog interface {
 	Models(ctx context.Context) ([]openai.Model, error)
@@ -142,6 +149,9 @@ type Config struct {
 	// URLGuard refuses bodies that point at internal URLs; nil means a
 	// guard with the default resolver.
 	URLGuard *urlguard.Guard
+	// ColdStarts, when set, answers the callers of a model at zero at once
+	// (see atZero); nil means they wait in the queue like any other.
+	ColdStarts ColdStarts
 	// Metrics records the gateway's metrics; nil means a private registry.
 	Metrics *Metrics
 	// Admin, when set, mounts the admin API under /admin.

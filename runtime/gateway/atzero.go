@@ -1,0 +1,40 @@
+package gateway
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/openai"
+)
+
+// atZero answers the caller of a model at zero (no ready replica or node)
+// with 503 and a Retry-After of the load time left, instead of queueing
+// it: a load from zero takes minutes, far past the queue limit, and a
+// request queued that long would fail anyway. It runs before admission —
+// the key's limits and the ledger — so the refusal holds nothing: no
+// stream slot, no request per minute, no ledger row. The caller (its quota
+// identity, so a retrying client is one demand, and a flood of one key's
+// requests is one too) is recorded as the model's demand, which keeps the
+// wake signal up until a replica is ready. Should the record be
+// unreachable, the request takes the queue as before.
+func (s *Server) atZero(c *gin.Context, p auth.Principal, model string) *rejection {
+	if s.cfg.ColdStarts == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.RedisTimeout)
+	retry, zero, err := s.cfg.ColdStarts.Refuse(ctx, model, p.QuotaID())
+	cancel()
+	if err != nil {
+		s.cfg.Logger.Warn("cold-start record not read; the request queues", "request_id", requestIDOf(c), "model", model, "err", err)
+		return nil
+	}
+	if !zero {
+		return nil
+	}
+	return reject(http.StatusServiceUnavailable, "at_zero", openai.TypeUnavailable, "model_loading", "",
+		"the model "+strconv.Quote(model)+" is starting from zero replicas; retry after the time in Retry-After").after(retry)
+}

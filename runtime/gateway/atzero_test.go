@@ -1,0 +1,114 @@
+package gateway
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/coldstart"
+	"github.com/llmplat/llmplat/runtime/openai"
+)
+
+// fakeClock is a clock a test moves by hand.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fakeClock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// TestModelAtZero: while the orchestrators report qwen-32b at zero, every
+// caller is answered at once with 503 in the OpenAI shape and a
+// Retry-After of the expected load less what the wake has run; the
+// refusals take nothing (no ledger row, no reserved credit, no request of
+// the key's one per minute, no stream slot) and leave the caller's demand
+// held. Once a replica is ready the same key is served.
+func TestModelAtZero(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	team := s.team("alpha", 10*credit)
+	key := s.key(admin.CreateKeyRequest{TeamID: team, RPM: 1, MaxStreams: 1})
+	clock := &fakeClock{t: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
+	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, clock.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := s.gateway(func(c *Config) { c.ColdStarts = board })
+	ctx := context.Background()
+	const load = 12 * time.Minute
+	for _, step := range []struct {
+		name    string
+		advance time.Duration
+		want    int // Retry-After, seconds
+	}{
+		{"first caller", 0, 720},
+		{"three minutes into the wake", 3 * time.Minute, 540},
+		{"ten minutes into the wake", 7 * time.Minute, 120},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			clock.advance(step.advance)
+			if err := board.Publish(ctx, "orch-1", "qwen-32b", false, load); err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			resp, err := s.post(ctx, url, key, chatBody("qwen-32b", true, 5))
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := readAll(t, resp)
+			checkError(t, resp, body, errorCase{status: http.StatusServiceUnavailable,
+				typ: openai.TypeUnavailable, code: "model_loading", retryAfter: true})
+			if got, _ := strconv.Atoi(resp.Header.Get("Retry-After")); got != step.want {
+				t.Errorf("Retry-After %d s, want %d", got, step.want)
+			}
+			if waited := time.Since(start); waited >= DefaultQueueLimit {
+				t.Errorf("the refusal took %v: it queued", waited)
+			}
+		})
+	}
+	s.settled()
+	var rows int
+	var reserved int64
+	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM usage_ledger").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.db.QueryRowContext(ctx, "SELECT reserved_microcredits FROM teams WHERE id = $1", team).Scan(&reserved); err != nil {
+		t.Fatal(err)
+	}
+	if rows != 0 || reserved != 0 {
+		t.Errorf("after refusals at zero: %d ledger rows, %d micro-credits reserved; want none", rows, reserved)
+	}
+	if held, err := board.Held(ctx, "qwen-32b"); err != nil || held != 1 {
+		t.Errorf("held demand %d (%v), want the one caller", held, err)
+	}
+
+	if err := board.Publish(ctx, "orch-1", "qwen-32b", true, load); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := s.post(ctx, url, key, chatBody("qwen-32b", false, 5))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body := readAll(t, resp); resp.StatusCode != http.StatusOK {
+		t.Errorf("with a replica ready: %d %s; want 200 on the key's one request a minute", resp.StatusCode, body)
+	}
+	if held, err := board.Held(ctx, "qwen-32b"); err != nil || held != 0 {
+		t.Errorf("held demand %d (%v) once a replica is ready, want 0", held, err)
+	}
+}
+
+func readAll(t *testing.T, resp *http.Response) string {
+	t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
