@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/platformtest"
@@ -188,11 +189,14 @@ func lastSeen(t *testing.T, p *platformtest.Platform, id string) time.Time {
 }
 
 // TestScaledToZero: the 70B model has no replica (KEDA scaled it to zero).
-// Its first request waits in the model's queue — the orchestrators'
-// pending gauge shows it, which is what wakes the autoscaler — and when
-// no replica is up within the queue limit it gets a 503 with Retry-After.
-// While the new replica loads its weights (simulated load time), requests
-// get a 503 with Retry-After at once; once it is loaded they are served.
+// Its first caller is answered at once — not after the queue limit — with
+// 503 model_loading and a Retry-After of the expected load time, and
+// counts as demand on the orchestrators' pending gauge, which is what
+// wakes the autoscaler. While the new replica loads its weights
+// (simulated load time) callers get 503 at once with a Retry-After that
+// shrinks as the wake runs, and the gauge stays up; once the replica is
+// ready they are served and the gauge drops. No refusal leaves a ledger
+// row.
 func TestScaledToZero(t *testing.T) {
 	const big = "llama-70b"
 	queueLimit := time.Duration(size(t, 3, 30)) * time.Second // the seed's 30 s at full size
@@ -202,21 +206,27 @@ func TestScaledToZero(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
-	first := make(chan outcome, 1)
-	go func() { first <- send(ctx, client, p.URL, key, shortBody(big, "first", 0), nil) }()
-	var pending int64
-	for deadline := time.Now().Add(time.Minute); pending == 0; time.Sleep(20 * time.Millisecond) {
-		pending = p.Orchestrator().Pending(ctx)[big]
-		if time.Now().After(deadline) {
-			t.Fatal("the pending gauge never showed the waiting request")
+	// The orchestrators learn of a newly declared model within seconds;
+	// until then its callers queue as before, and each leaves a cancelled
+	// ledger row.
+	var o outcome
+	queued := 0
+	for deadline := time.Now().Add(time.Minute); ; queued++ {
+		o = send(ctx, client, p.URL, key, shortBody(big, "first", 0), nil)
+		if strings.Contains(o.body, "model_loading") || time.Now().After(deadline) {
+			break
 		}
 	}
-	o := <-first
-	if o.status != http.StatusServiceUnavailable || retryAfter(o) <= 0 || !strings.Contains(o.body, "no_capacity") {
-		t.Fatalf("the first request: %d %q, Retry-After %q; want 503 no_capacity with Retry-After", o.status, o.body, o.retryAfter)
+	load := int(coldstart.DefaultExpectedLoad / time.Second)
+	if o.status != http.StatusServiceUnavailable || retryAfter(o) > load || retryAfter(o) < load-5 {
+		t.Fatalf("the first request: %d %q, Retry-After %q; want 503 model_loading with Retry-After about %d s", o.status, o.body, o.retryAfter, load)
 	}
-	if got := p.Orchestrator().Pending(ctx)[big]; got != 0 {
-		t.Errorf("pending gauge %d after the request left the queue, want 0", got)
+	if o.took >= queueLimit {
+		t.Errorf("the refusal at zero took %v: it waited in the queue", o.took)
+	}
+	pending := p.Orchestrator().Pending(ctx)[big]
+	if pending < 1 {
+		t.Fatalf("pending gauge %d after the refusal, want the caller held as demand", pending)
 	}
 
 	// The replica comes up and loads: 8 minutes of an L40S's loading, the
@@ -225,7 +235,8 @@ func TestScaledToZero(t *testing.T) {
 	startedAt := time.Now()
 	node := p.StartNode("node-70b", big, enginesim.Config{ServedModelName: big, Seed: 1, TimeScale: scale,
 		LoadTime: 8 * time.Minute}, 16)
-	var refused, minRetry int
+	var refused int
+	lastRetry := retryAfter(o)
 	var servedAfter time.Duration
 	for i := 0; ; i++ {
 		o := send(ctx, client, p.URL, key, shortBody(big, "while loading", i), nil)
@@ -233,11 +244,15 @@ func TestScaledToZero(t *testing.T) {
 			servedAfter = time.Since(startedAt)
 			break
 		}
-		if o.status != http.StatusServiceUnavailable || retryAfter(o) <= 0 {
-			t.Fatalf("while the replica loads: %d %q, Retry-After %q (err %v); want 503 with Retry-After", o.status, o.body, o.retryAfter, o.err)
+		if o.status != http.StatusServiceUnavailable || retryAfter(o) <= 0 || !strings.Contains(o.body, "model_loading") {
+			t.Fatalf("while the replica loads: %d %q, Retry-After %q (err %v); want 503 model_loading with Retry-After", o.status, o.body, o.retryAfter, o.err)
 		}
-		if refused == 0 || retryAfter(o) < minRetry {
-			minRetry = retryAfter(o)
+		if retryAfter(o) > lastRetry {
+			t.Errorf("Retry-After grew from %d to %d s as the wake went on", lastRetry, retryAfter(o))
+		}
+		lastRetry = retryAfter(o)
+		if got := p.Orchestrator().Pending(ctx)[big]; got < 1 && !node.Sim.Ready() {
+			t.Errorf("pending gauge %d while the replica loads, want the refused callers held", got)
 		}
 		refused++
 		if time.Since(startedAt) > time.Minute+8*time.Minute/scale {
@@ -251,9 +266,17 @@ func TestScaledToZero(t *testing.T) {
 	if !node.Sim.Ready() {
 		t.Error("a request was served before the engine had loaded")
 	}
+	for deadline := time.Now().Add(time.Minute); p.Orchestrator().Pending(ctx)[big] != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("pending gauge %d a minute after the replica served, want 0", p.Orchestrator().Pending(ctx)[big])
+		}
+	}
 	b := checkBooks(t, p)
-	figure(t, "no 70B replica: the first request waited in the queue (pending gauge %d) and got 503 no_capacity with Retry-After %s s after the %v queue limit; a replica loading for 8 min simulated (%v here): %d requests meanwhile got 503 with Retry-After (at least %d s), then served %v after the replica started; books: %d settled, %d cancelled, none reserved",
-		pending, o.retryAfter, queueLimit, (8 * time.Minute / scale).Round(time.Millisecond), refused, minRetry,
+	if b.Cancelled != queued {
+		t.Errorf("%d ledger rows cancelled for %d requests that queued before the model was known: a refusal at zero reserved", b.Cancelled, queued)
+	}
+	figure(t, "no 70B replica: %d requests queued before the orchestrator knew the new model; then the first request got 503 model_loading at once (%v) with Retry-After %s s, pending gauge %d; a replica loading for 8 min simulated (%v here): %d requests meanwhile got 503 with Retry-After (down to %d s), then served %v after the replica started, and the gauge dropped to 0; books: %d settled, %d cancelled, none reserved",
+		queued, o.took.Round(time.Millisecond), o.retryAfter, pending, (8 * time.Minute / scale).Round(time.Millisecond), refused, lastRetry,
 		servedAfter.Round(time.Millisecond), b.Settled, b.Cancelled)
 }
 

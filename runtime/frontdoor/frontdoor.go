@@ -16,6 +16,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/httpserve"
@@ -127,6 +128,12 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		return Front{}, err
 	}
 	g.Go(func() error { return settles.Run(ctx, cfg.Ledger, countSettled) })
+	// The orchestrators publish which models are at zero; their callers
+	// are answered at once and held as demand there.
+	coldStarts, err := coldstart.New(cfg.Redis, cfg.RedisPrefix, nil)
+	if err != nil {
+		return Front{}, err
+	}
 	gw, err := gateway.New(gateway.Config{
 		TLSCertFile:       cfg.TLSCertFile,
 		TLSKeyFile:        cfg.TLSKeyFile,
@@ -138,6 +145,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		Ledger:            cfg.Ledger,
 		Quoter:            cfg.Ledger,
 		Settles:           settles,
+		ColdStarts:        coldStarts,
 		URLGuard:          cfg.URLGuard,
 		Metrics:           gateway.NewMetrics(reg),
 		Admin:             adminAPI,

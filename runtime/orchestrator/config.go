@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/registry"
@@ -92,6 +93,10 @@ type Config struct {
 	// Models, optional, lists the declared models, so the pending gauge
 	// exists for a model no node serves.
 	Models func(ctx context.Context) ([]string, error)
+	// ColdStarts, optional, is the shared wake record: every refresh
+	// publishes whether each model has a healthy node, and the pending
+	// gauge counts the callers refused at zero until one has.
+	ColdStarts *coldstart.Board
 	// Metrics receives the orchestrator's metrics; nil registers nothing.
 	Metrics *Metrics
 	// ShutdownGrace is how long a replica that is going away lets its

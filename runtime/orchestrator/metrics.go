@@ -113,7 +113,8 @@ func (m *Metrics) countNodes(nodes []registry.Node, now time.Time) {
 
 // pendingDesc is the per-model pending gauge KEDA scales on.
 var pendingDesc = prometheus.NewDesc("llmplat_model_pending_requests",
-	"Requests waiting for a model: in the gateways' queue plus those waiting for a first event here. "+
+	"Requests waiting for a model: in the gateways' queue, those waiting for a first event here, "+
+		"and those refused while the model was at zero, until a replica is ready. "+
 		"It exists for every declared model, with or without a node.", []string{"model"}, nil)
 
 // pendingCollector reads the pending requests per model at each scrape.
@@ -129,6 +130,9 @@ func (p pendingCollector) Collect(ch chan<- prometheus.Metric) {
 
 // Pending returns the requests waiting per model: every declared model,
 // every model a node serves, and every model with a request waiting here.
+// A caller refused while its model was at zero counts until a replica of
+// the model is ready or its hold passes (package coldstart), so the wake
+// signal KEDA reads stays up while the replica loads.
 func (o *Orchestrator) Pending(ctx context.Context) map[string]int64 {
 	ctx, cancel := context.WithTimeout(ctx, pendingTimeout)
 	defer cancel()
@@ -161,6 +165,9 @@ func (o *Orchestrator) Pending(ctx context.Context) map[string]int64 {
 			}
 			out[m] += n
 		}
+	}
+	for m := range out {
+		out[m] += o.held(ctx, m)
 	}
 	return out
 }

@@ -50,6 +50,9 @@ type Orchestrator struct {
 	// may be an older one of its node than conns holds.
 	relayed  map[string]*nodeConn
 	awaiting map[string]int // model → requests waiting for a first event
+	// declared is the wake publisher's cache of the declared models; only
+	// the refresh loop uses it.
+	declared *declared
 
 	connWG sync.WaitGroup // node sockets being served
 	// badTokens guards registration against floods of bad tokens.

@@ -41,6 +41,7 @@ func (o *Orchestrator) refreshOnce(ctx context.Context) {
 	}
 	o.snap.Store(&snapshot{nodes: nodes, at: now})
 	o.cfg.Metrics.countNodes(nodes, now)
+	o.publishWakes(ctx, now)
 
 	byID := make(map[string]registry.Node, len(nodes))
 	for _, n := range nodes {

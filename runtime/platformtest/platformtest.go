@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
@@ -166,11 +167,15 @@ func Start(tb testing.TB, opts Options) *Platform {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	coldStarts, err := coldstart.New(rdb, p.Redis.Prefix, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	p.policy = opts.Policy
 	p.orchCfg = orchestrator.Config{Redis: rdb, Registry: p.Registry, Tokens: p.tokens,
 		Events: orchestrator.NewEvents(db, nil), ShutdownGrace: 2 * time.Second, Logger: logger,
 		CloudNodes: opts.Cloud, CloudClient: opts.CloudClient, RegistrationsPerSecond: opts.RegistrationsPerSecond,
-		Pending: queue.Depth, Models: p.Admin.ModelNames}
+		Pending: queue.Depth, Models: p.Admin.ModelNames, ColdStarts: coldStarts}
 	for i := range max(opts.Replicas, 1) {
 		p.Replicas = append(p.Replicas, p.startReplica(fmt.Sprintf("orch-%d", i+1)))
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/clusterwatch"
+	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/httpserve"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
@@ -103,10 +104,14 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 			return err
 		}
 	}
+	coldStarts, err := coldstart.New(rdb, *prefix, nil)
+	if err != nil {
+		return err
+	}
 	ocfg := orchestrator.Config{
 		ID: *id, Redis: rdb, Registry: reg, Tokens: admin.NewSQLNodeTokens(db), Events: orchestrator.NewEvents(db, nil),
 		Policy: pol, RegistrationsPerSecond: *rate, CloudNodes: cloud, Pending: queue.Depth, Models: models.ModelNames,
-		Metrics: orchestrator.NewMetrics(promReg), Logger: logger,
+		ColdStarts: coldStarts, Metrics: orchestrator.NewMetrics(promReg), Logger: logger,
 	}
 	if watch != nil {
 		ocfg.Cloud = watch
