@@ -37,8 +37,15 @@ const (
 	ModelLabel = "llmplat.io/model"
 	// ModelSpecAnnotation on the Service gives the engine's limits in the
 	// node agent's -model syntax: name=…,served=…,max-num-seqs=…,
-	// max-model-len=…,kv-tokens=….
+	// max-model-len=…,kv-tokens=…, and optionally expected-load=…
+	// (ExpectedLoadKey). The Service exists at zero replicas, so the
+	// annotation is read then too (ParseModelSpec).
 	ModelSpecAnnotation = "llmplat.io/model-spec"
+	// ExpectedLoadKey is the annotation's field giving the whole seconds a
+	// replica is expected to take from zero to Ready (a node launched, the
+	// weights synced and loaded): the Retry-After a model at zero starts
+	// from. Absent, the orchestrators use coldstart.DefaultExpectedLoad.
+	ExpectedLoadKey = "expected-load"
 	// PortName is the name of the engine's port in the Service (and so in
 	// its EndpointSlices); a slice with a single port may leave it unnamed.
 	PortName = "http"
@@ -105,6 +112,9 @@ type Controller struct {
 
 	mu    sync.Mutex
 	cloud []orchestrator.CloudNode
+	// loads are the models' expected load times from their Services,
+	// with or without endpoints.
+	loads map[string]time.Duration
 	// hosts maps every endpoint's cloud node id, ready or not, to its
 	// Kubernetes Node: the leader drains by it.
 	hosts map[string]string
@@ -175,6 +185,17 @@ func (c *Controller) CloudNodes() []orchestrator.CloudNode {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Clone(c.cloud)
+}
+
+var _ orchestrator.ExpectedLoads = (*Controller)(nil)
+
+// ExpectedLoad returns the load time model's Service announces
+// (ExpectedLoadKey), if it announces one.
+func (c *Controller) ExpectedLoad(model string) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, ok := c.loads[model]
+	return d, ok
 }
 
 // Changed delivers a value whenever CloudNodes may have changed.
@@ -314,9 +335,9 @@ func (c *Controller) kickLeader() {
 // rebuild recomputes the cloud nodes from the informers' caches and
 // signals a change.
 func (c *Controller) rebuild() {
-	cloud, hosts := c.compute()
+	cloud, hosts, loads := c.compute()
 	c.mu.Lock()
-	c.cloud, c.hosts = cloud, hosts
+	c.cloud, c.hosts, c.loads = cloud, hosts, loads
 	for id := range c.drained {
 		if _, ok := hosts[id]; !ok {
 			delete(c.drained, id) // the pod is gone
@@ -331,21 +352,24 @@ func (c *Controller) rebuild() {
 }
 
 // compute reads the models' Services and their EndpointSlices.
-func (c *Controller) compute() ([]orchestrator.CloudNode, map[string]string) {
-	hosts := map[string]string{}
+func (c *Controller) compute() ([]orchestrator.CloudNode, map[string]string, map[string]time.Duration) {
+	hosts, loads := map[string]string{}, map[string]time.Duration{}
 	var cloud []orchestrator.CloudNode
 	sel, _ := labels.Parse(ModelLabel)
 	svcs, err := c.services.List(sel)
 	if err != nil {
-		return nil, hosts
+		return nil, hosts, loads
 	}
 	slices.SortFunc(svcs, func(a, b *corev1.Service) int { return strings.Compare(a.Name, b.Name) })
 	seen := map[string]bool{}
 	for _, svc := range svcs {
-		slot, err := modelSlot(svc)
+		slot, load, err := modelSlot(svc)
 		if err != nil {
 			c.cfg.Logger.Warn("model service ignored", "service", svc.Name, "err", err)
 			continue
+		}
+		if load > 0 {
+			loads[slot.Name] = load
 		}
 		eps, err := c.slices.List(labels.SelectorFromSet(labels.Set{discoveryv1.LabelServiceName: svc.Name}))
 		if err != nil {
@@ -381,24 +405,58 @@ func (c *Controller) compute() ([]orchestrator.CloudNode, map[string]string) {
 			}
 		}
 	}
-	return cloud, hosts
+	return cloud, hosts, loads
 }
 
-// modelSlot reads a model Service's engine limits.
-func modelSlot(svc *corev1.Service) (registry.ModelSlot, error) {
+// modelSlot reads a model Service's engine limits and expected load time
+// (zero when it announces none).
+func modelSlot(svc *corev1.Service) (registry.ModelSlot, time.Duration, error) {
 	spec, ok := svc.Annotations[ModelSpecAnnotation]
 	if !ok {
-		return registry.ModelSlot{}, fmt.Errorf("no %s annotation", ModelSpecAnnotation)
+		return registry.ModelSlot{}, 0, fmt.Errorf("no %s annotation", ModelSpecAnnotation)
 	}
-	m, err := nodeagent.ParseModel(spec)
+	m, load, err := ParseModelSpec(spec)
 	if err != nil {
-		return registry.ModelSlot{}, err
+		return registry.ModelSlot{}, 0, err
 	}
 	if m.Name != svc.Labels[ModelLabel] {
-		return registry.ModelSlot{}, fmt.Errorf("%s names model %q, the label %q", ModelSpecAnnotation, m.Name, svc.Labels[ModelLabel])
+		return registry.ModelSlot{}, 0, fmt.Errorf("%s names model %q, the label %q", ModelSpecAnnotation, m.Name, svc.Labels[ModelLabel])
 	}
 	return registry.ModelSlot{Name: m.Name, ServedName: m.ServedName, MaxNumSeqs: m.MaxNumSeqs,
-		MaxModelLen: m.MaxModelLen, KVCapacityTokens: m.KVCapacityTokens}, nil
+		MaxModelLen: m.MaxModelLen, KVCapacityTokens: m.KVCapacityTokens}, load, nil
+}
+
+// maxExpectedLoad bounds an announced load time: a day is far past any
+// cold start, and a larger value is a mistake, not a model.
+const maxExpectedLoad = 24 * time.Hour
+
+// ParseModelSpec reads a ModelSpecAnnotation: the engine's limits in the
+// node agent's -model syntax, and the optional ExpectedLoadKey in whole
+// seconds (zero when absent). The node agent does not take that field —
+// an agent's engine is loaded before it registers — so it is taken out
+// here before the rest is read as the agent reads it.
+func ParseModelSpec(spec string) (nodeproto.Model, time.Duration, error) {
+	var rest []string
+	var load time.Duration
+	seen := false
+	for part := range strings.SplitSeq(spec, ",") {
+		k, v, _ := strings.Cut(part, "=")
+		if k != ExpectedLoadKey {
+			rest = append(rest, part)
+			continue
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if seen || err != nil || n <= 0 || time.Duration(n)*time.Second > maxExpectedLoad {
+			return nodeproto.Model{}, 0, fmt.Errorf("%s: %s=%q: want once, whole seconds from 1 to %d",
+				ModelSpecAnnotation, ExpectedLoadKey, v, int(maxExpectedLoad/time.Second))
+		}
+		seen, load = true, time.Duration(n)*time.Second
+	}
+	m, err := nodeagent.ParseModel(strings.Join(rest, ","))
+	if err != nil {
+		return nodeproto.Model{}, 0, err
+	}
+	return m, load, nil
 }
 
 // slicePort is the engine's port in s: the one named PortName, or the

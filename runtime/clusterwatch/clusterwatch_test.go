@@ -3,6 +3,7 @@ package clusterwatch
 import (
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -61,7 +62,7 @@ func TestEndpointRules(t *testing.T) {
 }
 
 // TestModelSlot: the Service's annotation must parse and name the model
-// its label does.
+// its label does; its expected load, when given, is whole seconds.
 func TestModelSlot(t *testing.T) {
 	svc := func(label, spec string) *corev1.Service {
 		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "vllm-llama-8b", Labels: map[string]string{ModelLabel: label}}}
@@ -71,16 +72,32 @@ func TestModelSlot(t *testing.T) {
 		return s
 	}
 	const good = "name=llama-8b,served=meta-llama/Llama-3.1-8B-Instruct,max-num-seqs=128,max-model-len=8192,kv-tokens=300000"
-	if m, err := modelSlot(svc("llama-8b", good)); err != nil || m.MaxNumSeqs != 128 || m.KVCapacityTokens != 300000 {
-		t.Errorf("good spec: %+v, %v", m, err)
-	}
-	if _, err := modelSlot(svc("llama-8b", "")); err == nil {
-		t.Error("a Service without the annotation was taken")
-	}
-	if _, err := modelSlot(svc("qwen-32b", good)); err == nil {
-		t.Error("an annotation naming another model than the label was taken")
-	}
-	if _, err := modelSlot(svc("llama-8b", "name=llama-8b")); err == nil {
-		t.Error("an incomplete spec was taken")
+	for _, tc := range []struct {
+		name, label, spec string
+		load              time.Duration // -1: refused
+	}{
+		{"good spec", "llama-8b", good, 0},
+		{"with an expected load", "llama-8b", good + ",expected-load=780", 13 * time.Minute},
+		{"expected load first", "llama-8b", "expected-load=60," + good, time.Minute},
+		{"no annotation", "llama-8b", "", -1},
+		{"another model than the label", "qwen-32b", good, -1},
+		{"incomplete", "llama-8b", "name=llama-8b", -1},
+		{"expected load not seconds", "llama-8b", good + ",expected-load=13m", -1},
+		{"expected load zero", "llama-8b", good + ",expected-load=0", -1},
+		{"expected load twice", "llama-8b", good + ",expected-load=60,expected-load=90", -1},
+		{"expected load past a day", "llama-8b", good + ",expected-load=90000", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, load, err := modelSlot(svc(tc.label, tc.spec))
+			if tc.load < 0 {
+				if err == nil {
+					t.Errorf("taken: %+v, load %v", m, load)
+				}
+				return
+			}
+			if err != nil || m.MaxNumSeqs != 128 || m.KVCapacityTokens != 300000 || load != tc.load {
+				t.Errorf("got %+v, load %v, %v; want the spec with load %v", m, load, err, tc.load)
+			}
+		})
 	}
 }

@@ -35,6 +35,8 @@ type kubeCluster struct {
 	stops map[string]func()
 	// drains records, by replica, the cloud nodes its controller drained.
 	drains map[string]*drainLog
+	// mod, if set, adjusts the config of the replicas started after.
+	mod func(*orchestrator.Config)
 }
 
 // newKubeCluster starts the API server namespace, the model's Service,
@@ -55,7 +57,7 @@ func newKubeCluster(t *testing.T, ids ...string) *kubeCluster {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "vllm-" + testModel, Labels: map[string]string{clusterwatch.ModelLabel: testModel},
 			Annotations: map[string]string{clusterwatch.ModelSpecAnnotation: "name=" + testModel +
-				",served=sim-engine,max-num-seqs=64,max-model-len=4096,kv-tokens=200000"}},
+				",served=sim-engine,max-num-seqs=64,max-model-len=4096,kv-tokens=200000,expected-load=780"}},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: clusterwatch.PortName, Port: 8000,
 			TargetPort: intstr.FromString(clusterwatch.PortName)}}, Selector: map[string]string{"app": "vllm"}},
 	}
@@ -109,6 +111,9 @@ func (kc *kubeCluster) startReplica(id string) {
 	}
 	rep = kc.cluster.startReplica(id, func(cfg *orchestrator.Config) {
 		cfg.Cloud, cfg.CloudClient = ctrl, engineClient()
+		if kc.mod != nil {
+			kc.mod(cfg)
+		}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -1,0 +1,57 @@
+package orchestrator_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/coldstart"
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/orchestrator"
+)
+
+// TestKubeWakeFromZero: a declared model whose Service has no ready
+// endpoint is published at zero, with the load time its Service announces
+// (expected-load=780); a caller refused then counts on the pending gauge
+// while no replica is ready, and the gauge drops once an endpoint of the
+// Service turns ready.
+func TestKubeWakeFromZero(t *testing.T) {
+	kc := newKubeCluster(t)
+	board, err := coldstart.New(kc.rdb, kc.prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc.mod = func(cfg *orchestrator.Config) {
+		cfg.ColdStarts = board
+		cfg.Models = func(context.Context) ([]string, error) { return []string{testModel}, nil }
+	}
+	kc.startReplica("orch-a")
+	o := kc.replicas[0].o()
+	ctx := t.Context()
+	const load = 780 * time.Second
+
+	var retry time.Duration
+	kc.eventually("the model published at zero", func() bool {
+		r, zero, err := board.Refuse(ctx, testModel, "key:1")
+		retry = r
+		return err == nil && zero
+	})
+	if retry > load || retry < load-10*time.Second {
+		t.Errorf("Retry-After %v at the start of the wake, want about the Service's %v", retry, load)
+	}
+	// The gauge holds the refused caller across several refreshes, not
+	// only until the next one.
+	for range 3 {
+		if got := o.Pending(ctx)[testModel]; got != 1 {
+			t.Fatalf("pending %d while no replica is ready, want the refused caller", got)
+		}
+		time.Sleep(orchestrator.RefreshInterval)
+	}
+
+	_, url, _ := kc.startSim("a", enginesim.Config{ServedModelName: "sim-engine"})
+	kc.engineSlice("vllm-a", url, "gpu-1", true)
+	kc.eventually("the gauge drops once a replica is ready", func() bool { return o.Pending(ctx)[testModel] == 0 })
+	if _, zero, err := board.Refuse(ctx, testModel, "key:2"); err != nil || zero {
+		t.Errorf("with a ready replica: at zero %v (%v), want false", zero, err)
+	}
+}
