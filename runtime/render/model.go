@@ -181,7 +181,8 @@ func (d ModelDeployment) values(mp capacity.ModelPlan) (modelValues, error) {
 	}
 	// Loading the weights from the local cache at about 200 MB/s is the
 	// slowest part of a start; the startup probe allows that twice over.
-	loadSeconds := mp.Memory.WeightBytes / 200e6
+	loadSeconds := mp.Memory.WeightBytes / weightsLoadRate
+	expectedLoad := expectedLoadSeconds(mp.Memory.WeightBytes)
 	v := modelValues{
 		Name: d.Name, ServedName: d.ServedName, Revision: d.Revision, Namespace: d.Namespace,
 		EngineImage: d.EngineImage, PlatformImage: d.PlatformImage,
@@ -196,6 +197,10 @@ func (d ModelDeployment) values(mp capacity.ModelPlan) (modelValues, error) {
 		StartupChecks: 30 + int(math.Ceil(2*loadSeconds/10)),
 		ShmSize:       fmt.Sprintf("%dGi", 4*mp.Flags.TensorParallelSize),
 		Resources:     res,
+
+		// A cold start from zero, and the autoscaler's wait before it may
+		// take a replica away: wake.go.
+		ExpectedLoadSeconds: expectedLoad, ScaleDownWindowSeconds: scaleDownWindowSeconds(expectedLoad),
 	}
 	scaled := deploymentValues{modelValues: v, DeploymentName: "vllm-" + d.Name, Role: "scaled", PreferSpot: d.Spot}
 	v.Deployments = []deploymentValues{scaled}

@@ -434,6 +434,10 @@ type modelValues struct {
 	ShmSize                    string
 	// Resources is the engine's CPU and memory request (and memory limit).
 	Resources capacity.Resources
+	// ExpectedLoadSeconds is a cold start from zero (the model-spec
+	// annotation's expected-load); ScaleDownWindowSeconds the HPA's
+	// scale-down stabilisation, at least that (wake.go).
+	ExpectedLoadSeconds, ScaleDownWindowSeconds int
 	// Deployments are the model's engines: the one the ScaledObject
 	// scales, and for a spot model its on-demand floor.
 	Deployments []deploymentValues

@@ -16,7 +16,6 @@ import (
 	"github.com/llmplat/llmplat/runtime/clusterwatch"
 	"github.com/llmplat/llmplat/runtime/golden"
 	"github.com/llmplat/llmplat/runtime/k8sschema"
-	"github.com/llmplat/llmplat/runtime/nodeagent"
 )
 
 func example(t *testing.T) Platform {
@@ -149,7 +148,7 @@ func TestEngineFlagsAreThePlanners(t *testing.T) {
 		// in the syntax it reads.
 		svc := modelDoc(t, files, mp.Model, "Service")
 		spec, _ := dig(t, svc, "metadata", "annotations").(map[string]any)[clusterwatch.ModelSpecAnnotation].(string)
-		m, err := nodeagent.ParseModel(spec)
+		m, _, err := clusterwatch.ParseModelSpec(spec)
 		if err != nil {
 			t.Errorf("%s: Service annotation %s: %v", mp.Model, clusterwatch.ModelSpecAnnotation, err)
 		} else if m.Name != mp.Model || m.ServedName != mp.ServedName || int64(m.MaxNumSeqs) != int64(mp.Flags.MaxNumSeqs) ||
