@@ -50,6 +50,9 @@ type Orchestrator struct {
 	// may be an older one of its node than conns holds.
 	relayed  map[string]*nodeConn
 	awaiting map[string]int // model → requests waiting for a first event
+	// born is when the replica was made: it publishes no model at zero
+	// before zeroAfterStart.
+	born time.Time
 	// declared is the wake publisher's cache of the declared models; only
 	// the refresh loop uses it.
 	declared *declared
@@ -80,7 +83,7 @@ func New(cfg Config) (*Orchestrator, error) {
 		cfg: c, keys: c.Registry.Keys(), tracker: routing.NewTracker(),
 		refresh: make(chan struct{}, 1), cloudKick: make(chan struct{}, 1), ready: make(chan struct{}),
 		conns: map[string]*nodeConn{}, remote: map[string]*reqStream{}, awaiting: map[string]int{}, orphans: map[string]time.Time{},
-		relayed: map[string]*nodeConn{},
+		relayed: map[string]*nodeConn{}, born: c.Now(),
 		// With no channel yet, Subscribe only creates the handle.
 		nodeSub: c.Redis.Subscribe(context.Background()),
 	}

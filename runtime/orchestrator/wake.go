@@ -13,6 +13,14 @@ import (
 // there was a wake record) for at most that long.
 const declaredRefresh = 5 * time.Second
 
+// zeroAfterStart is how long a new replica says nothing of a model at
+// zero, only of ready ones: its first snapshots lack the cloud nodes until
+// the controller's informers have synced and each engine's first scrape
+// is in (a few seconds), and a replica restarting must not have every
+// gateway refuse a served model with a cold start's Retry-After. While no
+// replica speaks, callers queue as before.
+const zeroAfterStart = 15 * time.Second
+
 // ExpectedLoads is what a CloudSource may also tell: how long a model is
 // expected to take from zero to a ready replica (the Kubernetes
 // controller reads it from the model's Service). A model it does not know
@@ -47,7 +55,11 @@ func (o *Orchestrator) publishWakes(ctx context.Context, now time.Time) {
 		}
 	}
 	loads, _ := o.cfg.Cloud.(ExpectedLoads)
+	settled := now.Sub(o.born) >= zeroAfterStart
 	for m, r := range ready {
+		if !r && !settled {
+			continue
+		}
 		var load time.Duration
 		if loads != nil {
 			load, _ = loads.ExpectedLoad(m)

@@ -55,3 +55,28 @@ func TestKubeWakeFromZero(t *testing.T) {
 		t.Errorf("with a ready replica: at zero %v (%v), want false", zero, err)
 	}
 }
+
+// TestKubeStartSaysNothingOfZero: a replica that has just started has not
+// yet read its cloud nodes' load (here the engine behind a ready endpoint
+// does not answer its scrape): it must not publish the model at zero, or
+// every gateway would refuse a served model with a cold start's
+// Retry-After each time the orchestrators restart.
+func TestKubeStartSaysNothingOfZero(t *testing.T) {
+	kc := newKubeCluster(t)
+	board, err := coldstart.New(kc.rdb, kc.prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc.mod = func(cfg *orchestrator.Config) {
+		cfg.ColdStarts = board
+		cfg.Models = func(context.Context) ([]string, error) { return []string{testModel}, nil }
+	}
+	kc.engineSlice("vllm-a", "http://127.0.0.1:1", "gpu-1", true)
+	kc.startReplica("orch-a")
+	// Several refreshes, well inside the replica's first 15 s.
+	for end := time.Now().Add(3 * orchestrator.RefreshInterval); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if _, zero, err := board.Refuse(t.Context(), testModel, "key:1"); err != nil || zero {
+			t.Fatalf("a replica just started published the model at zero (%v)", err)
+		}
+	}
+}
