@@ -36,6 +36,22 @@ const (
 	DefaultExpectedLoad = 5 * time.Minute
 )
 
+// Verdict is one replica's view of a model.
+type Verdict int
+
+// Verdicts are ordered by hope: a replica that sees several nodes of a
+// model gives the highest.
+const (
+	// Zero: no ready replica or node serves the model.
+	Zero Verdict = iota
+	// Unsure: a node that serves it has registered but not yet said
+	// whether its engine is up (its first heartbeat): callers are not
+	// refused, and the held demand stays.
+	Unsure
+	// Ready: a ready replica or node serves it; its wake is over.
+	Ready
+)
+
 // Board is the shared wake record on Redis.
 type Board struct {
 	rdb    redis.UniversalClient
@@ -63,19 +79,18 @@ func (b *Board) keys(model string) []string {
 	return []string{tag + "state", tag + "start", tag + "held"}
 }
 
-// Publish records replica's view of model: whether a ready replica or
-// node serves it, and the load time expected from zero (zero or less
-// means DefaultExpectedLoad). A ready model's wake is over: its held
-// demand is dropped.
-func (b *Board) Publish(ctx context.Context, replica, model string, ready bool, load time.Duration) error {
+// Publish records replica's view of model, and the load time expected
+// from zero (zero or less means DefaultExpectedLoad). A model at zero for
+// every replica that speaks is at zero; any fresh Ready or Unsure says it
+// is not. A Ready model's wake is over: its held demand is dropped.
+func (b *Board) Publish(ctx context.Context, replica, model string, v Verdict, load time.Duration) error {
 	if load <= 0 {
 		load = DefaultExpectedLoad
 	}
-	r := 0
-	if ready {
-		r = 1
+	if v < Zero || v > Ready {
+		return fmt.Errorf("publish %s state: verdict %d", model, v)
 	}
-	err := publishScript.Run(ctx, b.rdb, b.keys(model), replica, r, load.Milliseconds(), b.now().UnixMilli(),
+	err := publishScript.Run(ctx, b.rdb, b.keys(model), replica, int(v), load.Milliseconds(), b.now().UnixMilli(),
 		StateTTL.Milliseconds()).Err()
 	if err != nil {
 		return fmt.Errorf("publish %s state: %w", model, err)
@@ -91,7 +106,7 @@ func (b *Board) Publish(ctx context.Context, replica, model string, ready bool, 
 func (b *Board) Refuse(ctx context.Context, model, caller string) (time.Duration, bool, error) {
 	now := b.now().UnixMilli()
 	res, err := refuseScript.Run(ctx, b.rdb, b.keys(model), caller, now, StateTTL.Milliseconds(),
-		HoldMargin.Milliseconds(), MaxHold.Milliseconds()).Int64Slice()
+		HoldMargin.Milliseconds(), MaxHold.Milliseconds(), 0).Int64Slice()
 	if err != nil {
 		return 0, false, fmt.Errorf("refuse at zero %s: %w", model, err)
 	}
@@ -103,6 +118,17 @@ func (b *Board) Refuse(ctx context.Context, model, caller string) (time.Duration
 	return max(left, MinRetryAfter), true, nil
 }
 
+// AtZero reports whether model is at zero now, holding nothing: for
+// waits and checks, not for callers.
+func (b *Board) AtZero(ctx context.Context, model string) (bool, error) {
+	res, err := refuseScript.Run(ctx, b.rdb, b.keys(model), "", b.now().UnixMilli(), StateTTL.Milliseconds(),
+		HoldMargin.Milliseconds(), MaxHold.Milliseconds(), 1).Int64Slice()
+	if err != nil {
+		return false, fmt.Errorf("at zero %s: %w", model, err)
+	}
+	return len(res) > 0 && res[0] == 1, nil
+}
+
 // Held returns the refused callers of model whose demand still holds.
 func (b *Board) Held(ctx context.Context, model string) (int64, error) {
 	n, err := b.rdb.ZCount(ctx, b.keys(model)[2], "("+strconv.FormatInt(b.now().UnixMilli(), 10), "+inf").Result()
@@ -112,22 +138,23 @@ func (b *Board) Held(ctx context.Context, model string) (int64, error) {
 	return n, nil
 }
 
-// publishScript: KEYS state, start, held; ARGV replica, ready, load_ms,
+// publishScript: KEYS state, start, held; ARGV replica, verdict, load_ms,
 // now_ms, ttl_ms. The state hash lives as long as a fresh entry may.
 var publishScript = redis.NewScript(`
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ARGV[5])
-if ARGV[2] == '1' then
+if ARGV[2] == '2' then
   redis.call('DEL', KEYS[2], KEYS[3])
 end
 return 1
 `)
 
 // refuseScript: KEYS state, start, held; ARGV caller, now_ms, ttl_ms,
-// margin_ms, max_hold_ms. It answers {0} when no fresh state says the
-// model is at zero (a fresh ready wins over any zero, and no fresh state
-// at all means nobody knows: the request takes the queue as before), else
-// {1, load_ms, start_ms} after holding the request's demand.
+// margin_ms, max_hold_ms, probe. It answers {0} when no fresh state says
+// the model is at zero (a fresh Ready or Unsure wins over any Zero, and no
+// fresh state at all means nobody knows: the request takes the queue as
+// before), else {1, load_ms, start_ms} after holding the caller's demand
+// — or, with probe 1, at once, holding nothing.
 var refuseScript = redis.NewScript(`
 local now = tonumber(ARGV[2])
 local fresh = now - tonumber(ARGV[3])
@@ -136,12 +163,13 @@ local zero, load = false, 0
 for i = 2, #kv, 2 do
   local r, l, at = string.match(kv[i], '^(%d) (%d+) (%d+)$')
   if r and tonumber(at) >= fresh then
-    if r == '1' then return {0} end
+    if r ~= '0' then return {0} end
     zero = true
     load = math.max(load, tonumber(l))
   end
 end
 if not zero then return {0} end
+if ARGV[6] == '1' then return {1} end
 local hold = math.min(load + tonumber(ARGV[4]), tonumber(ARGV[5]))
 redis.call('SET', KEYS[2], now, 'NX', 'PX', hold)
 local start = tonumber(redis.call('GET', KEYS[2]))

@@ -58,7 +58,7 @@ func TestRetryAfterFollowsTheWake(t *testing.T) {
 	} {
 		t.Run(step.name, func(t *testing.T) {
 			c.advance(step.advance)
-			must(t, b.Publish(ctx, "orch-1", "llama-70b", false, load))
+			must(t, b.Publish(ctx, "orch-1", "llama-70b", Zero, load))
 			got, zero, err := b.Refuse(ctx, "llama-70b", "req-"+step.name)
 			must(t, err)
 			if !zero || got != step.want {
@@ -78,26 +78,38 @@ func TestAtZero(t *testing.T) {
 		want    bool
 	}{
 		{"nothing published", func(*Board, *clock) {}, false},
-		{"one replica says zero", func(b *Board, _ *clock) { must(t, b.Publish(ctx, "orch-1", "m", false, 0)) }, true},
+		{"one replica says zero", func(b *Board, _ *clock) { must(t, b.Publish(ctx, "orch-1", "m", Zero, 0)) }, true},
 		{"a ready replica wins", func(b *Board, _ *clock) {
-			must(t, b.Publish(ctx, "orch-1", "m", false, 0))
-			must(t, b.Publish(ctx, "orch-2", "m", true, 0))
+			must(t, b.Publish(ctx, "orch-1", "m", Zero, 0))
+			must(t, b.Publish(ctx, "orch-2", "m", Ready, 0))
 		}, false},
 		{"a stale ready does not", func(b *Board, c *clock) {
-			must(t, b.Publish(ctx, "orch-2", "m", true, 0))
+			must(t, b.Publish(ctx, "orch-2", "m", Ready, 0))
 			c.advance(StateTTL + time.Second)
-			must(t, b.Publish(ctx, "orch-1", "m", false, 0))
+			must(t, b.Publish(ctx, "orch-1", "m", Zero, 0))
 		}, true},
+		{"an unsure replica wins", func(b *Board, _ *clock) {
+			must(t, b.Publish(ctx, "orch-1", "m", Zero, 0))
+			must(t, b.Publish(ctx, "orch-2", "m", Unsure, 0))
+		}, false},
 		{"a stale zero is nobody's word", func(b *Board, c *clock) {
-			must(t, b.Publish(ctx, "orch-1", "m", false, 0))
+			must(t, b.Publish(ctx, "orch-1", "m", Zero, 0))
 			c.advance(StateTTL + time.Second)
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b, c := newBoard(t)
 			tc.publish(b, c)
+			probed, err := b.AtZero(ctx, "m")
+			must(t, err)
+			if held, err := b.Held(ctx, "m"); err != nil || held != 0 {
+				t.Errorf("AtZero held %d callers (%v), want none", held, err)
+			}
 			retry, got, err := b.Refuse(ctx, "m", "r1")
 			must(t, err)
+			if probed != got {
+				t.Errorf("AtZero %v, Refuse %v: they disagree", probed, got)
+			}
 			if got != tc.want {
 				t.Errorf("at zero = %v, want %v", got, tc.want)
 			}
@@ -121,25 +133,25 @@ func TestHeldUntilReady(t *testing.T) {
 	}
 	t.Run("ready", func(t *testing.T) {
 		b, c := newBoard(t)
-		must(t, b.Publish(ctx, "orch-1", "m", false, load))
+		must(t, b.Publish(ctx, "orch-1", "m", Zero, load))
 		for _, id := range []string{"r1", "r2"} {
 			if _, zero, err := b.Refuse(ctx, "m", id); err != nil || !zero {
 				t.Fatalf("Refuse: %v, %v", zero, err)
 			}
 		}
 		c.advance(load - time.Second)
-		must(t, b.Publish(ctx, "orch-1", "m", false, load))
+		must(t, b.Publish(ctx, "orch-1", "m", Zero, load))
 		if got := held(t, b); got != 2 {
 			t.Errorf("held %d while the replica loads, want 2", got)
 		}
-		must(t, b.Publish(ctx, "orch-1", "m", true, load))
+		must(t, b.Publish(ctx, "orch-1", "m", Ready, load))
 		if got := held(t, b); got != 0 {
 			t.Errorf("held %d once a replica is ready, want 0", got)
 		}
 	})
 	t.Run("hold passes", func(t *testing.T) {
 		b, c := newBoard(t)
-		must(t, b.Publish(ctx, "orch-1", "m", false, load))
+		must(t, b.Publish(ctx, "orch-1", "m", Zero, load))
 		if _, _, err := b.Refuse(ctx, "m", "r1"); err != nil {
 			t.Fatal(err)
 		}

@@ -53,7 +53,7 @@ func TestModelAtZero(t *testing.T) {
 	} {
 		t.Run(step.name, func(t *testing.T) {
 			clock.advance(step.advance)
-			if err := board.Publish(ctx, "orch-1", "qwen-32b", false, load); err != nil {
+			if err := board.Publish(ctx, "orch-1", "qwen-32b", coldstart.Zero, load); err != nil {
 				t.Fatal(err)
 			}
 			start := time.Now()
@@ -88,7 +88,7 @@ func TestModelAtZero(t *testing.T) {
 		t.Errorf("held demand %d (%v), want the one caller", held, err)
 	}
 
-	if err := board.Publish(ctx, "orch-1", "qwen-32b", true, load); err != nil {
+	if err := board.Publish(ctx, "orch-1", "qwen-32b", coldstart.Ready, load); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := s.post(ctx, url, key, chatBody("qwen-32b", false, 5))

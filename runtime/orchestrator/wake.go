@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/registry"
 )
 
@@ -45,26 +46,26 @@ func (o *Orchestrator) publishWakes(ctx context.Context, now time.Time) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, pendingTimeout)
 	defer cancel()
-	ready := map[string]bool{}
+	verdicts := map[string]coldstart.Verdict{}
 	for _, m := range o.declaredModels(ctx, now) {
-		ready[m] = false
+		verdicts[m] = coldstart.Zero
 	}
 	for _, n := range o.snap.Load().nodes {
 		for _, s := range n.Models {
-			ready[s.Name] = ready[s.Name] || servesReady(n, now)
+			verdicts[s.Name] = max(verdicts[s.Name], verdictOf(n, now))
 		}
 	}
 	loads, _ := o.cfg.Cloud.(ExpectedLoads)
 	settled := now.Sub(o.born) >= zeroAfterStart
-	for m, r := range ready {
-		if !r && !settled {
+	for m, v := range verdicts {
+		if v == coldstart.Zero && !settled {
 			continue
 		}
 		var load time.Duration
 		if loads != nil {
 			load, _ = loads.ExpectedLoad(m)
 		}
-		if err := board.Publish(ctx, o.cfg.ID, m, r, load); err != nil {
+		if err := board.Publish(ctx, o.cfg.ID, m, v, load); err != nil {
 			if ctx.Err() == nil {
 				o.cfg.Logger.Warn("model state not published for cold starts", "model", m, "err", err)
 			}
@@ -73,14 +74,22 @@ func (o *Orchestrator) publishWakes(ctx context.Context, now time.Time) {
 	}
 }
 
-// servesReady reports whether n can serve now for a wake's purposes:
-// healthy, and — for a node agent — with a heartbeat since it registered.
-// A node registers before its first heartbeat tells whether its engine is
-// still loading; until then it is not a ready replica, and the wake goes
-// on. (A cloud node has no registration: it is ready from its first
-// scrape.)
-func servesReady(n registry.Node, now time.Time) bool {
-	return n.Healthy(now) && n.LastSeen.After(n.RegisteredAt)
+// verdictOf is what node n says of its models at now: Ready when it is
+// healthy and — for a node agent — has beaten since it registered; Unsure
+// when it is healthy but has not beaten yet, since a node registers before
+// its first heartbeat tells whether its engine is still loading (so its
+// registration neither ends a wake nor has callers refused); else Zero. A
+// cloud node has no registration: it is ready from its first scrape.
+// A model takes its nodes' most hopeful verdict (Zero < Unsure < Ready).
+func verdictOf(n registry.Node, now time.Time) coldstart.Verdict {
+	switch {
+	case !n.Healthy(now):
+		return coldstart.Zero
+	case n.LastSeen.After(n.RegisteredAt):
+		return coldstart.Ready
+	default:
+		return coldstart.Unsure
+	}
 }
 
 // declaredModels returns the declared models, re-read every

@@ -103,7 +103,8 @@ type Platform struct {
 	wsAddr                    string           // the first replica's host:port
 	logger                    *slog.Logger
 	orchCfg                   orchestrator.Config // every replica's, but its ID, Metrics and Policy
-	policy                    string              // Options.Policy
+	coldStarts                *coldstart.Board
+	policy                    string // Options.Policy
 }
 
 // Start runs a platform until the test ends.
@@ -167,15 +168,14 @@ func Start(tb testing.TB, opts Options) *Platform {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	coldStarts, err := coldstart.New(rdb, p.Redis.Prefix, nil)
-	if err != nil {
+	if p.coldStarts, err = coldstart.New(rdb, p.Redis.Prefix, nil); err != nil {
 		tb.Fatal(err)
 	}
 	p.policy = opts.Policy
 	p.orchCfg = orchestrator.Config{Redis: rdb, Registry: p.Registry, Tokens: p.tokens,
 		Events: orchestrator.NewEvents(db, nil), ShutdownGrace: 2 * time.Second, Logger: logger,
 		CloudNodes: opts.Cloud, CloudClient: opts.CloudClient, RegistrationsPerSecond: opts.RegistrationsPerSecond,
-		Pending: queue.Depth, Models: p.Admin.ModelNames, ColdStarts: coldStarts}
+		Pending: queue.Depth, Models: p.Admin.ModelNames, ColdStarts: p.coldStarts}
 	for i := range max(opts.Replicas, 1) {
 		p.Replicas = append(p.Replicas, p.startReplica(fmt.Sprintf("orch-%d", i+1)))
 	}
@@ -260,6 +260,23 @@ func (p *Platform) WaitRegistered(id string, epoch int64, within time.Duration) 
 	}
 }
 
+// waitNotAtZero waits until the orchestrators no longer publish model at
+// zero: a node's registration reaches the wake record a refresh after the
+// registry, and a request sent in between would be refused as a cold
+// start's.
+func (p *Platform) waitNotAtZero(model string) {
+	p.tb.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		zero, err := p.coldStarts.AtZero(context.Background(), model)
+		if err == nil && !zero {
+			return
+		}
+		if time.Now().After(deadline) {
+			p.tb.Fatalf("model %s still at zero (%v) 30 s after its node registered", model, err)
+		}
+	}
+}
+
 // Node is a simulated engine with its node agent, in this process.
 type Node struct {
 	ID  string
@@ -289,6 +306,7 @@ func (p *Platform) StartNodeVia(link *testenv.FaultProxy, id, model string, cfg 
 	}
 	p.StartAgent(serverURL, id, model, sim, url)
 	p.WaitNode(id)
+	p.waitNotAtZero(model)
 	return &Node{ID: id, Sim: sim, URL: url}
 }
 
