@@ -65,6 +65,19 @@
 // and the consumer grants more with window frames as it reads, so a slow
 // client holds back only its own stream and buffers stay bounded.
 //
+// # Models at zero
+//
+// Each refresh also publishes to the shared wake record (package
+// coldstart), for every declared model and every model a node serves,
+// whether a ready node serves it: one that is healthy and, for a node
+// agent, has beaten since it registered (a node registered but not yet
+// beaten is Unsure); with the load time its Service announces
+// (ExpectedLoads), else coldstart.DefaultExpectedLoad. A replica says
+// nothing of zero in its first 15 s, before it has read its cloud nodes.
+// The pending gauge adds the callers the gateways refused at zero, until
+// a ready node serves the model or their hold passes, so the autoscaler's
+// wake signal stays up while the replica loads.
+//
 // # Control
 //
 // Control drains nodes, revokes their sockets and reports their live state
