@@ -4,12 +4,20 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync/atomic"
+	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
+
+// servingRecheck is how long a model the cold-start record found serving
+// is taken as serving without asking again: the orchestrators refresh the
+// record every second, so a model that has just gone to zero is refused at
+// most this late (its requests in between queue, as without the record).
+const servingRecheck = time.Second
 
 // atZero answers the caller of a model at zero (no ready replica or node)
 // with 503 and a Retry-After of the load time left, instead of queueing
@@ -21,8 +29,19 @@ import (
 // requests is one too) is recorded as the model's demand, which keeps the
 // wake signal up until a replica is ready. Should the record be
 // unreachable, the request takes the queue as before.
+//
+// A model found serving is not asked about again for servingRecheck, so a
+// served model's requests pay one map read here, not a Redis round trip
+// each. The model is one the catalog knows (checkBody ran first), which
+// bounds the map.
 func (s *Server) atZero(c *gin.Context, p auth.Principal, model string) *rejection {
 	if s.cfg.ColdStarts == nil {
+		return nil
+	}
+	now := time.Now()
+	v, _ := s.serving.LoadOrStore(model, new(atomic.Int64))
+	seen := v.(*atomic.Int64)
+	if last := seen.Load(); last != 0 && now.Sub(time.Unix(0, last)) < servingRecheck {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.RedisTimeout)
@@ -33,8 +52,10 @@ func (s *Server) atZero(c *gin.Context, p auth.Principal, model string) *rejecti
 		return nil
 	}
 	if !zero {
+		seen.Store(now.UnixNano())
 		return nil
 	}
+	seen.Store(0) // every caller of a model at zero is refused, and held as demand
 	return reject(http.StatusServiceUnavailable, "at_zero", openai.TypeUnavailable, "model_loading", "",
 		"the model "+strconv.Quote(model)+" is starting from zero replicas; retry after the time in Retry-After").after(retry)
 }

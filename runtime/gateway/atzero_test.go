@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -111,4 +112,50 @@ func readAll(t *testing.T, resp *http.Response) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// countingColdStarts counts the record's reads.
+type countingColdStarts struct {
+	ColdStarts
+	calls atomic.Int64
+}
+
+func (c *countingColdStarts) Refuse(ctx context.Context, model, caller string) (time.Duration, bool, error) {
+	c.calls.Add(1)
+	return c.ColdStarts.Refuse(ctx, model, caller)
+}
+
+// TestServingModelSkipsTheRecord: a model the record finds serving is not
+// asked about again for servingRecheck, so its requests pay no Redis round
+// trip each. However slow the machine, the reads stay within one per
+// servingRecheck of the loop's time, plus the first.
+func TestServingModelSkipsTheRecord(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	team := s.team("alpha", 10*credit)
+	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counting := &countingColdStarts{ColdStarts: board}
+	url := s.gateway(func(c *Config) { c.ColdStarts = counting })
+	ctx := context.Background()
+	if err := board.Publish(ctx, "orch-1", "llama-8b", coldstart.Ready, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	const n = 20
+	start := time.Now()
+	for i := range n {
+		resp, err := s.post(ctx, url, key, chatBody("llama-8b", false, 5))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body := readAll(t, resp); resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, body)
+		}
+	}
+	elapsed := time.Since(start)
+	if calls, most := counting.calls.Load(), int64(elapsed/servingRecheck)+1; calls > most {
+		t.Errorf("%d requests in %v read the cold-start record %d times, want at most %d", n, elapsed, calls, most)
+	}
 }

@@ -66,6 +66,9 @@ type Server struct {
 	// balances is what this replica saw of teams' available balances: it
 	// decides which requests reserve while their engine prefills.
 	balances *balanceView
+	// serving remembers, per model, when the cold-start record last said
+	// the model was not at zero (atZero).
+	serving sync.Map // model → *atomic.Int64 (UnixNano)
 }
 
 // Wait returns once the work started after every finished response (the
