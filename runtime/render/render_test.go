@@ -121,9 +121,10 @@ func dig(t *testing.T, v any, path ...any) any {
 	return v
 }
 
-// TestEngineFlagsAreThePlanners: the 8B Deployment's --max-num-seqs and
-// --max-model-len are what the capacity planner computes for its profile.
-func TestEngineFlagsAreThePlanners(t *testing.T) {
+// renderedExample renders the example platform and plans it as Render
+// does, for tests that hold the manifests against the planner's figures.
+func renderedExample(t *testing.T) ([]File, capacity.Result) {
+	t.Helper()
 	p := example(t)
 	files, err := Render(p)
 	if err != nil {
@@ -137,6 +138,13 @@ func TestEngineFlagsAreThePlanners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return files, plan
+}
+
+// TestEngineFlagsAreThePlanners: the 8B Deployment's --max-num-seqs and
+// --max-model-len are what the capacity planner computes for its profile.
+func TestEngineFlagsAreThePlanners(t *testing.T) {
+	files, plan := renderedExample(t)
 	for _, mp := range plan.Models {
 		d := modelDoc(t, files, mp.Model, "Deployment")
 		args := dig(t, d, "spec", "template", "spec", "containers", 0, "args").([]any)

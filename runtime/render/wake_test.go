@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/capacity"
 	"github.com/llmplat/llmplat/runtime/clusterwatch"
 	"github.com/llmplat/llmplat/runtime/coldstart"
 )
@@ -17,19 +16,7 @@ import (
 // and the weights' sync) is still inside the refused callers' hold plus
 // KEDA's cooldown.
 func TestWakeFromZero(t *testing.T) {
-	p := example(t)
-	files, err := Render(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	in, err := p.Plan.Input()
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan, err := capacity.Plan(in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	files, plan := renderedExample(t)
 	for _, mp := range plan.Models {
 		t.Run(mp.Model, func(t *testing.T) {
 			svc := modelDoc(t, files, mp.Model, "Service")
