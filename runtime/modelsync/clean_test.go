@@ -185,17 +185,7 @@ func TestSyncWaitingWhileItsRevisionIsRemoved(t *testing.T) {
 	files := smallRevision(t, s, "llama", "rev1")
 	dest := t.TempDir()
 	dir := filepath.Join(dest, "llama", "rev1")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	holder, err := os.OpenFile(filepath.Join(dir, modelsync.LockName), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	release := holdLock(t, dir)
 	waiting := make(chan struct{})
 	log := slog.New(onMessage{"another modelsync is copying this revision; waiting for it", sync.OnceFunc(func() { close(waiting) })})
 	done := make(chan error, 1)
@@ -213,7 +203,7 @@ func TestSyncWaitingWhileItsRevisionIsRemoved(t *testing.T) {
 	if err := os.Rename(dir, trash); err != nil {
 		t.Fatal(err)
 	}
-	holder.Close()
+	release()
 	if err := <-done; err != nil {
 		t.Fatalf("Sync: %v", err)
 	}

@@ -161,17 +161,7 @@ func TestSyncWaitingForTheLockEndsWithItsContext(t *testing.T) {
 	revision(t, s, "llama-8b", "rev1")
 	dest := t.TempDir()
 	dir := filepath.Join(dest, "llama-8b", "rev1")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	holder, err := os.OpenFile(filepath.Join(dir, modelsync.LockName), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer holder.Close()
-	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
+	holdLock(t, dir)
 	ctx, cancel := context.WithCancel(t.Context())
 	waiting := make(chan struct{})
 	log := slog.New(onMessage{"another modelsync is copying this revision; waiting for it", sync.OnceFunc(func() { close(waiting) })})
@@ -209,3 +199,22 @@ func (h onMessage) Handle(_ context.Context, r slog.Record) error {
 }
 func (h onMessage) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h onMessage) WithGroup(string) slog.Handler      { return h }
+
+// holdLock makes a revision's folder and holds its lock, as another
+// modelsync copying it would, until release is called or the test ends.
+func holdLock(t *testing.T, dir string) (release func()) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	holder, err := os.OpenFile(filepath.Join(dir, modelsync.LockName), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release = sync.OnceFunc(func() { holder.Close() })
+	t.Cleanup(release)
+	if err := syscall.Flock(int(holder.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	return release
+}
