@@ -16,15 +16,7 @@ import (
 // while no replica is ready, and the gauge drops once an endpoint of the
 // Service turns ready.
 func TestKubeWakeFromZero(t *testing.T) {
-	kc := newKubeCluster(t)
-	board, err := coldstart.New(kc.rdb, kc.prefix, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc.mod = func(cfg *orchestrator.Config) {
-		cfg.ColdStarts = board
-		cfg.Models = func(context.Context) ([]string, error) { return []string{testModel}, nil }
-	}
+	kc, board := wakeCluster(t)
 	kc.startReplica("orch-a")
 	o := kc.replicas[0].o()
 	ctx := t.Context()
@@ -62,6 +54,21 @@ func TestKubeWakeFromZero(t *testing.T) {
 // every gateway would refuse a served model with a cold start's
 // Retry-After each time the orchestrators restart.
 func TestKubeStartSaysNothingOfZero(t *testing.T) {
+	kc, board := wakeCluster(t)
+	kc.engineSlice("vllm-a", "http://127.0.0.1:1", "gpu-1", true)
+	kc.startReplica("orch-a")
+	// Several refreshes, well inside the replica's first 15 s.
+	for end := time.Now().Add(3 * orchestrator.RefreshInterval); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		if _, zero, err := board.Refuse(t.Context(), testModel, "key:1"); err != nil || zero {
+			t.Fatalf("a replica just started published the model at zero (%v)", err)
+		}
+	}
+}
+
+// wakeCluster is a cluster whose orchestrators publish to a cold-start
+// record and declare testModel.
+func wakeCluster(t *testing.T) (*kubeCluster, *coldstart.Board) {
+	t.Helper()
 	kc := newKubeCluster(t)
 	board, err := coldstart.New(kc.rdb, kc.prefix, nil)
 	if err != nil {
@@ -71,12 +78,5 @@ func TestKubeStartSaysNothingOfZero(t *testing.T) {
 		cfg.ColdStarts = board
 		cfg.Models = func(context.Context) ([]string, error) { return []string{testModel}, nil }
 	}
-	kc.engineSlice("vllm-a", "http://127.0.0.1:1", "gpu-1", true)
-	kc.startReplica("orch-a")
-	// Several refreshes, well inside the replica's first 15 s.
-	for end := time.Now().Add(3 * orchestrator.RefreshInterval); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
-		if _, zero, err := board.Refuse(t.Context(), testModel, "key:1"); err != nil || zero {
-			t.Fatalf("a replica just started published the model at zero (%v)", err)
-		}
-	}
+	return kc, board
 }
