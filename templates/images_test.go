@@ -61,11 +61,7 @@ func TestImagesComeFromPublishingRegistries(t *testing.T) {
 // container's and init container's image, with the file and object.
 func renderedImages(t *testing.T) map[string][]string {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("..", "examples", "platform.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := render.Parse(data)
+	p, err := render.ParseFile(filepath.Join("..", "examples", "platform.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

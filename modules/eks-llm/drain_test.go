@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"math/big"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,11 +23,7 @@ import (
 // deregistration delay (edge.tf) lasts as long as the gateway may still
 // serve a flow, and no longer than the pod lives.
 func TestGatewayOutlivesItsDeregistration(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "platform.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := render.Parse(data)
+	p, err := render.ParseFile(filepath.Join("..", "..", "examples", "platform.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -381,11 +381,7 @@ func TestExamplePlatformNamesWhatTheModuleCreates(t *testing.T) {
 	aws := load(t, ".")
 	addons := load(t, "cluster-addons")
 	example := load(t, filepath.Join("..", "..", "examples", "eks"))
-	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "platform.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := render.Parse(data)
+	p, err := render.ParseFile(filepath.Join("..", "..", "examples", "platform.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package eksllm_test
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -20,11 +19,7 @@ import (
 // examples load and what the planner sized.
 func TestExampleModelsAreOneDeclaration(t *testing.T) {
 	example := load(t, filepath.Join("..", "..", "examples", "eks"))
-	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "platform.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := render.Parse(data)
+	p, err := render.ParseFile(filepath.Join("..", "..", "examples", "platform.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

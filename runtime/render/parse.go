@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -12,6 +13,15 @@ import (
 
 	"gopkg.in/yaml.v3"
 )
+
+// ParseFile reads the platform description in the file at path (Parse).
+func ParseFile(path string) (Platform, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Platform{}, err
+	}
+	return Parse(data)
+}
 
 // Parse reads a platform description strictly: an unknown or misspelt
 // key, a key given twice, a value of the wrong type or a second document

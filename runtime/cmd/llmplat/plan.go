@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 
 	"github.com/llmplat/llmplat/runtime/capacity"
@@ -95,11 +94,7 @@ func planConfig(path string) (capacity.Result, error) {
 
 // planPlatform plans a platform description as render deploys it.
 func planPlatform(path string) (render.Platform, capacity.Result, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return render.Platform{}, capacity.Result{}, err
-	}
-	p, err := render.Parse(data)
+	p, err := render.ParseFile(path)
 	if err != nil {
 		return render.Platform{}, capacity.Result{}, err
 	}

@@ -31,11 +31,7 @@ func runRender(_ context.Context, args []string, stdout io.Writer) error {
 	if *file == "" {
 		return errors.New("-f is required: the platform description to render")
 	}
-	data, err := os.ReadFile(*file)
-	if err != nil {
-		return err
-	}
-	p, err := render.Parse(data)
+	p, err := render.ParseFile(*file)
 	if err != nil {
 		return err
 	}
