@@ -1,4 +1,4 @@
-# The seed's three models on L40S: the 8B is hot (a floor of 2 on on-demand
+# The reference workload's three models on L40S: the 8B is hot (a floor of 2 on on-demand
 # nodes, spot allowed for the burst above it), the 32B keeps one replica, the 70B scales to zero
 # outside office hours. Prices in microcredits per million tokens.
 #

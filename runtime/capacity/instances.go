@@ -78,7 +78,7 @@ var ErrNoInstance = errors.New("no EC2 instance type holds the replica")
 
 // SmallestInstance is the instance type of the GPU's family with the
 // fewest vCPUs (then the least memory) that holds tp GPUs: the node
-// Karpenter buys for one replica on its own. The seed's 8B (TP 1) gets a
+// Karpenter buys for one replica on its own. The reference workload's 8B (TP 1) gets a
 // g6e.xlarge; its 32B (TP 2) and 70B (TP 4) both a g6e.12xlarge.
 func SmallestInstance(gpu string, tp int) (Instance, error) {
 	var fit []Instance

@@ -8,7 +8,7 @@ import (
 )
 
 // TestSmallestInstance checks the shape a replica of tp GPUs gets: the
-// seed's 32B and 70B need the 4-GPU g6e.12xlarge, as no g6e has 2 GPUs.
+// reference workload's 32B and 70B need the 4-GPU g6e.12xlarge, as no g6e has 2 GPUs.
 func TestSmallestInstance(t *testing.T) {
 	tests := []struct {
 		name     string

@@ -73,7 +73,7 @@ func (in Instance) Allocatable() Resources {
 // down to 100 millicores and memory to whole GiB. A node of that shape
 // then holds as many replicas as it has GPUs, and every larger shape of
 // the family, whose GPUs each bring more CPU and memory, holds them too.
-// The seed's 8B gets 3.1 CPUs and 19 GiB (g6e.xlarge), its 32B 23.5 CPUs
+// The reference workload's 8B gets 3.1 CPUs and 19 GiB (g6e.xlarge), its 32B 23.5 CPUs
 // and 172 GiB, its 70B 47 CPUs and 345 GiB (g6e.12xlarge).
 func ReplicaResources(gpu string, tp int) (Resources, error) {
 	in, err := SmallestInstance(gpu, tp)

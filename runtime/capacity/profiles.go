@@ -1,6 +1,6 @@
 package capacity
 
-// Built-in models: the seed's three, with their public architectures and
+// Built-in models: the reference workload's three, with their public architectures and
 // the checkpoint each describes (the one to upload: docs/deploy-eks.md).
 var (
 	// Llama8B is Llama 3.1 8B: 32 layers, 8 KV heads of 128, 16-bit.

@@ -41,7 +41,7 @@ type QuotaNeed struct {
 	VCPUs int    `json:"vcpus"`
 }
 
-// planQuota sizes the quota of the planned workloads. The seed: 8 × 4
+// planQuota sizes the quota of the planned workloads. The reference workload: 8 × 4
 // (g6e.xlarge) + 5 × 48 + 3 × 48 (g6e.12xlarge) = 416 on-demand vCPUs,
 // and 32 spot for the 8B.
 func planQuota(ws []Workload, models []ModelPlan) QuotaPlan {

@@ -68,7 +68,7 @@ type Workload struct {
 	// a reclaimed replica does not leave the peak unserved (140 streams need
 	// 5 replicas of 32, the seed plans 6).
 	SpareReplicas int
-	// Spot allows spot capacity as well as on-demand (the seed: the 8B),
+	// Spot allows spot capacity as well as on-demand (the reference workload: the 8B),
 	// for the vCPU quota of each.
 	Spot bool
 	// ReplicaTokensPerSecond is the output tokens per second of one replica

@@ -13,7 +13,7 @@ import (
 
 // TestPoolLimitHoldsTheModelsCaps: each NodePool's GPU limit holds the
 // GPUs of the nodes every model's max_replicas buys (40 on demand for the
-// seed: the 32B's and 70B's replicas each buy a 4-GPU g6e.12xlarge), and a
+// reference workload: the 32B's and 70B's replicas each buy a 4-GPU g6e.12xlarge), and a
 // limit below that, or a model bound to a family that lacks its GPU, is
 // refused with the need named.
 func TestPoolLimitHoldsTheModelsCaps(t *testing.T) {

@@ -345,7 +345,7 @@ func pools(p Platform, plan capacity.Result) ([]pool, error) {
 // of the pods, so each model counts max_replicas × the GPUs of the
 // smallest node that holds a replica (a TP-2 replica buys a 4-GPU
 // g6e.12xlarge when it arrives alone). A model allowed on spot may still
-// land wholly on on-demand nodes, so it counts in both. The seed: 8 × 1 +
+// land wholly on on-demand nodes, so it counts in both. The reference workload: 8 × 1 +
 // 5 × 4 + 3 × 4 = 40 on demand, 8 on spot. It also refuses a model whose
 // GPU the pool's family does not carry.
 func poolNeeds(p Platform, plan capacity.Result) (onDemand, spot int, err error) {

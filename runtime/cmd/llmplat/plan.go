@@ -35,7 +35,7 @@ var (
 	errUploadNeedsPlatform = errors.New("--format upload needs -f: the revisions are the platform description's")
 )
 
-// runPlan plans the seed's scenario, the one in --config, or a platform
+// runPlan plans the reference workload's scenario, the one in --config, or a platform
 // description's models as `llmplat render` deploys them (-f, with each
 // model's spot declaration), and writes it as a table, as JSON, or (-f
 // only) as the commands that upload each model's weights.
@@ -80,7 +80,7 @@ func runPlan(_ context.Context, args []string, stdout io.Writer) error {
 	return capacity.WriteTable(stdout, res)
 }
 
-// planConfig plans a plan file, or the seed's scenario without one.
+// planConfig plans a plan file, or the reference workload's scenario without one.
 func planConfig(path string) (capacity.Result, error) {
 	in := capacity.SeedInput()
 	if path != "" {
