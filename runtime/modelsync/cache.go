@@ -91,15 +91,24 @@ func openChild(r *os.Root, name string, create bool) (*os.Root, error) {
 // through a link: a missing file is made with O_EXCL (which never
 // follows one), and an existing one must be a regular file and the very
 // file that was looked at. flag must not hold O_TRUNC or O_EXCL.
+//
+// Two syncs may both find the file missing and both create it (the
+// revision's lock file, which every sync of the revision opens): the one
+// whose O_EXCL loses then opens the file the other made, as an existing
+// one.
 func openFile(r *os.Root, name string, flag int) (*os.File, error) {
 	where := filepath.Join(r.Name(), name)
 	fi, err := r.Lstat(name)
 	if errors.Is(err, fs.ErrNotExist) && flag&os.O_CREATE != 0 {
-		f, err := r.OpenFile(name, flag|os.O_EXCL, filePerm)
-		if err != nil {
-			return nil, fmt.Errorf("modelsync: %w", err)
+		f, cerr := r.OpenFile(name, flag|os.O_EXCL, filePerm)
+		if cerr == nil {
+			return f, nil
 		}
-		return f, nil
+		if !errors.Is(cerr, fs.ErrExist) {
+			return nil, fmt.Errorf("modelsync: %w", cerr)
+		}
+		// Made by another since the Lstat: look at what is there now.
+		fi, err = r.Lstat(name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("modelsync: %w", err)
