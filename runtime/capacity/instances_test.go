@@ -83,7 +83,7 @@ func TestReplicaResourcesFitEveryShape(t *testing.T) {
 	}
 }
 
-// TestReplicaResourcesSeed pins the seed's requests: the figures the guide
+// TestReplicaResourcesSeed pins the reference workload's requests: the figures the guide
 // and docs/kubernetes.md quote.
 func TestReplicaResourcesSeed(t *testing.T) {
 	tests := []struct {
@@ -120,7 +120,7 @@ func TestKubeReservedCPU(t *testing.T) {
 	}
 }
 
-// TestSeedQuota checks the vCPU quota of the seed's plan: every replica
+// TestSeedQuota checks the vCPU quota of the reference workload's plan: every replica
 // up to max_replicas on its smallest shape, the spot-allowed 8B in both
 // quotas. The guide quotes these figures.
 func TestSeedQuota(t *testing.T) {

@@ -94,7 +94,7 @@ variable "models" {
   # above that floor, spot first. So the floor survives any spot reclaim.
   validation {
     condition     = alltrue([for m in var.models : !m.spot || (m.min_replicas >= 2 && m.max_replicas > m.min_replicas)])
-    error_message = "A model on spot needs min_replicas >= 2 and max_replicas above it: its min_replicas run on on-demand nodes only, so they survive a spot reclaim (the seed: 2 on-demand replicas of the hot model), and only the replicas above them may run on spot."
+    error_message = "A model on spot needs min_replicas >= 2 and max_replicas above it: its min_replicas run on on-demand nodes only, so they survive a spot reclaim (the reference workload: 2 on-demand replicas of the hot model), and only the replicas above them may run on spot."
   }
 }
 
