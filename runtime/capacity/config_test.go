@@ -58,7 +58,7 @@ func TestSeedFilesMatchSeedInput(t *testing.T) {
 				t.Fatalf("got error %v", err)
 			}
 			if !reflect.DeepEqual(got, want) {
-				t.Errorf("got plan %+v\nwant the seed's %+v", got, want)
+				t.Errorf("got plan %+v\nwant the reference workload's %+v", got, want)
 			}
 		})
 	}

@@ -9,14 +9,14 @@ import (
 
 // Defaults a Deployment takes for fields left zero, each with its reason.
 const (
-	// DefaultGPUMemoryUtilization is vLLM's own default and the seed's 90 %.
+	// DefaultGPUMemoryUtilization is vLLM's own default and the reference workload's 90 %.
 	DefaultGPUMemoryUtilization = 0.9
-	// DefaultActivationBytes is the seed's "activations about 2 GiB" per GPU.
+	// DefaultActivationBytes is the reference workload's "activations about 2 GiB" per GPU.
 	DefaultActivationBytes = 2 * GiB
 	// DefaultBlockSize is vLLM's KV block size in tokens.
 	DefaultBlockSize = 16
 	// DefaultBandwidthEfficiency is the share of peak memory bandwidth a
-	// decoding step achieves; with it the seed's 8B replica makes about
+	// decoding step achieves; with it the reference workload's 8B replica makes about
 	// 47 tokens/s per stream at 32 streams.
 	DefaultBandwidthEfficiency = 0.95
 	// DefaultFLOPSEfficiency is the share of peak tensor throughput a
@@ -105,13 +105,13 @@ func (d Deployment) Validate() error {
 }
 
 // UsableBytes is the memory the engine may take on all GPUs of the replica:
-// GPU memory × gpu-memory-utilization × TP. The seed's L40S: 39.6 GiB.
+// GPU memory × gpu-memory-utilization × TP. The reference workload's L40S: 39.6 GiB.
 func (d Deployment) UsableBytes() float64 {
 	return d.GPU.MemoryBytes * d.GPUMemoryUtilization * float64(d.TP)
 }
 
 // KVCacheBytes is what is left for KV cache once weights and activations
-// are placed: usable − weights − activations × TP. The seed's 8B on an
+// are placed: usable − weights − activations × TP. The reference workload's 8B on an
 // L40S: 39.6 − 15 − 2 = 22.6 GiB.
 func (d Deployment) KVCacheBytes() float64 {
 	return d.UsableBytes() - d.Model.WeightBytesTotal() - d.ActivationBytes*float64(d.TP)
@@ -133,7 +133,7 @@ func (d Deployment) KVCapacityBlocks() int64 {
 }
 
 // StreamsAt is how many sequences of contextTokens each fit in the KV cache
-// at once (fractional; the seed's 8B: about 90 at 2,048, 22 at 8,192).
+// at once (fractional; the reference workload's 8B: about 90 at 2,048, 22 at 8,192).
 func (d Deployment) StreamsAt(contextTokens int64) float64 {
 	if contextTokens <= 0 {
 		return 0

@@ -1,4 +1,4 @@
-// Package capacity is the seed's KV-cache and throughput arithmetic as code:
+// Package capacity is the reference workload's KV-cache and throughput arithmetic as code:
 // KV bytes per token, KV capacity of a deployment, the time of a decoding
 // step and of a prefill. The engine simulator runs on it and the capacity
 // planner builds on it, so the numbers in manifests, plans and simulations

@@ -11,7 +11,7 @@ const (
 // planFleet adds up the GPUs at peak by kind, in the order the workloads
 // name them, and fills each kind from the owned GPUs first: on-premises
 // GPUs of a kind serve only replicas of that kind; the rest are cloud
-// GPUs. Owned kinds no workload uses are listed last, idle. The seed: 22
+// GPUs. Owned kinds no workload uses are listed last, idle. The reference workload: 22
 // L40S at peak, 8 owned, 14 cloud.
 func planFleet(ws []Workload, models []ModelPlan, f Fleet) FleetPlan {
 	var kinds []GPUKindPlan
@@ -52,7 +52,7 @@ func planFleet(ws []Workload, models []ModelPlan, f Fleet) FleetPlan {
 }
 
 // planCost prices the cloud GPUs: at peak, each kind's cloud GPUs times its
-// price (the seed: 14 × 2.5 = 35 USD an hour); over a month, the average
+// price (the reference workload: 14 × 2.5 = 35 USD an hour); over a month, the average
 // cloud GPUs times the blended price times the hours (8 × 2.5 × 730 =
 // 14,600 USD). The blended price is the peak cost per cloud GPU; with no
 // cloud GPU at peak it is the mean price of all GPUs needed, weighted by

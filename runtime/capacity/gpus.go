@@ -1,9 +1,9 @@
 package capacity
 
-// More built-in GPUs beside the seed's L40S. MemoryBytes follows the rule the
-// seed applies to the L40S: the total the driver reports (nvidia-smi's
+// More built-in GPUs beside the reference workload's L40S. MemoryBytes
+// follows the rule docs/requirements.md applies to the L40S: the total the driver reports (nvidia-smi's
 // memory.total), rounded down to whole GiB — the L40S reports 46,068 MiB,
-// which is the seed's "about 44 GiB". FLOPS is dense (not sparse) BF16/FP16
+// which is the reference workload's "about 44 GiB". FLOPS is dense (not sparse) BF16/FP16
 // tensor throughput. PricePerHour is an indicative on-demand cloud rate per
 // GPU-hour, rounded; prices move, so plans that depend on them should set
 // the contract's price in a config file.
@@ -28,12 +28,12 @@ var (
 		FLOPS: 70e12, PricePerHour: 1.0}
 )
 
-// BuiltinModels returns the built-in model profiles, the seed's three.
+// BuiltinModels returns the built-in model profiles, the reference workload's three.
 func BuiltinModels() []Model {
 	return []Model{Llama8B, Qwen32B, Llama70BFP8}
 }
 
-// BuiltinGPUs returns the built-in GPU profiles: the seed's L40S first.
+// BuiltinGPUs returns the built-in GPU profiles: the reference workload's L40S first.
 func BuiltinGPUs() []GPU {
 	return []GPU{L40S, H100SXM, H200, A10G}
 }

@@ -65,7 +65,7 @@ func (m Model) Validate() error {
 
 // KVBytesPerToken is the KV cache one token occupies across all ranks:
 // 2 (key and value) × layers × KV heads × head size × bytes per element.
-// The seed's 8B model: 2 × 32 × 8 × 128 × 2 = 131,072 bytes.
+// The reference workload's 8B model: 2 × 32 × 8 × 128 × 2 = 131,072 bytes.
 func (m Model) KVBytesPerToken() float64 {
 	return 2 * float64(m.Layers) * float64(m.KVHeads) * float64(m.HeadDim) * m.KVBytes
 }
@@ -76,7 +76,7 @@ func (m Model) WeightBytesTotal() float64 { return m.Params * m.WeightBytes }
 // GPU is an accelerator as far as serving cost goes.
 type GPU struct {
 	Name string `json:"name" yaml:"name"`
-	// MemoryBytes is the memory the driver reports as usable (the seed takes
+	// MemoryBytes is the memory the driver reports as usable (docs/requirements.md takes
 	// 44 GiB for a 48 GB L40S).
 	MemoryBytes float64 `json:"memory_bytes" yaml:"memory_bytes"`
 	// BandwidthBytesPerSec is peak memory bandwidth.

@@ -55,7 +55,7 @@ func planModel(w Workload, f Fleet) ModelPlan {
 }
 
 // planMemory is the KV-cache arithmetic of one replica. Streams are whole
-// sequences rounded down: the seed's 90.6 at 2k is "about 90", its 22.6 at
+// sequences rounded down: the reference workload's 90.6 at 2k is "about 90", its 22.6 at
 // 8k is "only 22".
 func planMemory(w Workload) MemoryPlan {
 	d, m := w.Deployment, w.Deployment.Model
@@ -84,8 +84,9 @@ func planMemory(w Workload) MemoryPlan {
 // MinTensorParallelSize is the fewest GPUs per replica, a power of two up
 // to the workload's TP (or that TP itself), on which the weights fit, one
 // sequence of max-model-len fits and the planned streams fit at the typical
-// context. The seed's 32B "needs 2 GPUs per replica"; its 70B FP8 fits on
-// 2 by memory alone, and the seed's 4 buys KV room and speed. Zero means
+// context. The reference workload's 32B needs 2 GPUs per replica; its 70B
+// FP8 fits on 2 by memory alone, and the reference workload's 4 buy KV room
+// and speed. Zero means
 // none fits, which Validate has already excluded for the chosen TP.
 func MinTensorParallelSize(w Workload) int {
 	fits := func(tp int) bool {
@@ -105,9 +106,9 @@ func MinTensorParallelSize(w Workload) int {
 	return 0
 }
 
-// ReplicasAtPeak is the seed's replica rule: the load needs
+// ReplicasAtPeak is the reference workload's replica rule: the load needs
 // ceil(peak ÷ planned) replicas; when there is load, spare replicas are
-// added on top (the seed's 8B: ceil(140 ÷ 32) = 5, plus 1 spare for a spot
+// added on top (the reference workload's 8B: ceil(140 ÷ 32) = 5, plus 1 spare for a spot
 // reclaim = 6; its 32B and 70B have no spare: 4 and 2); the result is never
 // below the warm floor. It returns the replicas the load needs and the
 // replicas to run.
@@ -143,7 +144,7 @@ func planReplicas(w Workload) ReplicaPlan {
 // min(⌊factor × planned⌋, streams that fit at the typical context): up to
 // factor times the planned batch may run, to absorb a burst while replicas
 // are added, but never more than the KV cache holds at the typical context,
-// so a full batch of typical requests does not preempt. The seed's 8B:
+// so a full batch of typical requests does not preempt. The reference workload's 8B:
 // min(2 × 32, 90) = 64, its own flag. The cap is the typical context, not
 // max-model-len: vLLM allocates KV blocks as tokens arrive, not
 // max-model-len per sequence, and at 8k the 8B holds only 22 — below the 32

@@ -14,9 +14,9 @@ func TestReplicasAtPeak(t *testing.T) {
 		peak, planned, spare, floor int
 		wantForLoad, wantReplicas   int
 	}{
-		{"seed 8B: 140/32 rounds up to 5, plus a spare", 140, 32, 1, 2, 5, 6},
-		{"seed 32B: 50/16 rounds up to 4", 50, 16, 0, 1, 4, 4},
-		{"seed 70B: 10/8 rounds up to 2", 10, 8, 0, 0, 2, 2},
+		{"reference 8B: 140/32 rounds up to 5, plus a spare", 140, 32, 1, 2, 5, 6},
+		{"reference 32B: 50/16 rounds up to 4", 50, 16, 0, 1, 4, 4},
+		{"reference 70B: 10/8 rounds up to 2", 10, 8, 0, 0, 2, 2},
 		{"exact division is not rounded up", 128, 32, 0, 0, 4, 4},
 		{"one stream over needs a whole replica", 33, 32, 0, 0, 2, 2},
 		{"the floor wins over a small load", 10, 32, 1, 3, 1, 3},
@@ -33,7 +33,7 @@ func TestReplicasAtPeak(t *testing.T) {
 	}
 }
 
-// seedWorkload returns the seed's workload of the model at index i, with
+// seedWorkload returns the reference workload's entry for the model at index i, with
 // defaults filled.
 func seedWorkload(i int) capacity.Workload {
 	return capacity.SeedInput().WithDefaults().Workloads[i]
@@ -52,7 +52,7 @@ func TestVLLMFlagsMaxNumSeqs(t *testing.T) {
 		w    capacity.Workload
 		want int64
 	}{
-		{"seed 8B: twice the 32 planned, under the 90 at 2k", w8, 2 * 32},
+		{"reference 8B: twice the 32 planned, under the 90 at 2k", w8, 2 * 32},
 		{"32B: twice 16 is capped by the 28 that fit at 2k", w32, w32.Deployment.KVCapacityTokens() / 2048},
 		{"factor 1 runs exactly the planned streams", factor1, 32},
 		{"factor 3 is capped by the 90 that fit at 2k", factor3, w8.Deployment.KVCapacityTokens() / 2048},
@@ -91,7 +91,7 @@ func TestMinTensorParallelSize(t *testing.T) {
 }
 
 func TestDerivedThroughput(t *testing.T) {
-	w := seedWorkload(1) // the seed gives no figure for the 32B
+	w := seedWorkload(1) // docs/requirements.md gives no figure for the 32B
 	res, err := capacity.Plan(capacity.Input{Workloads: []capacity.Workload{w}})
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +198,7 @@ func TestQueueBudgetWholeRequests(t *testing.T) {
 		limit      float64
 		want, peak int64
 	}{
-		{"seed 8B: 112.5 requests, 112 start in time", 1500, 400, 6, 30, 112, 675},
+		{"reference 8B: 112.5 requests, 112 start in time", 1500, 400, 6, 30, 112, 675},
 		{"an exact product is not lost to rounding", 1200, 300, 1, 30, 120, 120},
 		{"float noise under a whole request is absorbed", 410, 100, 1, 30, 123, 123}, // 30 × 4.1 = 122.99999999999999
 	}
@@ -258,8 +258,8 @@ func TestWarnings(t *testing.T) {
 		got  []string
 		want int
 	}{
-		{"seed 8B: 64 seqs above the 22 at 8k", model(t, res, "llama-8b").Warnings, 1},
-		{"seed 70B: 16 seqs under the 33 at 8k", model(t, res, "llama-70b").Warnings, 0},
+		{"reference 8B: 64 seqs above the 22 at 8k", model(t, res, "llama-8b").Warnings, 1},
+		{"reference 70B: 16 seqs under the 33 at 8k", model(t, res, "llama-70b").Warnings, 0},
 		{"8B over its max_replicas", model(t, resOver, "llama-8b").Warnings, 2},
 	}
 	for _, tt := range tests {

@@ -21,13 +21,13 @@ var (
 
 // Built-in GPUs.
 var (
-	// L40S (g6e family): 48 GB, which the seed takes as about 44 GiB usable;
-	// 864 GB/s; 362 TFLOPS dense FP16; 2.5 USD per GPU-hour (the seed's price).
+	// L40S (g6e family): 48 GB, which docs/requirements.md takes as about 44 GiB usable;
+	// 864 GB/s; 362 TFLOPS dense FP16; 2.5 USD per GPU-hour (the reference workload's price).
 	L40S = GPU{Name: "L40S", MemoryBytes: 44 * GiB, BandwidthBytesPerSec: 864 * GB,
 		FLOPS: 362e12, PricePerHour: 2.5}
 )
 
-// SeedDeployments are the seed's three replicas on L40S: 8B on one GPU, 32B
+// SeedDeployments are the reference workload's three replicas on L40S: 8B on one GPU, 32B
 // at TP 2, 70B FP8 at TP 4.
 func SeedDeployments() []Deployment {
 	return []Deployment{

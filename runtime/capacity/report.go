@@ -22,7 +22,7 @@ func WriteJSON(w io.Writer, r Result) error {
 
 // WriteTable writes r for a person: a summary line, then the sections per
 // model (KV cache, streams, vLLM flags), fleet, cost and queue budget, and
-// any warnings. Ratios are shown as the seed states them, to two
+// any warnings. Ratios are shown as docs/requirements.md states them, to two
 // significant figures; JSON carries them unrounded.
 func WriteTable(w io.Writer, r Result) error {
 	ew := &errWriter{w: w}
@@ -211,7 +211,7 @@ func writeWarnings(w *errWriter, ms []ModelPlan) {
 	w.printf("\nWarnings\n%s", strings.Join(lines, ""))
 }
 
-// burstCell is a whole count of requests, with the seed's two-figure
+// burstCell is a whole count of requests, with the two-figure
 // rounding beside it when that differs (112 is "about 110").
 func burstCell(n int64) string {
 	if a := approx(float64(n)); a != strconv.FormatInt(n, 10) {

@@ -67,7 +67,7 @@ type VLLMFlags struct {
 type ReplicaPlan struct {
 	PeakStreams              int `json:"peak_streams"`
 	PlannedStreamsPerReplica int `json:"planned_streams_per_replica"`
-	// ReplicasForLoad is peak ÷ planned, unrounded (the seed's 4.4).
+	// ReplicasForLoad is peak ÷ planned, unrounded (the reference workload's 4.4).
 	ReplicasForLoad float64 `json:"replicas_for_load"`
 	// ReplicasForLoadRoundedUp is ReplicasForLoad rounded up.
 	ReplicasForLoadRoundedUp int `json:"replicas_for_load_rounded_up"`

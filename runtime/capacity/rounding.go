@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// SeedSignificantDigits is how the seed rounds a derived ratio when it
+// SeedSignificantDigits is how docs/requirements.md rounds a derived ratio when it
 // states it: two significant figures (140 ÷ 32 = 4.375 is "4.4",
 // 2.5 ÷ 5.4 = 0.463 is "0.46", 10 ÷ 1.08 = 9.26 is "9.3", 400 ÷ 46.9 = 8.53
 // is "8.5", 3.75 is "3.8", 112.5 requests is "about 110"). Whole things —
@@ -34,7 +34,7 @@ func RoundTo(x float64, decimals int) float64 {
 	return math.Round(x/p) * p
 }
 
-// approx formats x as the seed states it: two significant figures.
+// approx formats x as docs/requirements.md states it: two significant figures.
 func approx(x float64) string {
 	return strconv.FormatFloat(RoundSig(x, SeedSignificantDigits), 'f', -1, 64)
 }

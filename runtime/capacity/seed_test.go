@@ -10,7 +10,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/capacity"
 )
 
-// seedPlan plans the seed's scenario or stops the test.
+// seedPlan plans the reference workload or stops the test.
 func seedPlan(t *testing.T) capacity.Result {
 	t.Helper()
 	res, err := capacity.Plan(capacity.SeedInput())
@@ -32,17 +32,17 @@ func model(t *testing.T, res capacity.Result, name string) capacity.ModelPlan {
 	return capacity.ModelPlan{}
 }
 
-// sig2 is the seed's rounding of a ratio: two significant figures.
+// sig2 is how docs/requirements.md rounds a ratio: two significant figures.
 func sig2(x float64) float64 { return capacity.RoundSig(x, capacity.SeedSignificantDigits) }
 
-// gib1 is the seed's rounding of memory: GiB to 0.1.
+// gib1 is how the plan rounds memory: GiB to 0.1.
 func gib1(b float64) float64 { return capacity.RoundTo(b/capacity.GiB, 1) }
 
-// TestSeedWorkedNumbers reproduces every worked number of the seed's
-// sections "KV-cache memory", "GPUs for 200 streams", "Cost", "Cost per
-// million tokens" and "Queue budget"; each subtest is named by the seed's
-// own words and compares the planner's number, rounded as the seed rounds
-// it, with the seed's.
+// TestSeedWorkedNumbers reproduces every worked number of the reference
+// workload in docs/requirements.md (the memory arithmetic, the GPUs for 200
+// streams, cost, cost per million tokens and queueing); each subtest is
+// named by the statement it checks and compares the planner's number,
+// rounded as docs/requirements.md rounds it, with the stated one.
 func TestSeedWorkedNumbers(t *testing.T) {
 	res := seedPlan(t)
 	m8, m32, m70 := model(t, res, "llama-8b"), model(t, res, "qwen-32b"), model(t, res, "llama-70b")
@@ -106,7 +106,7 @@ func TestSeedWorkedNumbers(t *testing.T) {
 	}
 }
 
-// TestSeedWorkedFacts checks the seed's worked statements that are not
+// TestSeedWorkedFacts checks the reference workload's worked statements that are not
 // numbers.
 func TestSeedWorkedFacts(t *testing.T) {
 	res := seedPlan(t)
@@ -125,7 +125,7 @@ func TestSeedWorkedFacts(t *testing.T) {
 		}
 	})
 	t.Run("The 32B model needs 2 GPUs per replica (64 GB of 16-bit weights)", func(t *testing.T) {
-		// The profile's 32.8 B parameters make 65.6 GB; the seed's 64 GB is
+		// The profile's 32.8 B parameters make 65.6 GB; the reference workload's 64 GB is
 		// the nominal 32 B × 2 bytes. Either is more than one L40S holds.
 		one := capacity.Deployment{Model: capacity.Qwen32B, GPU: capacity.L40S, TP: 1}.WithDefaults()
 		if got := one.Validate(); !errors.Is(got, capacity.ErrDoesNotFit) {

@@ -26,10 +26,10 @@ func DerivedReplicaTokensPerSecond(w Workload) float64 {
 
 // CostPerMillionTokens is the USD cost of one million output tokens from a
 // replica that costs costPerHour and makes tokensPerSecond at full load:
-// the seed's 8B, 2.5 USD an hour at 1,500 tokens/s, 5.4 million tokens an
+// the reference workload's 8B, 2.5 USD an hour at 1,500 tokens/s, 5.4 million tokens an
 // hour, 2.5 ÷ 5.4 = 0.46 USD; its 70B, 10 ÷ 1.08 = 9.3 USD. At a
 // utilisation below 1 the same hour sells fewer tokens: divide by it (the
-// seed's 0.93 USD at 50 %).
+// reference workload's 0.93 USD at 50 %).
 func CostPerMillionTokens(costPerHour, tokensPerSecond, utilisation float64) float64 {
 	if tokensPerSecond <= 0 || utilisation <= 0 {
 		return math.Inf(1)
@@ -48,7 +48,7 @@ func priceOf(g GPU, f Fleet) float64 {
 
 // planThroughput is a replica's output rate and the cost of its tokens.
 // A replica is priced as TP cloud GPUs even when it runs on owned ones:
-// that is what its tokens would cost to buy, as the seed prices them.
+// that is what its tokens would cost to buy, as docs/requirements.md prices them.
 func planThroughput(w Workload, price float64) ThroughputPlan {
 	derived := DerivedReplicaTokensPerSecond(w)
 	rate, src := w.ReplicaTokensPerSecond, SourceGiven
@@ -70,8 +70,8 @@ func planThroughput(w Workload, price float64) ThroughputPlan {
 	}
 }
 
-// QueueBudgetFor is the seed's queue budget. A stream makes
-// replicaTokensPerSecond ÷ planned tokens a second (the seed's 1,500 ÷ 32,
+// QueueBudgetFor is the reference workload's queue budget. A stream makes
+// replicaTokensPerSecond ÷ planned tokens a second (the reference workload's 1,500 ÷ 32,
 // "47"), so an answer takes answer ÷ that (400 ÷ 46.9 = 8.5 s); a replica
 // running planned streams finishes planned ÷ seconds-per-answer requests a
 // second, which is replicaTokensPerSecond ÷ answer (1,500 ÷ 400 = 3.75,

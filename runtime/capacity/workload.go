@@ -9,23 +9,23 @@ import (
 // Defaults the planner takes for inputs left zero, each with its reason.
 const (
 	// DefaultContextTokens is the typical context (prompt plus answer) a
-	// stream holds: the seed's 2,048-token example and its "2k prompt" load test.
+	// stream holds: the reference workload's 2,048-token example and its 2k-token load test.
 	DefaultContextTokens = 2048
-	// DefaultMaxModelLen is the longest context allowed: the seed's
+	// DefaultMaxModelLen is the longest context allowed: the reference workload's
 	// vllm-8b flag --max-model-len 8192.
 	DefaultMaxModelLen = 8192
-	// DefaultAnswerTokens is the answer length of the seed's queue budget.
+	// DefaultAnswerTokens is the answer length of the reference workload's queue budget.
 	DefaultAnswerTokens = 400
-	// DefaultUtilisation is the seed's "at 50 percent utilisation".
+	// DefaultUtilisation is the reference workload's 50 % use, at which it prices a million tokens.
 	DefaultUtilisation = 0.5
 	// DefaultMaxNumSeqsFactor is how far --max-num-seqs may exceed the
-	// planned streams to absorb a burst while KEDA adds replicas: the seed
-	// sets 64 for 32 planned streams.
+	// planned streams to absorb a burst while KEDA adds replicas: the
+	// reference workload sets 64 for 32 planned streams.
 	DefaultMaxNumSeqsFactor = 2.0
-	// DefaultHoursPerMonth is 8,760 hours a year over 12 months, the seed's 730.
+	// DefaultHoursPerMonth is 8,760 hours a year over 12 months, the reference workload's 730.
 	DefaultHoursPerMonth = 730.0
 	// DefaultQueueLimit is the gateway's per-model queue limit: a request
-	// that waits longer gets 503 (the seed's 30 seconds).
+	// that waits longer gets 503 (the required 30 seconds).
 	DefaultQueueLimit = 30 * time.Second
 )
 
@@ -45,11 +45,11 @@ var (
 type Workload struct {
 	// Deployment is one replica: model, GPU, TP and engine settings.
 	Deployment Deployment
-	// PeakStreams is the model's concurrent streams at peak (the seed: 140,
+	// PeakStreams is the model's concurrent streams at peak (the reference workload: 140,
 	// 50 and 10 of 200).
 	PeakStreams int
 	// PlannedStreamsPerReplica is the batch a replica is planned to run,
-	// below what memory allows, for latency headroom (the seed: 32 for 8B,
+	// below what memory allows, for latency headroom (the reference workload: 32 for 8B,
 	// 16 for 32B, 8 for 70B).
 	PlannedStreamsPerReplica int
 	// ContextTokens is the typical context of a stream, prompt plus answer.
@@ -58,22 +58,22 @@ type Workload struct {
 	MaxModelLen int64
 	// AnswerTokens is the typical answer length, for the queue budget.
 	AnswerTokens int64
-	// MinReplicas is the warm floor (the seed's vllm-8b keeps 2).
+	// MinReplicas is the warm floor (the reference workload's vllm-8b keeps 2).
 	MinReplicas int
 	// MaxReplicas is the Deployment's cap; a plan above it gets a warning.
 	// Zero means no cap.
 	MaxReplicas int
 	// SpareReplicas are added on top of the replicas the load needs, when
-	// there is load: the seed runs 8B on spot capacity and keeps one spare so
+	// there is load: the reference workload runs 8B on spot capacity and keeps one spare so
 	// a reclaimed replica does not leave the peak unserved (140 streams need
-	// 5 replicas of 32, the seed plans 6).
+	// 5 replicas of 32, the reference workload plans 6).
 	SpareReplicas int
 	// Spot allows spot capacity as well as on-demand (the reference workload: the 8B),
 	// for the vCPU quota of each.
 	Spot bool
 	// ReplicaTokensPerSecond is the output tokens per second of one replica
 	// across its batch at the planned streams, measured or assumed (the
-	// seed: 1,500 for 8B, 300 for 70B). Zero derives it from the
+	// reference workload: 1,500 for 8B, 300 for 70B). Zero derives it from the
 	// deployment's decoding-step model.
 	ReplicaTokensPerSecond float64
 	// Utilisation is the share of full-load output actually sold, for the
@@ -159,20 +159,20 @@ type OnPremGPUs struct {
 
 // Fleet is what the plan may use and how its cost is counted.
 type Fleet struct {
-	// OnPrem lists the owned GPUs by kind (the seed: 8 L40S).
+	// OnPrem lists the owned GPUs by kind (the reference workload: 8 L40S).
 	OnPrem []OnPremGPUs
 	// CloudPricePerGPUHour, when positive, is the USD price of one cloud
 	// GPU-hour for every kind; zero takes each GPU profile's PricePerHour.
 	CloudPricePerGPUHour float64
 	// AverageCloudGPUs is the cloud GPUs running on average over a month
-	// (the seed: 8). Zero takes the peak count, an upper bound.
+	// (the reference workload: 8). Zero takes the peak count, an upper bound.
 	AverageCloudGPUs float64
 	// HoursPerMonth turns an hourly cost into a monthly one.
 	HoursPerMonth float64
 	// QueueLimit is how long a request may wait in the model queue.
 	QueueLimit time.Duration
 	// MonthlyBudgetUSD is the target the monthly cost is checked against
-	// (the seed: 20,000). Zero means no target.
+	// (the reference workload: 20,000). Zero means no target.
 	MonthlyBudgetUSD float64
 }
 
