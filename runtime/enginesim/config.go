@@ -13,26 +13,26 @@ import (
 
 // Defaults a Config takes for fields left zero.
 const (
-	// DefaultProfile is the model most teams use: the seed's 8B on an L40S.
+	// DefaultProfile is the model most teams use: the reference workload's 8B on an L40S.
 	DefaultProfile = "llama-8b"
 	// DefaultMaxNumSeqs is vLLM's --max-num-seqs default on GPUs other than
 	// H100/H200.
 	DefaultMaxNumSeqs = 256
-	// DefaultMaxModelLen is the seed's --max-model-len for the 8B.
+	// DefaultMaxModelLen is the reference workload's --max-model-len for the 8B.
 	DefaultMaxModelLen = 8192
 	// DefaultMaxNumBatchedTokens is vLLM's per-step token budget for online
 	// serving on GPUs under 70 GiB: it bounds how many prompts one step
 	// prefills, so a burst of arrivals does not stall running streams for
 	// seconds.
 	DefaultMaxNumBatchedTokens = 2048
-	// DefaultMeanAnswerTokens is the seed's typical 400-token answer.
+	// DefaultMeanAnswerTokens is the reference workload's typical 400-token answer.
 	DefaultMeanAnswerTokens = 400
 	// DefaultTimeScale runs in real time.
 	DefaultTimeScale = 1.0
 )
 
 // Config is everything a simulator needs. The zero value, once defaulted,
-// is the seed's 8B on one L40S running in real time.
+// is the reference workload's 8B on one L40S running in real time.
 type Config struct {
 	// Deployment is the model and hardware; zero means the DefaultProfile.
 	Deployment capacity.Deployment
@@ -138,7 +138,7 @@ func (c Config) validate() error {
 
 var errKVTooSmall = errors.New("kv cache too small")
 
-// Profile returns the seed deployment of a built-in model on L40S by its
+// Profile returns the reference deployment of a built-in model on L40S by its
 // short name: "llama-8b", "qwen-32b" or "llama-70b".
 func Profile(name string) (capacity.Deployment, error) {
 	for _, d := range capacity.SeedDeployments() {

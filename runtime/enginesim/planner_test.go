@@ -16,7 +16,7 @@ type plannerCase struct {
 	streams  int64
 }
 
-// plannerCases plans the seed's scenario and one custom profile (the seed's
+// plannerCases plans the reference workload and one custom profile (the reference workload's
 // 8B on an H100, from the built-in profiles) and returns each workload with
 // the streams per replica the plan shows for it.
 func plannerCases(t *testing.T) []plannerCase {
