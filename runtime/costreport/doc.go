@@ -1,5 +1,5 @@
-// Package costreport is the seed's weekly cost review and its ledger-drift
-// SLI: per model, the GPU-hours the fleet ran, the tokens the ledger settled
+// Package costreport is the weekly cost review and the ledger-drift SLI
+// that docs/requirements.md asks for: per model, the GPU-hours the fleet ran, the tokens the ledger settled
 // (per team), what the GPU time cost and what a million output tokens cost,
 // the GPU-hours that served nothing, and how far the ledger's settled
 // completion tokens drift from the engines' own vllm:generation_tokens_total.

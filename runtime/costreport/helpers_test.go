@@ -52,7 +52,7 @@ func fixtureDB(t *testing.T, dsn string) *store.DB {
 	return db
 }
 
-// seedProfiles are the seed's capacity profiles: L40S at 2.5 USD.
+// seedProfiles are the reference workload's capacity profiles: L40S at 2.5 USD.
 func seedProfiles() Profiles { return NewProfiles(capacity.SeedInput()) }
 
 // nodeReport generates the fixture report from node events and snapshots.

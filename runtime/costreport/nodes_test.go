@@ -96,7 +96,7 @@ func TestGPUPrice(t *testing.T) {
 		want     float64
 		wantErr  error
 	}{
-		{"the seed's L40S", seedProfiles(), "L40S", 2.5, nil},
+		{"the reference workload's L40S", seedProfiles(), "L40S", 2.5, nil},
 		{"as the driver names it", seedProfiles(), "NVIDIA L40S", 2.5, nil},
 		{"a built-in GPU no workload uses", seedProfiles(), "H100-SXM", capacity.H100SXM.PricePerHour, nil},
 		{"the fleet's cloud price", NewProfiles(file), "L40S", 2.1, nil},

@@ -82,7 +82,7 @@ func (c Catalog) Name(s string) string {
 func (c Catalog) ServedName(name string) string { return c.served[name] }
 
 // Profiles prices GPU-hours and sizes replicas from a capacity plan input
-// (the seed's scenario, or a capacity config file), the built-in GPUs, and
+// (the reference workload, or a capacity config file), the built-in GPUs, and
 // an optional price that overrides them all.
 type Profiles struct {
 	in       capacity.Input

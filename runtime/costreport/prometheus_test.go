@@ -74,7 +74,7 @@ func servePrometheus(t *testing.T) (*fakePrometheus, *PromClient) {
 // tokens from Prometheus. Its recorded answers hold the engine-hours the
 // node events give (llama-8b 168 + 144, qwen-32b 168, llama-70b 14) and
 // idle engine-hours 156, 128 and 10, so GPU-hours (× 1, 2 and 4 GPUs per
-// replica of the seed's profiles) and cost match the node-events report;
+// replica of the reference workload's profiles) and cost match the node-events report;
 // onprem-spare runs no engine, so there is no (none) row. increase()
 // extrapolates: llama-8b's engines generated 54,620.4 tokens.
 func TestPrometheusReport(t *testing.T) {

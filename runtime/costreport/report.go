@@ -10,7 +10,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/store"
 )
 
-// DefaultDriftTarget is the seed's target for ledger drift: under 0.1 %.
+// DefaultDriftTarget is the required target for ledger drift: under 0.1 %.
 const DefaultDriftTarget = 0.001
 
 // Report is a cost and drift report: one row per model, then the total.

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// HoursPerWeek scales idle GPU-hours to the seed's weekly figure.
+// HoursPerWeek scales idle GPU-hours to the weekly figure docs/requirements.md asks for.
 const HoursPerWeek = 7 * 24.0
 
 // ErrBadWindow is returned for a window that does not end after it starts.
