@@ -19,12 +19,12 @@ import (
 
 // Defaults of a gateway's limits, each with its reason.
 const (
-	// DefaultQueueLimit is the seed's 30 s: longer than that a user is
+	// DefaultQueueLimit is the required 30 s: longer than that a user is
 	// better served by a 503 and a retry than by a silent wait.
 	DefaultQueueLimit = 30 * time.Second
 	// DefaultFirstTokenTimeout ends a request whose engine accepted it but
-	// sends nothing: an unresponsive node must not hang the client (the
-	// seed's "requests routed to an unresponsive node").
+	// sends nothing: an unresponsive node must not hang the client (a
+	// failure docs/requirements.md lists).
 	DefaultFirstTokenTimeout = 60 * time.Second
 	// DefaultStreamIdleTimeout ends a stream whose engine went silent
 	// after its first event: an engine wedged mid-generation keeps its

@@ -80,7 +80,7 @@ const (
 	// retryUnavailable: a store or Redis blip usually passes in seconds.
 	retryUnavailable = 2 * time.Second
 	// retryNoCapacity: a stream frees a slot every few seconds at the
-	// seed's load (3.8 requests/s per 8B replica).
+	// reference load of docs/requirements.md (3.8 requests/s per 8B replica).
 	retryNoCapacity = 5 * time.Second
 )
 
