@@ -143,8 +143,8 @@ func (c *nodeConn) take(requestID string, end bool) sink {
 // silentAfter is how long a node may send nothing before the requests
 // it has sent nothing for are taken back: two heartbeat intervals, after
 // which the router already leaves the node out (registry.HealthyWithin;
-// seed: "remove the node after 2 missed heartbeats and retry once if
-// nothing was streamed"). The socket itself lives until ReadTimeout, so a
+// docs/requirements.md: a node leaves routing after 2 missed heartbeats, and
+// a request that streamed nothing is retried once elsewhere). The socket itself lives until ReadTimeout, so a
 // node that speaks again keeps the streams it had started.
 const silentAfter = registry.HealthyWithin
 

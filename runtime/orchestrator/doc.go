@@ -55,7 +55,7 @@
 // HTTP status, and the retry rule is simple: a request whose node is lost,
 // unreachable or draining before its first event is retried once on
 // another node — among them those of a node silent for two heartbeat
-// intervals (the seed's "remove the node after 2 missed heartbeats"). A stream that breaks after its first event ends with an
+// intervals (docs/requirements.md: a node leaves routing after 2 missed heartbeats). A stream that breaks after its first event ends with an
 // error event and dispatch.ErrStreamBroken, never a hang: the owner fails
 // every request of a socket that drops, and a requesting replica fails its
 // forwarded requests when their node's record expires or changes epoch.

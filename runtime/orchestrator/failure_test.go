@@ -208,7 +208,7 @@ func TestSlowConsumerHoldsOnlyItsStream(t *testing.T) {
 // TestLostRequestRetriedOnce: a request lost before its first event with
 // no other node to retry on ends with a 503 and Retry-After, not
 // ErrNoCapacity: that would queue it at the gateway and dispatch it again,
-// a second retry the seed does not allow.
+// a second retry docs/requirements.md does not allow.
 func TestLostRequestRetriedOnce(t *testing.T) {
 	c := newCluster(t)
 	b := c.startReplica("orch-b", nil)

@@ -32,7 +32,7 @@ func TestRestartStorm(t *testing.T) {
 	}
 }
 
-// BenchmarkRestartStorm is the seed's storm as a figure: 500 agents, every
+// BenchmarkRestartStorm is the reconnect storm of docs/requirements.md as a figure: 500 agents, every
 // replica restarted at once, seconds until all are back (the floor is
 // agents / rate = 10 s), and the busiest second's registrations.
 func BenchmarkRestartStorm(b *testing.B) {
