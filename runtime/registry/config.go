@@ -12,7 +12,7 @@ import (
 // Defaults and fixed limits, each with its reason.
 const (
 	// DefaultTTL is how long a node record lives without a heartbeat:
-	// three missed 5 s heartbeats (seed).
+	// three missed 5 s heartbeats (docs/requirements.md).
 	DefaultTTL = 15 * time.Second
 	// DefaultWatchInterval is how often Watch polls nodes:live: a death is
 	// reported within TTL + 1 s, the same delay as the router's 1 s refresh
@@ -20,11 +20,11 @@ const (
 	// whose beat is older than the TTL, so 1,000 nodes cost nothing.
 	DefaultWatchInterval = time.Second
 	// HealthyWithin is how recent a node's last beat must be for Healthy:
-	// two 5 s heartbeat intervals (seed: "remove the node after 2 missed
-	// heartbeats"), earlier than the record's 15 s expiry.
+	// two 5 s heartbeat intervals (docs/requirements.md: a node leaves
+	// routing after 2 missed heartbeats), earlier than the record's 15 s expiry.
 	HealthyWithin = 10 * time.Second
 	// MaxRegistrationRetryAfter caps AllowRegistration's retry advice at
-	// the agents' own backoff cap (seed: 60 s); a longer wait would hold a
+	// the agents' own backoff cap (docs/requirements.md: 60 s); a longer wait would hold a
 	// node out longer than its own backoff ever would.
 	MaxRegistrationRetryAfter = 60 * time.Second
 
