@@ -21,7 +21,7 @@ const (
 	bottomSource = fixedSource(1)
 )
 
-// ceilingAt is the seed's schedule: 1 s, 2 s, 4 s, … capped at 60 s.
+// ceilingAt is the schedule docs/requirements.md asks for: 1 s, 2 s, 4 s, … capped at 60 s.
 func ceilingAt(n int) time.Duration {
 	if n >= 6 {
 		return 60 * time.Second

@@ -13,11 +13,11 @@ const Version = 1
 
 // Timing both ends of a connection agree on.
 const (
-	// HeartbeatInterval is how often a node beats (seed: every 5 s); the
+	// HeartbeatInterval is how often a node beats (docs/requirements.md: every 5 s); the
 	// server announces it in welcome.
 	HeartbeatInterval = 5 * time.Second
 	// NodeTTL is the life of a node's record without a beat: three missed
-	// 5 s heartbeats (seed).
+	// 5 s heartbeats (docs/requirements.md).
 	NodeTTL = 3 * HeartbeatInterval
 	// RegisterTimeout bounds the wait for register after the upgrade: a
 	// socket that never registers holds a slot for nothing (slow loris).
@@ -60,10 +60,10 @@ const (
 
 // Reconnect backoff.
 const (
-	// BackoffBase is the first ceiling of the full-jitter draw (seed: 1 s,
+	// BackoffBase is the first ceiling of the full-jitter draw (docs/requirements.md: 1 s,
 	// 2 s, 4 s, …).
 	BackoffBase = time.Second
-	// BackoffCap caps the ceiling (seed: capped at 60 s).
+	// BackoffCap caps the ceiling (docs/requirements.md: capped at 60 s).
 	BackoffCap = 60 * time.Second
 	// BackoffResetAfter is how long a link must stay up before the schedule
 	// starts again at BackoffBase: a link that flaps must not reset to 1 s
