@@ -26,7 +26,7 @@ const (
 	tokensDayRetention = 48 * time.Hour
 	// streamRetryHint caps the Retry-After of a refused stream slot: a slot
 	// frees when some stream of the key ends, which nobody can predict; at
-	// the seed's 8.5 s mean stream a slot of a busy key frees within about
+	// the reference workload's 8.5 s mean stream a slot of a busy key frees within about
 	// a second, and the true bound (the oldest slot's deadline) can be ten
 	// minutes away.
 	streamRetryHint = time.Second

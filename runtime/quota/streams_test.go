@@ -43,8 +43,8 @@ func sampleCard(ctx context.Context, rdb *redis.Client, key string, stop <-chan 
 	}
 }
 
-// TestAcquireStreamHoldsUnderConcurrency is the seed's "500 streams on one
-// key never exceed max_streams", checked in Redis and in process.
+// TestAcquireStreamHoldsUnderConcurrency is the requirement that 500 streams
+// on one key never exceed max_streams (docs/requirements.md), checked in Redis and in process.
 func TestAcquireStreamHoldsUnderConcurrency(t *testing.T) {
 	const (
 		clients    = 500
