@@ -22,7 +22,7 @@ func TestCost(t *testing.T) {
 		{name: "parts add before rounding", prompt: 500_000, completion: 500_000, promptPrice: 1, completionPrice: 1, want: 1},
 		{name: "exact", prompt: 1000, completion: 500, promptPrice: 200_000, completionPrice: 600_000, want: 500},
 		{name: "just over", prompt: 1001, completion: 500, promptPrice: 200_000, completionPrice: 600_000, want: 501},
-		{name: "70b seed prices", prompt: 2048, completion: 512, promptPrice: 900_000, completionPrice: 2_700_000, want: 3226},
+		{name: "70b reference prices", prompt: 2048, completion: 512, promptPrice: 900_000, completionPrice: 2_700_000, want: 3226},
 		{name: "beyond int64 before dividing", prompt: 1_000_000_000_000, promptPrice: 1_000_000_000, want: 1_000_000_000_000_000},
 		{name: "both parts huge", prompt: math.MaxInt64, completion: math.MaxInt64, promptPrice: 1, completionPrice: 1,
 			want: 18_446_744_073_710},
