@@ -8,7 +8,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/platformtest"
 )
 
-// burstStreams is the seed's peak, arriving at once from one team.
+// burstStreams is the reference workload's peak, arriving at once from one team.
 const burstStreams = 200
 
 // BenchmarkBurst measures time to first token when 200 streams from one

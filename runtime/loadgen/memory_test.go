@@ -20,10 +20,10 @@ import (
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
-// heldStreams is the mission's 10× the seed's peak.
+// heldStreams is the mission's 10× the reference workload's peak.
 const heldStreams = 2000
 
-// heldPrompt is about the seed's chat prompt: some 1,500 tokens, 6 KB.
+// heldPrompt is about the reference workload's chat prompt: some 1,500 tokens, 6 KB.
 var heldPrompt = strings.Repeat("Tell me about the sea. ", 260)
 
 // BenchmarkStreamMemory holds 2,000 streams open at once, first straight
@@ -36,7 +36,7 @@ var heldPrompt = strings.Repeat("Tell me about the sea. ", 260)
 // open, less the same with the direct streams open, is theirs. The engine
 // stalls every stream after its first token (StallAfterTokens), so the
 // streams stay open without tokens flowing; the node declares room for
-// them all. Prompts are the seed's size, so a prompt kept for a stream's
+// them all. Prompts are the reference workload's size, so a prompt kept for a stream's
 // life shows. Every stream must open: the platform serves 2,000 at once
 // without an error.
 func BenchmarkStreamMemory(b *testing.B) {

@@ -24,7 +24,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/registry"
 )
 
-// The seed's load: about 200 concurrent streams. An answer of 100 tokens at
+// The reference workload's load: about 200 concurrent streams. An answer of 100 tokens at
 // the engine's ~47 tokens/s at that batch lasts about 2.2 s, so 90 arrivals
 // a second hold about 200 streams open.
 const (
@@ -40,7 +40,7 @@ const (
 
 // BenchmarkPlatformOverhead measures what the platform adds to a stream,
 // against what a bare httputil.ReverseProxy adds, in one run on one engine:
-// arrivals (open loop, Poisson, at the seed's load) go in turn to the
+// arrivals (open loop, Poisson, at the reference workload's load) go in turn to the
 // engine directly, through the bare proxy, and through the full platform
 // (gateway with authentication, quotas and the ledger's reservation on
 // PostgreSQL and Redis; the orchestrator's routing in process, as in the
@@ -168,7 +168,7 @@ func overheadWarm(targets []loadgen.Target) loadgen.Config {
 	return loadgen.Config{Targets: warm, Rate: 20, Duration: 2 * time.Second, Prompt: overheadPrompt, MaxTokens: 10, Seed: 1}
 }
 
-// overheadRun is the measured run: the seed's load.
+// overheadRun is the measured run: the reference workload's load.
 func overheadRun(targets []loadgen.Target) loadgen.Config {
 	return loadgen.Config{Targets: targets, Rate: overheadRate, Duration: overheadDuration,
 		Prompt: overheadPrompt, MaxTokens: overheadMaxTokens, Seed: 42}
