@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 	testenv.MainWithLeakCheck(m)
 }
 
-// sizeEnv set to "full" runs every scenario at the seed's size (make
+// sizeEnv set to "full" runs every scenario at the reference workload's size (make
 // chaos); otherwise each runs reduced, small enough for make test.
 const sizeEnv = "LLMPLAT_CHAOS_SIZE"
 
@@ -418,7 +418,7 @@ func TestSocketCut(t *testing.T) {
 	back := time.Now()
 	link.Restore()
 	// The agent comes back at its next attempt: its backoff's ceiling
-	// doubled with every refused one, up to the seed's 60 s.
+	// doubled with every refused one, up to the required 60 s.
 	p.WaitRegistered("node-cut", epoch, nodeproto.BackoffCap+30*time.Second)
 	reconnected := time.Since(back)
 	h.Close() // the streams still open on the other node end: their clients leave

@@ -15,7 +15,7 @@ import (
 // TestKVCacheFull: more long answers at once than the engine's KV cache
 // holds. Routed by request count alone (least-request, as a plain load
 // balancer routes), they all start, the cache fills and the engine
-// preempts (vllm:num_preemptions); the seed's mitigation, a cap on
+// preempts (vllm:num_preemptions); the required mitigation, a cap on
 // max_tokens per key, keeps the same load within the cache: no
 // preemption. The platform's default router (kv-aware) counts each
 // request's prompt and output cap against the node's free cache and

@@ -113,7 +113,7 @@ func TestUnresponsiveNode(t *testing.T) {
 	waitServed(t, client, p.URL, key, "before the hang")
 
 	// The node hangs just after a heartbeat, so that it is routed to
-	// for the two heartbeat intervals the seed allows.
+	// for the two heartbeat intervals docs/requirements.md allows.
 	last := lastSeen(t, p, "node-hung")
 	for deadline := time.Now().Add(30 * time.Second); lastSeen(t, p, "node-hung").Equal(last); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -199,7 +199,7 @@ func lastSeen(t *testing.T, p *platformtest.Platform, id string) time.Time {
 // row.
 func TestScaledToZero(t *testing.T) {
 	const big = "llama-70b"
-	queueLimit := time.Duration(size(t, 3, 30)) * time.Second // the seed's 30 s at full size
+	queueLimit := time.Duration(size(t, 3, 30)) * time.Second // the required 30 s at full size
 	p := platformtest.Start(t, platformtest.Options{StreamIdleTimeout: time.Hour, RedisTimeout: time.Minute, QueueLimit: queueLimit})
 	p.Model(big, big)
 	key, client := tenant(t, p, admin.CreateKeyRequest{})
@@ -230,7 +230,7 @@ func TestScaledToZero(t *testing.T) {
 	}
 
 	// The replica comes up and loads: 8 minutes of an L40S's loading, the
-	// seed's cold start, at the simulator's time scale.
+	// reference workload's cold start, at the simulator's time scale.
 	const scale = 160
 	startedAt := time.Now()
 	node := p.StartNode("node-70b", big, enginesim.Config{ServedModelName: big, Seed: 1, TimeScale: scale,
