@@ -23,7 +23,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
-// mix is a workload: the seed's traffic on a small fleet of simulated 8B
+// mix is a workload: the reference workload's traffic on a small fleet of simulated 8B
 // engines, each with a KV cache cut to a few streams so that the fleet
 // fills at a load a 2-core machine can stream in scaled time.
 type mix struct {
@@ -39,7 +39,7 @@ type mix struct {
 	fullAnswers bool
 }
 
-// seedMix is the seed's mix: mostly chat at about a 2k context (1,500
+// seedMix is the reference workload's mix: mostly chat at about a 2k context (1,500
 // prompt tokens, up to 400 out) and a fifth of long requests near the
 // 8k limit (5,500 prompt tokens, up to 1,500 out), arriving at 1.8 a
 // second, near what three engines of about 25k KV tokens each sustain.
@@ -283,7 +283,7 @@ var burstMix = mix{nodes: 3, kvUtil: 0.455, scale: 8, rate: 10_000, requests: 12
 // them. Both hold at any machine speed (the burst overfills a node under
 // round-robin however fast the engines run; kv-aware never places more
 // than an engine's KV cache holds). Which policy has the lower p95 time to
-// first token on the seed's mix is a timing figure, and a busy machine
+// first token on the reference workload's mix is a timing figure, and a busy machine
 // shifts it: BenchmarkRoutingPolicies reports it (docs/benchmarks.md).
 func TestKVAwareBeatsRoundRobin(t *testing.T) {
 	results := map[string]mixResult{}
@@ -308,7 +308,7 @@ func TestKVAwareBeatsRoundRobin(t *testing.T) {
 	}
 }
 
-// BenchmarkRoutingPolicies prints every policy's run of the seed's mix.
+// BenchmarkRoutingPolicies prints every policy's run of the reference workload's mix.
 func BenchmarkRoutingPolicies(b *testing.B) {
 	for _, name := range routing.Names() {
 		b.Run(name, func(b *testing.B) {

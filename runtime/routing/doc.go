@@ -48,7 +48,7 @@
 // requests in flight (then the shortest engine queue); both skip only nodes
 // at MaxNumSeqs. They exist to be measured against: kv-aware keeps
 // preemptions at zero where round-robin causes them (a burst of long
-// requests: TestKVAwareBeatsRoundRobin), and with the seed's traffic mix on
+// requests: TestKVAwareBeatsRoundRobin), and with the reference workload's traffic mix on
 // simulated nodes it has the lower p95 time to first token
 // (BenchmarkRoutingPolicies).
 package routing
