@@ -70,7 +70,7 @@ type Platform struct {
 type Model struct {
 	Name     string `yaml:"name"`
 	Revision string `yaml:"revision"`
-	// Spot allows the spot pool (the seed: the 8B only).
+	// Spot allows the spot pool (the reference workload: the 8B only).
 	Spot bool `yaml:"spot"`
 	// Warm keeps one replica in a window (cron), for a model that scales
 	// to zero.

@@ -49,7 +49,7 @@ func docs(t *testing.T, f File) []map[string]any {
 	}
 }
 
-// TestRenderExample: examples/platform.yaml renders the seed's deployment;
+// TestRenderExample: examples/platform.yaml renders the reference workload's deployment;
 // the files match their golden copies, and every document is YAML with an
 // apiVersion, a kind and a name.
 func TestRenderExample(t *testing.T) {
