@@ -45,7 +45,7 @@ const (
 // nodeSocketLine starts the printed line that gives the node socket's URL.
 const nodeSocketLine = "node agents connect to "
 
-// DefaultModels are the seed's three models, by the names clients use.
+// DefaultModels are the reference workload's three models, by the names clients use.
 var DefaultModels = []string{"llama-8b", "qwen-32b", "llama-70b"}
 
 // Config is the local mode's configuration; the zero value is usable.

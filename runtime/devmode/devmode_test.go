@@ -164,7 +164,7 @@ func TestLocalModeStreams(t *testing.T) {
 	}
 	sort.Strings(ids)
 	if strings.Join(ids, ",") != "llama-70b,llama-8b,qwen-32b" {
-		t.Errorf("models = %v, want the seed's three", ids)
+		t.Errorf("models = %v, want the reference workload's three", ids)
 	}
 }
 
