@@ -122,7 +122,7 @@ func nodeProcessMain(raw string) int {
 	var parts []func() error
 	engineURL := pc.EngineURL
 	if engineURL == "" {
-		// Fifty times real time: 2,000 prompts of the seed's size are
+		// Fifty times real time: 2,000 prompts of the reference workload's size are
 		// prefilled in seconds, not minutes.
 		scale := 50.0
 		if pc.RealTime {
