@@ -42,7 +42,7 @@ var (
 func runPlan(_ context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("plan")
 	fs.SetOutput(stdout)
-	config := fs.String("config", "", "YAML or JSON file with models, GPUs, workloads and fleet (default: the seed's scenario)")
+	config := fs.String("config", "", "YAML or JSON file with models, GPUs, workloads and fleet (default: the reference workload)")
 	platform := fs.String("f", "", "platform description (YAML, as llmplat render takes it): plan its models as deployed")
 	format := fs.String("format", formatTable, "output format: table, json, or upload (-f only: the weights' upload commands)")
 	if err := fs.Parse(args); err != nil {

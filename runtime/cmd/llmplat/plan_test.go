@@ -59,7 +59,7 @@ func TestRunPlanOutput(t *testing.T) {
 }
 
 // TestRunPlanJSON checks that --format json parses back into the planner's
-// result for the seed's scenario.
+// result for the reference workload.
 func TestRunPlanJSON(t *testing.T) {
 	want, err := capacity.Plan(capacity.SeedInput())
 	if err != nil {

@@ -49,9 +49,9 @@ func runReport(ctx context.Context, args []string, stdout io.Writer) (err error)
 	end := fs.String("metrics-end", "", "vLLM /metrics snapshot taken at the window's end, for drift")
 	var between reportSnapshots
 	fs.Var(&between, "metrics-between", "a /metrics snapshot taken inside the window (repeat, in time order)")
-	config := fs.String("config", "", "capacity config file with GPU prices and GPUs per replica (default: the seed's scenario)")
+	config := fs.String("config", "", "capacity config file with GPU prices and GPUs per replica (default: the reference workload)")
 	price := fs.Float64("price-usd-per-gpu-hour", 0, "price of every GPU-hour (default: each GPU kind's capacity profile)")
-	target := fs.Float64("drift-target", costreport.DefaultDriftTarget, "largest |drift| that passes (the seed's 0.1 %)")
+	target := fs.Float64("drift-target", costreport.DefaultDriftTarget, "largest |drift| that passes (the required 0.1 %)")
 	format := fs.String("format", formatTable, "output format: table or json")
 	if err := fs.Parse(args); err != nil {
 		return err
