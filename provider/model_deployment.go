@@ -97,7 +97,7 @@ func deploymentSchema() schema.SingleNestedAttribute {
 			"max_model_len": fromPlanner("The longest context an engine takes (--max-model-len)."),
 			"max_num_seqs":  fromPlanner("The batch an engine runs at most (--max-num-seqs)."),
 			"planned_streams_per_replica": schema.Int64Attribute{Required: true, Validators: []validator.Int64{positiveValidator{}},
-				Description: "The batch a replica is planned to run, below what memory allows (the seed: 32 for an 8B model on one L40S); " +
+				Description: "The batch a replica is planned to run, below what memory allows (the reference workload: 32 for an 8B model on one L40S); " +
 					"the planner's input for max_num_seqs, which allows bursts above it."},
 			"drain_seconds": schema.Int64Attribute{Optional: true, Computed: true, Validators: []validator.Int64{nonNegativeValidator{}},
 				Description: "How long a stopping engine's streams may run on. Default 300."},

@@ -1,4 +1,4 @@
-# The seed's 8B on one L40S: the engine's flags from the KV-cache arithmetic.
+# The reference workload's 8B on one L40S: the engine's flags from the KV-cache arithmetic.
 data "llmplat_capacity_plan" "llama_8b" {
   model                       = "llama-8b"
   gpu                         = "L40S"
