@@ -29,7 +29,7 @@ func TestExampleFilesPlan(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(files) < 2 {
-		t.Fatalf("got %d example files in %s, want at least seed.yaml and custom.yaml", len(files), examplesDir)
+		t.Fatalf("got %d example files in %s, want at least reference.yaml and custom.yaml", len(files), examplesDir)
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -44,14 +44,14 @@ func TestExampleFilesPlan(t *testing.T) {
 	}
 }
 
-// TestSeedFilesMatchSeedInput proves the shipped seed file (and its JSON
-// twin) say exactly what SeedInput says.
-func TestSeedFilesMatchSeedInput(t *testing.T) {
-	want, err := capacity.Plan(capacity.SeedInput())
+// TestReferenceFilesMatchReferenceInput proves the shipped reference file (and its JSON
+// twin) say exactly what ReferenceInput says.
+func TestReferenceFilesMatchReferenceInput(t *testing.T) {
+	want, err := capacity.Plan(capacity.ReferenceInput())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{filepath.Join(examplesDir, "seed.yaml"), filepath.Join("testdata", "seed.json")} {
+	for _, path := range []string{filepath.Join(examplesDir, "reference.yaml"), filepath.Join("testdata", "reference.json")} {
 		t.Run(filepath.Base(path), func(t *testing.T) {
 			got, err := loadAndPlan(path)
 			if err != nil {

@@ -83,9 +83,9 @@ func TestReplicaResourcesFitEveryShape(t *testing.T) {
 	}
 }
 
-// TestReplicaResourcesSeed pins the reference workload's requests: the figures the guide
+// TestReplicaResourcesReference pins the reference workload's requests: the figures the guide
 // and docs/kubernetes.md quote.
-func TestReplicaResourcesSeed(t *testing.T) {
+func TestReplicaResourcesReference(t *testing.T) {
 	tests := []struct {
 		name string
 		tp   int
@@ -120,11 +120,11 @@ func TestKubeReservedCPU(t *testing.T) {
 	}
 }
 
-// TestSeedQuota checks the vCPU quota of the reference workload's plan: every replica
+// TestReferenceQuota checks the vCPU quota of the reference workload's plan: every replica
 // up to max_replicas on its smallest shape, the spot-allowed 8B in both
 // quotas. The guide quotes these figures.
-func TestSeedQuota(t *testing.T) {
-	res, err := capacity.Plan(capacity.SeedInput())
+func TestReferenceQuota(t *testing.T) {
+	res, err := capacity.Plan(capacity.ReferenceInput())
 	if err != nil {
 		t.Fatal(err)
 	}

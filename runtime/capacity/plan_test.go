@@ -33,14 +33,14 @@ func TestReplicasAtPeak(t *testing.T) {
 	}
 }
 
-// seedWorkload returns the reference workload's entry for the model at index i, with
+// referenceWorkload returns the reference workload's entry for the model at index i, with
 // defaults filled.
-func seedWorkload(i int) capacity.Workload {
-	return capacity.SeedInput().WithDefaults().Workloads[i]
+func referenceWorkload(i int) capacity.Workload {
+	return capacity.ReferenceInput().WithDefaults().Workloads[i]
 }
 
 func TestVLLMFlagsMaxNumSeqs(t *testing.T) {
-	w8, w32 := seedWorkload(0), seedWorkload(1)
+	w8, w32 := referenceWorkload(0), referenceWorkload(1)
 	factor1 := w8
 	factor1.MaxNumSeqsFactor = 1
 	factor3 := w8
@@ -68,7 +68,7 @@ func TestVLLMFlagsMaxNumSeqs(t *testing.T) {
 }
 
 func TestMinTensorParallelSize(t *testing.T) {
-	w70 := seedWorkload(2)
+	w70 := referenceWorkload(2)
 	tight := w70
 	tight.PlannedStreamsPerReplica = 40 // 2 GPUs hold about 15 at 2k; 4 hold 135
 	tests := []struct {
@@ -76,8 +76,8 @@ func TestMinTensorParallelSize(t *testing.T) {
 		w    capacity.Workload
 		want int
 	}{
-		{"8B fits one L40S", seedWorkload(0), 1},
-		{"32B needs two", seedWorkload(1), 2},
+		{"8B fits one L40S", referenceWorkload(0), 1},
+		{"32B needs two", referenceWorkload(1), 2},
 		{"70B FP8 fits two by memory", w70, 2},
 		{"70B FP8 at 40 streams needs four", tight, 4},
 	}
@@ -91,7 +91,7 @@ func TestMinTensorParallelSize(t *testing.T) {
 }
 
 func TestDerivedThroughput(t *testing.T) {
-	w := seedWorkload(1) // docs/requirements.md gives no figure for the 32B
+	w := referenceWorkload(1) // docs/requirements.md gives no figure for the 32B
 	res, err := capacity.Plan(capacity.Input{Workloads: []capacity.Workload{w}})
 	if err != nil {
 		t.Fatal(err)
@@ -120,7 +120,7 @@ func TestDerivedThroughput(t *testing.T) {
 }
 
 func TestFleetAndCost(t *testing.T) {
-	w8 := seedWorkload(0)
+	w8 := referenceWorkload(0)
 	onH100 := w8
 	onH100.Deployment.GPU = capacity.H100SXM
 	onH100.Deployment.Model.Name = "llama-8b-h100"
@@ -130,11 +130,11 @@ func TestFleetAndCost(t *testing.T) {
 		Fleet: capacity.Fleet{OnPrem: []capacity.OnPremGPUs{
 			{GPU: "L40S", Count: 10}, {GPU: "A10G", Count: 4}}},
 	}
-	overridden := capacity.SeedInput()
+	overridden := capacity.ReferenceInput()
 	overridden.Fleet.CloudPricePerGPUHour = 3
-	noAverage := capacity.SeedInput()
+	noAverage := capacity.ReferenceInput()
 	noAverage.Fleet.AverageCloudGPUs = 0
-	tight := capacity.SeedInput()
+	tight := capacity.ReferenceInput()
 	tight.Fleet.MonthlyBudgetUSD = 10000
 	tests := []struct {
 		name string
@@ -213,9 +213,9 @@ func TestQueueBudgetWholeRequests(t *testing.T) {
 }
 
 func TestPlanRejects(t *testing.T) {
-	base := capacity.SeedInput()
+	base := capacity.ReferenceInput()
 	mutate := func(f func(in *capacity.Input)) capacity.Input {
-		in := capacity.SeedInput()
+		in := capacity.ReferenceInput()
 		in.Workloads = append([]capacity.Workload(nil), base.Workloads...)
 		f(&in)
 		return in
@@ -246,8 +246,8 @@ func TestPlanRejects(t *testing.T) {
 }
 
 func TestWarnings(t *testing.T) {
-	res := seedPlan(t)
-	over := capacity.SeedInput()
+	res := referencePlan(t)
+	over := capacity.ReferenceInput()
 	over.Workloads[0].PeakStreams = 400 // 13 + 1 replicas, cap 8
 	resOver, err := capacity.Plan(over)
 	if err != nil {

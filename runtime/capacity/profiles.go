@@ -27,9 +27,9 @@ var (
 		FLOPS: 362e12, PricePerHour: 2.5}
 )
 
-// SeedDeployments are the reference workload's three replicas on L40S: 8B on one GPU, 32B
+// ReferenceDeployments are the reference workload's three replicas on L40S: 8B on one GPU, 32B
 // at TP 2, 70B FP8 at TP 4.
-func SeedDeployments() []Deployment {
+func ReferenceDeployments() []Deployment {
 	return []Deployment{
 		Deployment{Model: Llama8B, GPU: L40S, TP: 1}.WithDefaults(),
 		Deployment{Model: Qwen32B, GPU: L40S, TP: 2}.WithDefaults(),

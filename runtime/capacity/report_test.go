@@ -15,7 +15,7 @@ import (
 )
 
 func TestGoldenOutput(t *testing.T) {
-	seed := seedPlan(t)
+	ref := referencePlan(t)
 	custom, err := loadAndPlan(filepath.Join(examplesDir, "custom.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -26,8 +26,8 @@ func TestGoldenOutput(t *testing.T) {
 		write  func(*bytes.Buffer, capacity.Result) error
 		golden string
 	}{
-		{"seed table", seed, func(b *bytes.Buffer, r capacity.Result) error { return capacity.WriteTable(b, r) }, "seed_plan.golden.txt"},
-		{"seed json", seed, func(b *bytes.Buffer, r capacity.Result) error { return capacity.WriteJSON(b, r) }, "seed_plan.golden.json"},
+		{"reference table", ref, func(b *bytes.Buffer, r capacity.Result) error { return capacity.WriteTable(b, r) }, "reference_plan.golden.txt"},
+		{"reference json", ref, func(b *bytes.Buffer, r capacity.Result) error { return capacity.WriteJSON(b, r) }, "reference_plan.golden.json"},
 		{"custom table", custom, func(b *bytes.Buffer, r capacity.Result) error { return capacity.WriteTable(b, r) }, "custom_plan.golden.txt"},
 	}
 	for _, tt := range tests {
@@ -45,12 +45,12 @@ func TestGoldenOutput(t *testing.T) {
 // decodes back into a Result equal to the planner's.
 func TestJSONRoundTrip(t *testing.T) {
 	for _, path := range []string{"", filepath.Join(examplesDir, "custom.yaml")} {
-		name := "seed"
+		name := "reference"
 		if path != "" {
 			name = filepath.Base(path)
 		}
 		t.Run(name, func(t *testing.T) {
-			want := seedPlan(t)
+			want := referencePlan(t)
 			if path != "" {
 				var err error
 				if want, err = loadAndPlan(path); err != nil {
@@ -76,7 +76,7 @@ func TestJSONRoundTrip(t *testing.T) {
 
 func TestTableSections(t *testing.T) {
 	var b bytes.Buffer
-	if err := capacity.WriteTable(&b, seedPlan(t)); err != nil {
+	if err := capacity.WriteTable(&b, referencePlan(t)); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"KV cache, streams and vLLM flags", "Fleet at peak", "Cost (cloud GPUs only)", "Queue budget"} {
@@ -96,7 +96,7 @@ var errWrite = errors.New("disk full")
 func (failingWriter) Write([]byte) (int, error) { return 0, errWrite }
 
 func TestWriteErrors(t *testing.T) {
-	res := seedPlan(t)
+	res := referencePlan(t)
 	tests := []struct {
 		name  string
 		write func() error
@@ -146,7 +146,7 @@ func TestDocShowsRealOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"seed_plan.golden.txt", "custom_plan.golden.txt"} {
+	for _, name := range []string{"reference_plan.golden.txt", "custom_plan.golden.txt"} {
 		t.Run(name, func(t *testing.T) {
 			want, err := os.ReadFile(filepath.Join("testdata", name))
 			if err != nil {

@@ -6,13 +6,13 @@ import (
 	"strings"
 )
 
-// SeedSignificantDigits is how docs/requirements.md rounds a derived ratio when it
+// RatioSignificantDigits is how docs/requirements.md rounds a derived ratio when it
 // states it: two significant figures (140 ÷ 32 = 4.375 is "4.4",
 // 2.5 ÷ 5.4 = 0.463 is "0.46", 10 ÷ 1.08 = 9.26 is "9.3", 400 ÷ 46.9 = 8.53
 // is "8.5", 3.75 is "3.8", 112.5 requests is "about 110"). Whole things —
 // streams, replicas, GPUs, requests in a queue — are counted instead, and
 // memory is stated to 0.1 GiB (22.64 GiB is "22.6").
-const SeedSignificantDigits = 2
+const RatioSignificantDigits = 2
 
 // RoundSig rounds x to digits significant figures, halves away from zero.
 func RoundSig(x float64, digits int) float64 {
@@ -36,7 +36,7 @@ func RoundTo(x float64, decimals int) float64 {
 
 // approx formats x as docs/requirements.md states it: two significant figures.
 func approx(x float64) string {
-	return strconv.FormatFloat(RoundSig(x, SeedSignificantDigits), 'f', -1, 64)
+	return strconv.FormatFloat(RoundSig(x, RatioSignificantDigits), 'f', -1, 64)
 }
 
 // thousands formats n with commas between groups of three digits.

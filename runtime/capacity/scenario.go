@@ -2,7 +2,7 @@ package capacity
 
 import "time"
 
-// SeedInput is the reference workload: 200 streams at peak split 140/50/10
+// ReferenceInput is the reference workload: 200 streams at peak split 140/50/10
 // over the 8B, 32B and 70B on L40S; 32, 16 and 8 planned streams per
 // replica; 2,048-token contexts, 8,192 allowed, 400-token answers; the
 // reference workload's 1,500 and 300 tokens/s for 8B and 70B replicas (the 32B's is
@@ -10,8 +10,8 @@ import "time"
 // 730 hours a month, a 30 s queue and a 20,000 USD monthly target. Floors
 // and caps are the reference workload's Deployments (8B 2..8, 32B 1..5, 70B 0..3); the
 // 8B keeps one spare replica because it runs on spot capacity.
-func SeedInput() Input {
-	d := SeedDeployments()
+func ReferenceInput() Input {
+	d := ReferenceDeployments()
 	common := Workload{
 		ContextTokens: DefaultContextTokens,
 		MaxModelLen:   DefaultMaxModelLen,

@@ -52,14 +52,14 @@ func fixtureDB(t *testing.T, dsn string) *store.DB {
 	return db
 }
 
-// seedProfiles are the reference workload's capacity profiles: L40S at 2.5 USD.
-func seedProfiles() Profiles { return NewProfiles(capacity.SeedInput()) }
+// referenceProfiles are the reference workload's capacity profiles: L40S at 2.5 USD.
+func referenceProfiles() Profiles { return NewProfiles(capacity.ReferenceInput()) }
 
 // nodeReport generates the fixture report from node events and snapshots.
 func nodeReport(t *testing.T, db *store.DB, w Window) Report {
 	t.Helper()
 	r, err := Generate(context.Background(), db, Options{Window: w,
-		GPU: NodeEvents{DB: db, Profiles: seedProfiles()}, Engine: Snapshots{Paths: snapshotPaths}})
+		GPU: NodeEvents{DB: db, Profiles: referenceProfiles()}, Engine: Snapshots{Paths: snapshotPaths}})
 	if err != nil {
 		t.Fatalf("Generate: %v", err)
 	}

@@ -87,7 +87,7 @@ func TestModelNames(t *testing.T) {
 }
 
 func TestGPUPrice(t *testing.T) {
-	file := capacity.SeedInput()
+	file := capacity.ReferenceInput()
 	file.Fleet.CloudPricePerGPUHour = 2.1
 	tests := []struct {
 		name     string
@@ -96,13 +96,13 @@ func TestGPUPrice(t *testing.T) {
 		want     float64
 		wantErr  error
 	}{
-		{"the reference workload's L40S", seedProfiles(), "L40S", 2.5, nil},
-		{"as the driver names it", seedProfiles(), "NVIDIA L40S", 2.5, nil},
-		{"a built-in GPU no workload uses", seedProfiles(), "H100-SXM", capacity.H100SXM.PricePerHour, nil},
+		{"the reference workload's L40S", referenceProfiles(), "L40S", 2.5, nil},
+		{"as the driver names it", referenceProfiles(), "NVIDIA L40S", 2.5, nil},
+		{"a built-in GPU no workload uses", referenceProfiles(), "H100-SXM", capacity.H100SXM.PricePerHour, nil},
 		{"the fleet's cloud price", NewProfiles(file), "L40S", 2.1, nil},
-		{"a given price wins", seedProfiles().WithPrice(0), "L40S", 0, nil},
-		{"unknown kind", seedProfiles(), "MI300X", 0, ErrUnknownPrice},
-		{"no kind", seedProfiles(), "", 0, ErrUnknownPrice},
+		{"a given price wins", referenceProfiles().WithPrice(0), "L40S", 0, nil},
+		{"unknown kind", referenceProfiles(), "MI300X", 0, ErrUnknownPrice},
+		{"no kind", referenceProfiles(), "", 0, ErrUnknownPrice},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

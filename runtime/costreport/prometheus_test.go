@@ -80,7 +80,7 @@ func servePrometheus(t *testing.T) (*fakePrometheus, *PromClient) {
 func TestPrometheusReport(t *testing.T) {
 	f, client := servePrometheus(t)
 	db := fixtureDB(t, dialects[0].dsn(t))
-	src := Prometheus{Client: client, Profiles: seedProfiles()}
+	src := Prometheus{Client: client, Profiles: referenceProfiles()}
 	r, err := Generate(context.Background(), db, Options{Window: week, GPU: src, Engine: src})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestPrometheusErrors(t *testing.T) {
 		wantErr error
 	}{
 		{"a window Prometheus has no answer for", Options{Window: Window{From: week.From, To: hour(24)},
-			GPU: Prometheus{Client: client, Profiles: seedProfiles()}}, ErrPrometheus},
+			GPU: Prometheus{Client: client, Profiles: referenceProfiles()}}, ErrPrometheus},
 		{"a model without a capacity profile", Options{Window: week,
 			GPU: Prometheus{Client: client, Profiles: NewProfiles(capacity.Input{})}}, ErrUnknownProfile},
 	}

@@ -190,7 +190,7 @@ func TestTwoDayWindow(t *testing.T) {
 	for _, dc := range dialects {
 		t.Run(dc.name, func(t *testing.T) {
 			db := fixtureDB(t, dc.dsn(t))
-			r, err := Generate(context.Background(), db, Options{Window: w, GPU: NodeEvents{DB: db, Profiles: seedProfiles()}})
+			r, err := Generate(context.Background(), db, Options{Window: w, GPU: NodeEvents{DB: db, Profiles: referenceProfiles()}})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +210,7 @@ func TestTwoDayWindow(t *testing.T) {
 func TestPriceOverride(t *testing.T) {
 	db := fixtureDB(t, dialects[0].dsn(t))
 	r, err := Generate(context.Background(), db, Options{Window: week,
-		GPU: NodeEvents{DB: db, Profiles: seedProfiles().WithPrice(1.25)}})
+		GPU: NodeEvents{DB: db, Profiles: referenceProfiles().WithPrice(1.25)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,7 +223,7 @@ func TestPriceOverride(t *testing.T) {
 }
 
 func TestGenerateErrors(t *testing.T) {
-	nodes := func(db *store.DB) NodeEvents { return NodeEvents{DB: db, Profiles: seedProfiles()} }
+	nodes := func(db *store.DB) NodeEvents { return NodeEvents{DB: db, Profiles: referenceProfiles()} }
 	tests := []struct {
 		name    string
 		setup   func(t *testing.T, db *store.DB)

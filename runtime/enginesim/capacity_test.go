@@ -27,13 +27,13 @@ func submitN(t *testing.T, s *Sim, n int, prompt, maxTokens int64) []*sequence {
 
 func within(got, want, tolerance float64) bool { return math.Abs(got-want) <= tolerance*want }
 
-// TestSeedStreamsAtContext drives the reference workload's 8B on an L40S with more
+// TestReferenceStreamsAtContext drives the reference workload's 8B on an L40S with more
 // sequences than its KV cache holds at full context, and with fewer. The
 // whole first wave is admitted in one step, so it decodes in lockstep and
 // the sequences that reach full context together finish in the same step:
 // that count is how many ran at once at full context. docs/requirements.md says about
 // 90 at 2,048 tokens and 22 at 8,192.
-func TestSeedStreamsAtContext(t *testing.T) {
+func TestReferenceStreamsAtContext(t *testing.T) {
 	tests := []struct {
 		name        string
 		context     int64
@@ -77,10 +77,10 @@ func TestSeedStreamsAtContext(t *testing.T) {
 	}
 }
 
-// TestSeedThroughput runs the reference workload's 32 concurrent streams of 400-token
+// TestReferenceThroughput runs the reference workload's 32 concurrent streams of 400-token
 // answers on the 8B and measures output tokens per second in simulated
 // time: about 1,500 in total and 47 per stream.
-func TestSeedThroughput(t *testing.T) {
+func TestReferenceThroughput(t *testing.T) {
 	const streams, answer = 32, 400
 	s := newTestSim(t, testConfig())
 	prompt := tokens.ChatPromptTokens([]openai.Message{

@@ -141,7 +141,7 @@ var errKVTooSmall = errors.New("kv cache too small")
 // Profile returns the reference deployment of a built-in model on L40S by its
 // short name: "llama-8b", "qwen-32b" or "llama-70b".
 func Profile(name string) (capacity.Deployment, error) {
-	for _, d := range capacity.SeedDeployments() {
+	for _, d := range capacity.ReferenceDeployments() {
 		if d.Model.Name == name {
 			return d, nil
 		}
@@ -155,7 +155,7 @@ var ErrUnknownProfile = errors.New("unknown profile")
 // ProfileNames lists the built-in profiles.
 func ProfileNames() []string {
 	var names []string
-	for _, d := range capacity.SeedDeployments() {
+	for _, d := range capacity.ReferenceDeployments() {
 		names = append(names, d.Model.Name)
 	}
 	sort.Strings(names)

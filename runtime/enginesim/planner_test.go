@@ -21,7 +21,7 @@ type plannerCase struct {
 // the streams per replica the plan shows for it.
 func plannerCases(t *testing.T) []plannerCase {
 	t.Helper()
-	seed := capacity.SeedInput()
+	ref := capacity.ReferenceInput()
 	custom := capacity.Input{Workloads: []capacity.Workload{{
 		Deployment:               capacity.Deployment{Model: capacity.Llama8B, GPU: capacity.H100SXM, TP: 1},
 		PeakStreams:              120,
@@ -31,7 +31,7 @@ func plannerCases(t *testing.T) []plannerCase {
 	for _, in := range []struct {
 		label string
 		input capacity.Input
-	}{{"seed", seed}, {"custom", custom}} {
+	}{{"reference", ref}, {"custom", custom}} {
 		res, err := capacity.Plan(in.input)
 		if err != nil {
 			t.Fatalf("plan %s: %v", in.label, err)

@@ -39,14 +39,14 @@ type mix struct {
 	fullAnswers bool
 }
 
-// seedMix is the reference workload's mix: mostly chat at about a 2k context (1,500
+// referenceMix is the reference workload's mix: mostly chat at about a 2k context (1,500
 // prompt tokens, up to 400 out) and a fifth of long requests near the
 // 8k limit (5,500 prompt tokens, up to 1,500 out), arriving at 1.8 a
 // second, near what three engines of about 25k KV tokens each sustain.
 // Measured (BenchmarkRoutingPolicies, seeds 42 and 7, rates 1.5 to 2): kv-aware has no preemption and the lower p95 at every
 // rate where round-robin preempts; at 2 a second and above kv-aware
 // queues more, and its p50 is the higher.
-var seedMix = mix{nodes: 3, kvUtil: 0.455, scale: 8, rate: 1.8, requests: 100, longShare: 0.2, seed: 42}
+var referenceMix = mix{nodes: 3, kvUtil: 0.455, scale: 8, rate: 1.8, requests: 100, longShare: 0.2, seed: 42}
 
 // mixResult is one policy's run of a mix, in simulated time.
 type mixResult struct {
@@ -318,7 +318,7 @@ func BenchmarkRoutingPolicies(b *testing.B) {
 			}
 			var r mixResult
 			for range b.N {
-				r = runMix(b, p, seedMix)
+				r = runMix(b, p, referenceMix)
 			}
 			b.ReportMetric(r.quantile(0.5).Seconds(), "ttft-p50-s")
 			b.ReportMetric(r.quantile(0.95).Seconds(), "ttft-p95-s")

@@ -77,7 +77,7 @@ variables {
   private_api_endpoint_cidrs = ["10.0.0.0/8"]
 }
 
-run "gpu_pools_are_the_seeds" {
+run "gpu_pools_are_the_reference_workloads" {
   command = plan
 
   assert {

@@ -82,7 +82,7 @@ func runPlan(_ context.Context, args []string, stdout io.Writer) error {
 
 // planConfig plans a plan file, or the reference workload's scenario without one.
 func planConfig(path string) (capacity.Result, error) {
-	in := capacity.SeedInput()
+	in := capacity.ReferenceInput()
 	if path != "" {
 		var err error
 		if in, err = capacity.LoadConfig(path); err != nil {

@@ -41,8 +41,8 @@ func TestRunPlanOutput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no flags plans the seed's scenario", nil, wantTable(t, capacity.SeedInput())},
-		{"--format table is the default", []string{"--format", "table"}, wantTable(t, capacity.SeedInput())},
+		{"no flags plans the reference workload", nil, wantTable(t, capacity.ReferenceInput())},
+		{"--format table is the default", []string{"--format", "table"}, wantTable(t, capacity.ReferenceInput())},
 		{"--config plans the file", []string{"--config", customExample}, wantTable(t, custom)},
 	}
 	for _, tt := range tests {
@@ -61,7 +61,7 @@ func TestRunPlanOutput(t *testing.T) {
 // TestRunPlanJSON checks that --format json parses back into the planner's
 // result for the reference workload.
 func TestRunPlanJSON(t *testing.T) {
-	want, err := capacity.Plan(capacity.SeedInput())
+	want, err := capacity.Plan(capacity.ReferenceInput())
 	if err != nil {
 		t.Fatal(err)
 	}

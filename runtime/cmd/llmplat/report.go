@@ -132,7 +132,7 @@ func reportWindow(from, to string) (costreport.Window, error) {
 
 // reportProfiles loads the capacity profiles and applies a given price.
 func reportProfiles(config string, priced bool, price float64) (costreport.Profiles, error) {
-	in := capacity.SeedInput()
+	in := capacity.ReferenceInput()
 	if config != "" {
 		var err error
 		if in, err = capacity.LoadConfig(config); err != nil {

@@ -10,12 +10,12 @@ import (
 	"github.com/llmplat/llmplat/runtime/capacity"
 )
 
-// seedPlan plans the reference workload or stops the test.
-func seedPlan(t *testing.T) capacity.Result {
+// referencePlan plans the reference workload or stops the test.
+func referencePlan(t *testing.T) capacity.Result {
 	t.Helper()
-	res, err := capacity.Plan(capacity.SeedInput())
+	res, err := capacity.Plan(capacity.ReferenceInput())
 	if err != nil {
-		t.Fatalf("Plan(SeedInput()) error: %v", err)
+		t.Fatalf("Plan(ReferenceInput()) error: %v", err)
 	}
 	return res
 }
@@ -33,18 +33,18 @@ func model(t *testing.T, res capacity.Result, name string) capacity.ModelPlan {
 }
 
 // sig2 is how docs/requirements.md rounds a ratio: two significant figures.
-func sig2(x float64) float64 { return capacity.RoundSig(x, capacity.SeedSignificantDigits) }
+func sig2(x float64) float64 { return capacity.RoundSig(x, capacity.RatioSignificantDigits) }
 
 // gib1 is how the plan rounds memory: GiB to 0.1.
 func gib1(b float64) float64 { return capacity.RoundTo(b/capacity.GiB, 1) }
 
-// TestSeedWorkedNumbers reproduces every worked number of the reference
+// TestReferenceWorkedNumbers reproduces every worked number of the reference
 // workload in docs/requirements.md (the memory arithmetic, the GPUs for 200
 // streams, cost, cost per million tokens and queueing); each subtest is
 // named by the statement it checks and compares the planner's number,
 // rounded as docs/requirements.md rounds it, with the stated one.
-func TestSeedWorkedNumbers(t *testing.T) {
-	res := seedPlan(t)
+func TestReferenceWorkedNumbers(t *testing.T) {
+	res := referencePlan(t)
 	m8, m32, m70 := model(t, res, "llama-8b"), model(t, res, "qwen-32b"), model(t, res, "llama-70b")
 	tests := []struct {
 		name      string
@@ -106,10 +106,10 @@ func TestSeedWorkedNumbers(t *testing.T) {
 	}
 }
 
-// TestSeedWorkedFacts checks the reference workload's worked statements that are not
+// TestReferenceWorkedFacts checks the reference workload's worked statements that are not
 // numbers.
-func TestSeedWorkedFacts(t *testing.T) {
-	res := seedPlan(t)
+func TestReferenceWorkedFacts(t *testing.T) {
+	res := referencePlan(t)
 	t.Run("vllm-8b args --max-model-len 8192 --max-num-seqs 64", func(t *testing.T) {
 		got := strings.Join(model(t, res, "llama-8b").Flags.Args(), " ")
 		for _, want := range []string{"--max-model-len 8192", "--max-num-seqs 64", "--tensor-parallel-size 1"} {
