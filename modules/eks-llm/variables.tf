@@ -132,13 +132,13 @@ variable "private_api_endpoint_security_group_ids" {
 }
 
 variable "system_instance_types" {
-  description = "The system node group's instance types: gateway, orchestrator, KEDA, Karpenter and Prometheus run there (the seed: m6i)."
+  description = "The system node group's instance types: gateway, orchestrator, KEDA, Karpenter and Prometheus run there (the reference deployment: m6i)."
   type        = list(string)
   default     = ["m6i.xlarge"]
 
   validation {
     condition     = length(var.system_instance_types) > 0 && alltrue([for t in var.system_instance_types : can(regex("^m6i\\.", t))])
-    error_message = "The system node group runs on m6i instance types (the seed's system pool)."
+    error_message = "The system node group runs on m6i instance types (the reference deployment's system pool)."
   }
 }
 

@@ -58,7 +58,7 @@ variable "internal_token" {
 }
 
 variable "models" {
-  description = "The models to serve: planner profile, GPUs per replica, batch, replica bounds, spot, warm hours, revision, prices and limits. Only the hot small model should allow spot (the seed: the 8B)."
+  description = "The models to serve: planner profile, GPUs per replica, batch, replica bounds, spot, warm hours, revision, prices and limits. Only the hot small model should allow spot (the reference workload: the 8B)."
   type = map(object({
     served_name                 = string
     revision                    = string
