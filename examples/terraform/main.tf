@@ -1,4 +1,4 @@
-# A complete platform as code: the seed's three models with their limits
+# A complete platform as code: the three models of the reference workload (docs/requirements.md) with their limits
 # from the capacity planner, two teams with credit, keys with different
 # limits (one whose secret never lands in state), and an on-premises node.
 # Against `make run`: see docs/terraform.md (dev_overrides, then
@@ -37,7 +37,7 @@ import {
 }
 
 # The models, each with its engine limits from the capacity planner (on
-# L40S, as the seed deploys them).
+# L40S, as the reference deployment runs them).
 data "llmplat_capacity_plan" "llama_8b" {
   model                       = "llama-8b"
   gpu                         = "L40S"
