@@ -152,7 +152,8 @@ func (b *batcher[T, R]) runNext() bool {
 // arrays, one element each. For every team it locks the team's row (in id
 // order, so two batches never wait on each other in a cycle), holds the sum
 // of the team's estimates only while its available balance covers the sum,
-// and inserts the rows of the teams it held for. A request the statement
+// and inserts the rows of the teams it held for. The output is clamped and
+// priced by the rules' SQL renderings (rules.go). A request the statement
 // leaves out (its team could not cover the batch, its model is unknown,
 // its prompt does not fit) is not in the answer; a duplicate request id or
 // a key that is gone fails the statement, and with it the batch. Each row
@@ -162,12 +163,10 @@ var reserveBatchSQL = `WITH r AS (
 		AS r(request_id, team_id, model, prompt_tokens, max_tokens, key_id)
 ), m AS (
 	SELECT r.*, prompt_price_micro_per_mtok AS pp, completion_price_micro_per_mtok AS cp,
-		LEAST(max_output_tokens, CASE WHEN r.max_tokens > 0 THEN r.max_tokens ELSE max_output_tokens END,
-			max_context_tokens - r.prompt_tokens) AS max_out
-	FROM r JOIN models ON models.name = r.model AND max_context_tokens - r.prompt_tokens >= 1
+		` + clampSQL("r.prompt_tokens", "r.max_tokens", "max_context_tokens", "max_output_tokens") + ` AS max_out
+	FROM r JOIN models ON models.name = r.model AND ` + fitsContextSQL("r.prompt_tokens", "max_context_tokens") + `
 ), e AS (
-	SELECT m.*, LEAST(div(m.prompt_tokens::numeric * pp + max_out::numeric * cp + 999999, 1000000),
-		9223372036854775807)::bigint AS est
+	SELECT m.*, ` + costSQL("m.prompt_tokens", "max_out", "pp", "cp") + ` AS est
 	FROM m
 ), need AS (
 	SELECT team_id, sum(est) AS total FROM e GROUP BY team_id
@@ -251,7 +250,7 @@ type finishReq struct {
 }
 
 // finishBatchSQL settles and cancels a batch in one statement, by the rules
-// of finish: it locks the batch's reserved rows (in id order), bounds the
+// of finish, each rendered from its Go function (rules.go): it locks the batch's reserved rows (in id order), bounds the
 // usage by each row's reservation as BoundUsage does with nothing relayed
 // (b: negative counts are zero, the completion at most the output cap, the
 // prompt at most the estimate plus the cap less the completion), applies
@@ -276,33 +275,33 @@ var finishBatchSQL = `WITH s AS (
 	WHERE u.request_id = ANY($1::text[]) AND u.status::text = 'reserved'
 	ORDER BY u.id FOR UPDATE OF u
 ), bc AS (
-	SELECT rows.*, CASE WHEN mo > 0 THEN LEAST(GREATEST(rct, 0), mo) ELSE GREATEST(rct, 0) END AS ct
+	SELECT rows.*, ` + boundCompletionSQL("rct", "mo") + ` AS ct
 	FROM rows
 ), b AS (
-	SELECT bc.*, CASE WHEN mo > 0 THEN LEAST(GREATEST(rpt, 0), est_prompt + mo - ct) ELSE GREATEST(rpt, 0) END AS pt,
-		rpt < 0 OR rct < 0 AS negative
+	SELECT bc.*, ` + boundPromptSQL("rpt", "est_prompt", "mo", "ct") + ` AS pt,
+		` + negativeSQL("rpt", "rct") + ` AS negative
 	FROM bc
 ), p AS (
-	SELECT b.*, pt < GREATEST(rpt, 0) OR ct < GREATEST(rct, 0) AS over,
-		CASE WHEN status = 'settled' AND src IN ('partial', 'node_log') AND pt = 0 AND ct = 0 THEN 'cancelled' ELSE status END AS final
+	SELECT b.*, ` + overReservedSQL("rpt", "rct", "pt", "ct") + ` AS over,
+		CASE WHEN status = 'settled' AND ` + partialSourceSQL("src") + ` AND ` + partialNothingSQL("pt", "ct") + `
+			THEN 'cancelled' ELSE status END AS final
 	FROM b
 ), q AS (
 	SELECT p.*,
-		CASE WHEN final = 'cancelled' THEN 0 WHEN src IN ('partial', 'node_log') AND pt = 0 THEN est_prompt ELSE pt END AS fpt,
+		CASE WHEN final = 'cancelled' THEN 0 WHEN ` + partialSourceSQL("src") + ` THEN ` + partialPromptSQL("pt", "est_prompt") + ` ELSE pt END AS fpt,
 		CASE WHEN final = 'cancelled' THEN 0 ELSE ct END AS fct
 	FROM p
 ), c AS (
-	SELECT q.*, CASE WHEN final = 'cancelled' THEN 0 ELSE
-		LEAST(div(fpt::numeric * pp + fct::numeric * cp + 999999, 1000000), 9223372036854775807)::bigint END AS full_cost
+	SELECT q.*, CASE WHEN final = 'cancelled' THEN 0 ELSE ` + costSQL("fpt", "fct", "pp", "cp") + ` END AS full_cost
 	FROM q
 ), upd AS (
 	UPDATE usage_ledger u SET status = c.final::usage_status,
 		settled_from = CASE WHEN c.final = 'settled' THEN c.src END,
-		prompt_tokens = c.fpt, completion_tokens = c.fct, cost_microcredits = LEAST(c.full_cost, c.reserved), settled_at = $6
+		prompt_tokens = c.fpt, completion_tokens = c.fct, cost_microcredits = ` + chargeSQL("c.full_cost", "c.reserved") + `, settled_at = $6
 	FROM c WHERE u.id = c.id AND u.status::text = 'reserved'
 	RETURNING u.id, u.request_id, u.team_id, COALESCE(u.key_id, 0) AS key_id, u.model, u.status,
 		COALESCE(u.settled_from::text, '') AS settled_from, u.prompt_tokens, u.completion_tokens, u.cost_microcredits,
-		(c.full_cost > c.reserved OR c.over) AND c.final = 'settled' AS capped, c.full_cost, c.reserved,
+		(` + chargeCappedSQL("c.full_cost", "c.reserved") + ` OR c.over) AND c.final = 'settled' AS capped, c.full_cost, c.reserved,
 		c.over, c.negative, c.rpt, c.rct
 ), per_team AS (
 	SELECT team_id, sum(cost_microcredits) AS cost, sum(reserved) AS released FROM upd GROUP BY team_id

@@ -172,17 +172,14 @@ func (l *Ledger) reserveTx(ctx context.Context, tx *sql.Tx, r Reservation) (Rese
 	return Reserved{RequestID: r.RequestID, Microcredits: est, MaxOutputTokens: maxOut, Available: balance - reserved - est}, nil
 }
 
-// estimateSQL prices a reservation in SQL exactly as Cost does: numeric
-// products cannot overflow, and the ceiling is an integer division of the
-// sum plus 999,999 (numeric "/" keeps only about 16 significant digits and
-// rounds, so CEIL of it differed from Cost for large values), capped at
-// the largest bigint as Cost caps at MaxInt64. Its inputs are the prompt
-// tokens ($4), the prices (pp, cp) and the output cap (max_out).
-const estimateSQL = `LEAST(div($4::numeric * pp + max_out::numeric * cp + 999999, 1000000), 9223372036854775807)::bigint`
+// estimateSQL prices a reservation in SQL as Cost does (costSQL). Its
+// inputs are the prompt tokens ($4), the prices (pp, cp) and the output
+// cap (max_out).
+var estimateSQL = costSQL("$4::bigint", "max_out", "pp", "cp")
 
 // reserveFastSQL is the common reservation as one statement, so one
-// round trip: it clamps the output and prices it exactly as clampOutput and
-// Cost do (estimateSQL), holds the estimate on the team row only while the
+// round trip: it clamps the output and prices it by the rules' SQL
+// renderings (rules.go), holds the estimate on the team row only while the
 // available balance covers it (the row lock and PostgreSQL's recheck of
 // the condition on the latest row version keep concurrent reservations
 // from overspending), and inserts the reserved row. Locks are taken in
@@ -190,9 +187,8 @@ const estimateSQL = `LEAST(div($4::numeric * pp + max_out::numeric * cp + 999999
 // whole statement on the primary key, so the hold is undone with it.
 var reserveFastSQL = `WITH m AS (
 	SELECT prompt_price_micro_per_mtok AS pp, completion_price_micro_per_mtok AS cp,
-		LEAST(max_output_tokens, CASE WHEN $5::bigint > 0 THEN $5::bigint ELSE max_output_tokens END,
-			max_context_tokens - $4::bigint) AS max_out
-	FROM models WHERE name = $3 AND max_context_tokens - $4::bigint >= 1
+		` + clampSQL("$4::bigint", "$5::bigint", "max_context_tokens", "max_output_tokens") + ` AS max_out
+	FROM models WHERE name = $3 AND ` + fitsContextSQL("$4::bigint", "max_context_tokens") + `
 ), e AS (
 	SELECT pp, cp, max_out,
 		` + estimateSQL + ` AS est
@@ -262,21 +258,6 @@ func lookupReserved(ctx context.Context, q querier, requestID string) (Reserved,
 type modelTerms struct {
 	promptPrice, completionPrice int64 // micro-credits per million tokens
 	maxContext, maxOutput        int64 // tokens
-}
-
-// clampOutput returns the output cap: the client's max_tokens (or the
-// model's when unset), at most the model's max_output_tokens and the room
-// the prompt leaves in the context.
-func clampOutput(r Reservation, m modelTerms) (int64, error) {
-	room := m.maxContext - r.PromptTokens
-	if room < 1 {
-		return 0, fmt.Errorf("prompt of %d tokens, context of %d: %w", r.PromptTokens, m.maxContext, ErrContextTooLong)
-	}
-	out := m.maxOutput
-	if r.MaxOutputTokens > 0 {
-		out = min(out, r.MaxOutputTokens)
-	}
-	return min(out, room), nil
 }
 
 // fitBalance returns the output cap and the estimate to reserve against

@@ -126,7 +126,7 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 		if status == StatusSettled {
 			u, corrected = BoundUsage(u, 0, row.bounds())
 		}
-		if status == StatusSettled && (src == SourcePartial || src == SourceNodeLog) {
+		if status == StatusSettled && src.partial() {
 			var produced bool
 			u, produced = partialUsage(u, row.usage.PromptTokens)
 			if !produced {
@@ -138,8 +138,10 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 		capped := false
 		if status == StatusSettled {
 			full := Cost(u.PromptTokens, u.CompletionTokens, row.promptPrice, row.completionPrice)
-			cost, capped = min(full, row.reserved), full > row.reserved || corrected&OverReserved != 0
-			if full > row.reserved {
+			var over bool
+			cost, over = charge(full, row.reserved)
+			capped = over || corrected&OverReserved != 0
+			if over {
 				l.cfg.Logger.Warn("settle capped at the reservation: the usage cost more than was reserved",
 					"request_id", requestID, "team_id", row.teamID, "source", string(src),
 					"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens,
@@ -230,21 +232,6 @@ func (r ledgerRow) outcome() Outcome {
 		RequestID: r.requestID, TeamID: r.teamID, KeyID: r.keyID, Model: r.model, Status: r.status, Source: r.source,
 		Usage: r.usage, CostMicrocredits: r.cost,
 	}
-}
-
-// partialUsage is the one rule for a request that did not finish: nothing
-// produced (no output and no prompt count) cancels it; output without a
-// prompt count (a stream that broke before the engine's usage came, a
-// node's done record of an abort) bills the prompt at the reservation's
-// estimate, kept in the reserved row's prompt_tokens.
-func partialUsage(u Usage, promptEstimate int64) (Usage, bool) {
-	if u.PromptTokens == 0 && u.CompletionTokens == 0 {
-		return u, false
-	}
-	if u.PromptTokens == 0 {
-		u.PromptTokens = promptEstimate
-	}
-	return u, true
 }
 
 // logCorrected reports a settle whose usage BoundUsage corrected, once: the
