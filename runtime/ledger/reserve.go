@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-
-	"github.com/llmplat/llmplat/runtime/store"
 )
 
 // Reservation is what the gateway knows of a request before any GPU work.
@@ -61,21 +59,16 @@ func (r Reservation) validate() error {
 // (balance − reserved) covers the estimate, inserts the reserved row and
 // adds the estimate to the team's reserved_microcredits. A Reserve with a
 // request id the ledger already holds returns that row with Existing set
-// and changes nothing.
+// and changes nothing. There are two paths: on PostgreSQL a reservation
+// goes into a batch (batch.go); what the batch gives back, and every
+// reservation on SQLite or with Config.NoBatching, is this transaction
+// (reserveTx), which decides every case.
 func (l *Ledger) Reserve(ctx context.Context, r Reservation) (Reserved, error) {
 	if err := r.validate(); err != nil {
 		return Reserved{}, fmt.Errorf("reserve %q: %w", r.RequestID, err)
 	}
 	if l.reserves != nil {
 		if out, ok, err := l.reserves.do(ctx, r); ok || err != nil {
-			if err != nil {
-				return Reserved{}, fmt.Errorf("reserve %q: %w", r.RequestID, err)
-			}
-			return out, nil
-		}
-	}
-	if l.db.Dialect() == store.Postgres {
-		if out, ok, err := l.reserveFast(ctx, r); ok || err != nil {
 			if err != nil {
 				return Reserved{}, fmt.Errorf("reserve %q: %w", r.RequestID, err)
 			}
@@ -170,66 +163,6 @@ func (l *Ledger) reserveTx(ctx context.Context, tx *sql.Tx, r Reservation) (Rese
 		return Reserved{}, fmt.Errorf("hold reservation: %w", err)
 	}
 	return Reserved{RequestID: r.RequestID, Microcredits: est, MaxOutputTokens: maxOut, Available: balance - reserved - est}, nil
-}
-
-// estimateSQL prices a reservation in SQL as Cost does (costSQL). Its
-// inputs are the prompt tokens ($4), the prices (pp, cp) and the output
-// cap (max_out).
-var estimateSQL = costSQL("$4::bigint", "max_out", "pp", "cp")
-
-// reserveFastSQL is the common reservation as one statement, so one
-// round trip: it clamps the output and prices it by the rules' SQL
-// renderings (rules.go), holds the estimate on the team row only while the
-// available balance covers it (the row lock and PostgreSQL's recheck of
-// the condition on the latest row version keep concurrent reservations
-// from overspending), and inserts the reserved row. Locks are taken in
-// reserveTx's order, team row first. A duplicate request id fails the
-// whole statement on the primary key, so the hold is undone with it.
-var reserveFastSQL = `WITH m AS (
-	SELECT prompt_price_micro_per_mtok AS pp, completion_price_micro_per_mtok AS cp,
-		` + clampSQL("$4::bigint", "$5::bigint", "max_context_tokens", "max_output_tokens") + ` AS max_out
-	FROM models WHERE name = $3 AND ` + fitsContextSQL("$4::bigint", "max_context_tokens") + `
-), e AS (
-	SELECT pp, cp, max_out,
-		` + estimateSQL + ` AS est
-	FROM m
-), hold AS (
-	UPDATE teams t SET reserved_microcredits = t.reserved_microcredits + e.est
-	FROM e WHERE t.id = $2 AND t.balance_microcredits - t.reserved_microcredits >= e.est
-	RETURNING e.est, e.pp, e.cp, e.max_out, t.balance_microcredits - t.reserved_microcredits AS avail
-), ins AS (
-	INSERT INTO usage_ledger
-		(request_id, team_id, key_id, model, reserved_microcredits, prompt_price_micro_per_mtok,
-		 completion_price_micro_per_mtok, max_output_tokens, status, created_at, prompt_tokens)
-	SELECT $1, $2, $6, $3, est, pp, cp, max_out, 'reserved', $7, $4 FROM hold
-	RETURNING reserved_microcredits, max_output_tokens
-)
-SELECT ins.reserved_microcredits, ins.max_output_tokens, hold.avail FROM ins, hold`
-
-// reserveFast tries the common reservation in one statement (PostgreSQL
-// only): a known model and team, a prompt that fits, a balance that covers
-// the whole cap, a new request id. ok is false when any of that does not
-// hold, or the statement failed on a constraint (a duplicate request id, a
-// key that is gone): reserveTx then decides,
-// with its precise refusals, its shrinking of an unset cap to the balance
-// and its idempotent answer to a duplicate. err is a failure of the
-// database itself.
-func (l *Ledger) reserveFast(ctx context.Context, r Reservation) (Reserved, bool, error) {
-	var keyID any // NULL for JWT callers
-	if r.KeyID != 0 {
-		keyID = r.KeyID
-	}
-	out := Reserved{RequestID: r.RequestID}
-	err := l.db.QueryRowContext(ctx, reserveFastSQL, r.RequestID, r.TeamID, r.Model, r.PromptTokens,
-		r.MaxOutputTokens, keyID, l.now()).Scan(&out.Microcredits, &out.MaxOutputTokens, &out.Available)
-	switch {
-	case err == nil:
-		return out, true, nil
-	case errors.Is(err, sql.ErrNoRows), store.IsUniqueViolation(err), store.IsForeignKeyViolation(err), store.IsCheckViolation(err):
-		return Reserved{}, false, nil
-	default:
-		return Reserved{}, false, fmt.Errorf("reserve: %w", err)
-	}
 }
 
 // querier is what a *sql.Tx and a *store.DB have in common.
