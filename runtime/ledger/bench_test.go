@@ -151,6 +151,7 @@ func BenchmarkQuote(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.SetParallelism(benchParallelism)
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		r := req("q", team)
 		for pb.Next() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -15,9 +16,19 @@ import (
 // quote can only make a reservation smaller than quoted or refuse it.
 const quoteTermsTTL = 5 * time.Second
 
-// termsCache holds every model's terms for Quote.
+// termsCache holds every model's terms for Quote. A quote reads the
+// current snapshot without a lock: the gateway quotes every request, and a
+// mutex held on each, and held through each reload's query, made all
+// quotes wait on one another and on the database.
 type termsCache struct {
-	mu     sync.Mutex
+	snap atomic.Pointer[termsSnapshot]
+	// reload is held by the one caller that reloads the terms.
+	reload sync.Mutex
+}
+
+// termsSnapshot is every model's terms as loaded at one time; it is never
+// changed once stored.
+type termsSnapshot struct {
 	terms  map[string]modelTerms
 	loaded time.Time
 }
@@ -50,21 +61,44 @@ func (l *Ledger) Quote(ctx context.Context, r Reservation) (Reserved, error) {
 	return Reserved{RequestID: r.RequestID, Microcredits: est, MaxOutputTokens: maxOut}, nil
 }
 
-// modelTerms returns a model's terms from the cache, loading every
-// model's when the cache is older than quoteTermsTTL.
+// modelTerms returns a model's terms from the cache. When the cache is
+// older than quoteTermsTTL, one caller reloads every model's terms while
+// the others go on with the terms they have (a stale quote is safe, see
+// quoteTermsTTL); only a ledger that has none yet waits for the load.
 func (l *Ledger) modelTerms(ctx context.Context, model string) (modelTerms, bool, error) {
 	c := &l.quotes
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.terms == nil || l.cfg.Now().Sub(c.loaded) >= quoteTermsTTL {
-		terms, err := l.loadTerms(ctx)
-		if err != nil {
+	snap := c.snap.Load()
+	if snap == nil || l.cfg.Now().Sub(snap.loaded) >= quoteTermsTTL {
+		var err error
+		if snap, err = l.reloadTerms(ctx, snap); err != nil {
 			return modelTerms{}, false, err
 		}
-		c.terms, c.loaded = terms, l.cfg.Now()
 	}
-	m, ok := c.terms[model]
+	m, ok := snap.terms[model]
 	return m, ok, nil
+}
+
+// reloadTerms returns fresh terms, loading them unless another caller has
+// meanwhile; with stale terms in hand, it returns them at once while
+// another caller loads.
+func (l *Ledger) reloadTerms(ctx context.Context, stale *termsSnapshot) (*termsSnapshot, error) {
+	c := &l.quotes
+	if stale == nil {
+		c.reload.Lock()
+	} else if !c.reload.TryLock() {
+		return stale, nil
+	}
+	defer c.reload.Unlock()
+	if snap := c.snap.Load(); snap != nil && snap != stale {
+		return snap, nil // loaded while this caller waited for the lock
+	}
+	terms, err := l.loadTerms(ctx)
+	if err != nil {
+		return nil, err
+	}
+	snap := &termsSnapshot{terms: terms, loaded: l.cfg.Now()}
+	c.snap.Store(snap)
+	return snap, nil
 }
 
 // loadTerms reads every model's terms.

@@ -7,6 +7,9 @@ import (
 	"math/rand/v2"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // TestQuoteMatchesReserve draws random models and requests and quotes each
@@ -134,4 +137,81 @@ func TestReserveReportsAvailable(t *testing.T) {
 			t.Errorf("repeated reservation: %+v, %v; want Existing with nothing known of the balance", dup, err)
 		}
 	})
+}
+
+// quoteWaitDeadline bounds how long TestQuoteDoesNotWaitForAReload waits
+// for a condition: far longer than any step takes, so only a quote that
+// blocks reaches it.
+const quoteWaitDeadline = 30 * time.Second
+
+// TestQuoteDoesNotWaitForAReload: when the terms are due for a reload and
+// one caller is reloading them from a database that does not answer (the
+// models table locked), another quote answers at once from the terms it
+// has, and the reloading caller gets the new terms once the database
+// answers.
+func TestQuoteDoesNotWaitForAReload(t *testing.T) {
+	ctx := context.Background()
+	f := newFixture(t, testenv.Postgres(t))
+	team := f.team(t, "a", 1_000_000)
+	r := Reservation{RequestID: "q", TeamID: team, Model: m8b, PromptTokens: 10}
+	before, err := f.l.Quote(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.ExecContext(ctx, "UPDATE models SET max_output_tokens = 7 WHERE name = $1", m8b); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := f.db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = lock.Rollback() }()
+	if _, err := lock.ExecContext(ctx, "LOCK TABLE models IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Advance(quoteTermsTTL)
+	type result struct {
+		got Reserved
+		err error
+	}
+	reloading := make(chan result, 1)
+	go func() {
+		got, err := f.l.Quote(ctx, r)
+		reloading <- result{got, err}
+	}()
+	deadline := time.Now().Add(quoteWaitDeadline)
+	for waiting := 0; waiting == 0; {
+		if err := f.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE wait_event_type = 'Lock' AND query LIKE '%FROM models%'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the reloading quote never waited on the locked models table")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	other := make(chan result, 1)
+	go func() {
+		got, err := f.l.Quote(ctx, r)
+		other <- result{got, err}
+	}()
+	answered := false
+	select {
+	case res := <-other:
+		answered = true
+		if res.err != nil || res.got.MaxOutputTokens != before.MaxOutputTokens {
+			t.Errorf("quote during a reload = %+v, %v; want the terms in hand (cap %d)", res.got, res.err, before.MaxOutputTokens)
+		}
+	case <-time.After(quoteWaitDeadline):
+		t.Error("a quote waited for another caller's reload")
+	}
+	if err := lock.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	if res := <-reloading; res.err != nil || res.got.MaxOutputTokens != 7 {
+		t.Errorf("reloading quote = %+v, %v; want the new cap 7", res.got, res.err)
+	}
+	if !answered {
+		<-other // it answers once the reload ends
+	}
 }
