@@ -46,10 +46,18 @@
 //   - Sweep settles reservations older than Config.SweepAfter from the node's
 //     completion log, or cancels them, through the same Settle and Cancel.
 //
+// Each of these rules — the cost (Cost), the output clamp (clampOutput),
+// the bound (BoundUsage), the partial rule (partialUsage) and the cap at
+// the reservation (charge) — is defined once, as a Go function; the SQL
+// the batches run is rendered from the function beside it (rules.go), and
+// a differential test compares each rendering with its function over
+// random inputs (rules_sql_test.go).
+//
 // On PostgreSQL concurrent reservations, and concurrent settles and cancels,
 // are each combined into one statement and one commit (group commit,
 // batch.go); what a batch cannot decide exactly goes on alone through the
-// paths above. No call waits past its context, also when the database is
+// one-request transactions (reserveTx, finish), which are also the only
+// paths on SQLite. No call waits past its context, also when the database is
 // frozen: a call whose context ends while its batch runs returns
 // ErrOutcomeUnknown (the batch may yet commit), one still queued is
 // withdrawn and returns its context's error, having done nothing.
