@@ -250,7 +250,7 @@ func TestAccAPIKeyInvalid(t *testing.T) {
 		{`rpm = -1`, `(?s)Value the platform refuses.*rpm.*rpm must be between 0 \(unlimited\)`},
 		{`max_tokens = -1`, `(?s)Value the platform refuses.*max_tokens.*max_tokens must be between 0 \(unlimited\)`},
 		{`expires_at = "2001-01-01T00:00:00Z"`, `(?s)expires_at in the past`},
-		{`expires_at = "tomorrow"`, `(?s)Invalid time.*expires_at`},
+		{`expires_at = "tomorrow"`, `(?s)Invalid RFC3339 String Value.*expires_at`},
 		{`secret_wo = "sk-123"`, `(?s)Invalid key secret.*secret_wo`},
 	} {
 		resource.Test(t, resource.TestCase{

@@ -50,36 +50,38 @@ func (capacityPlanDataSource) Metadata(_ context.Context, req datasource.Metadat
 
 func (capacityPlanDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	in := func(d string) schema.Int64Attribute {
-		return schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Description: d}
+		return schema.Int64Attribute{CustomType: wholeNumber, Optional: true, MarkdownDescription: d}
 	}
-	out := func(d string) schema.Int64Attribute { return schema.Int64Attribute{Computed: true, Description: d} }
+	out := func(d string) schema.Int64Attribute {
+		return schema.Int64Attribute{Computed: true, MarkdownDescription: d}
+	}
 	resp.Schema = schema.Schema{
-		Description: "The capacity planner (llmplat plan) for one model on one GPU profile: KV-cache arithmetic in, " +
+		MarkdownDescription: "The capacity planner (llmplat plan) for one model on one GPU profile: KV-cache arithmetic in, " +
 			"the engine's flags and the replicas at peak out. It reads no API.",
 		Attributes: map[string]schema.Attribute{
-			"model":                       schema.StringAttribute{Required: true, Description: "A model profile the planner knows (llama-8b, qwen-32b, llama-70b)."},
-			"gpu":                         schema.StringAttribute{Required: true, Description: "A GPU profile the planner knows (for example L40S)."},
+			"model":                       schema.StringAttribute{Required: true, MarkdownDescription: "A model profile the planner knows (llama-8b, qwen-32b, llama-70b)."},
+			"gpu":                         schema.StringAttribute{Required: true, MarkdownDescription: "A GPU profile the planner knows (for example L40S)."},
 			"tensor_parallel_size":        in("GPUs per replica; default 1."),
 			"peak_streams":                in("Concurrent streams of the model at peak."),
 			"planned_streams_per_replica": in("The batch a replica is planned to run, below what memory allows."),
 			"context_tokens":              in("A typical stream's context, prompt plus answer."),
 			"min_replicas":                in("The warm floor."),
 			"max_replicas":                in("The cap; a plan above it gets a warning."),
-			"spot":                        schema.BoolAttribute{Optional: true, Description: "The model may run on spot capacity too: its vCPUs count in the spot quota as well (llmplat plan's quota section)."},
-			"served_name":                 schema.StringAttribute{Computed: true, Description: "The model's served name (--served-model-name)."},
-			"weights":                     schema.StringAttribute{Computed: true, Description: "The checkpoint the profile was sized for (a Hugging Face repository): what to upload under the model's revision."},
-			"quantization":                schema.StringAttribute{Computed: true, Description: "The checkpoint's weight format (bf16, fp16, fp8), which the planner's memory arithmetic assumes."},
-			"instance_type":               schema.StringAttribute{Computed: true, Description: "The smallest EC2 instance type that holds a replica's GPUs (empty when none is known)."},
+			"spot":                        schema.BoolAttribute{Optional: true, MarkdownDescription: "The model may run on spot capacity too: its vCPUs count in the spot quota as well (llmplat plan's quota section)."},
+			"served_name":                 schema.StringAttribute{Computed: true, MarkdownDescription: "The model's served name (--served-model-name)."},
+			"weights":                     schema.StringAttribute{Computed: true, MarkdownDescription: "The checkpoint the profile was sized for (a Hugging Face repository): what to upload under the model's revision."},
+			"quantization":                schema.StringAttribute{Computed: true, MarkdownDescription: "The checkpoint's weight format (bf16, fp16, fp8), which the planner's memory arithmetic assumes."},
+			"instance_type":               schema.StringAttribute{Computed: true, MarkdownDescription: "The smallest EC2 instance type that holds a replica's GPUs (empty when none is known)."},
 			"quota_vcpus":                 out("EC2 vCPUs the model's nodes take at max_replicas (the peak replicas without a cap), each replica on its own instance_type: its share of the G and VT (or P) vCPU quota."),
 			"node_gpus":                   out("GPUs those nodes bring: the model's share of a Karpenter NodePool's nvidia.com/gpu limit."),
 			"max_num_seqs":                out("--max-num-seqs."),
 			"max_model_len":               out("--max-model-len."),
-			"gpu_memory_utilization":      schema.Float64Attribute{Computed: true, Description: "--gpu-memory-utilization."},
+			"gpu_memory_utilization":      schema.Float64Attribute{Computed: true, MarkdownDescription: "--gpu-memory-utilization."},
 			"kv_cache_tokens":             out("Tokens of KV cache a replica holds."),
 			"replicas":                    out("Replicas at peak."),
 			"gpus_per_replica":            out("GPUs per replica."),
 			"gpus":                        out("GPUs at peak."),
-			"warnings":                    schema.ListAttribute{ElementType: types.StringType, Computed: true, Description: "Findings that do not stop the plan."},
+			"warnings":                    schema.ListAttribute{ElementType: types.StringType, Computed: true, MarkdownDescription: "Findings that do not stop the plan."},
 		},
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -34,12 +35,12 @@ var (
 )
 
 type creditModel struct {
-	ID             types.String `tfsdk:"id"`
-	TeamID         types.String `tfsdk:"team_id"`
-	Amount         types.Int64  `tfsdk:"amount_microcredits"`
-	Note           types.String `tfsdk:"note"`
-	IdempotencyKey types.String `tfsdk:"idempotency_key"`
-	CreatedAt      types.String `tfsdk:"created_at"`
+	ID             types.String      `tfsdk:"id"`
+	TeamID         types.String      `tfsdk:"team_id"`
+	Amount         types.Int64       `tfsdk:"amount_microcredits"`
+	Note           types.String      `tfsdk:"note"`
+	IdempotencyKey types.String      `tfsdk:"idempotency_key"`
+	CreatedAt      timetypes.RFC3339 `tfsdk:"created_at"`
 }
 
 func (r *creditResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -48,35 +49,35 @@ func (r *creditResource) Metadata(_ context.Context, req resource.MetadataReques
 
 func (r *creditResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "One credit grant to a team: an entry in the platform's ledger, never a balance to overwrite, so " +
+		MarkdownDescription: "One credit grant to a team: an entry in the platform's ledger, never a balance to overwrite, so " +
 			"a second apply changes nothing whatever the team spent in between. The grant's idempotency key is derived " +
 			"from team, amount and note: a retried apply cannot grant twice, and two equal grants need different notes. " +
 			"Ledger entries are permanent: a grant cannot be changed (the plan says so), and destroying this resource " +
 			"removes it from Terraform's state only; add another llmplat_credit, with a negative amount to take credit back.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
-				Computed: true, Description: "The ledger entry's id.",
+				Computed: true, MarkdownDescription: "The ledger entry's id.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"team_id": schema.StringAttribute{
-				Required: true, Description: "The team granted the credit (llmplat_team.<name>.id).",
+				Required: true, MarkdownDescription: "The team granted the credit (llmplat_team.<name>.id).",
 				Validators: []validator.String{teamIDRule},
 			},
 			"amount_microcredits": schema.Int64Attribute{CustomType: wholeNumber,
-				Required: true, Description: "The amount in microcredits; negative for a correction, never zero, at most 10^15 (a billion credits) either way.",
+				Required: true, MarkdownDescription: "The amount in microcredits; negative for a correction, never zero, at most 10^15 (a billion credits) either way.",
 				Validators: []validator.Int64{int64Rule{desc: "non-zero, at most 10^15 either way", rule: adminrules.CreditAmount}},
 			},
 			"note": schema.StringAttribute{
 				Optional: true, Computed: true, Default: stringdefault.StaticString(""),
-				Description: "Why the credit was granted; part of the grant's identity. At most 1000 bytes, without control characters.",
-				Validators:  []validator.String{stringRule{desc: "at most 1000 bytes, no control characters", rule: adminrules.Note}},
+				MarkdownDescription: "Why the credit was granted; part of the grant's identity. At most 1000 bytes, without control characters.",
+				Validators:          []validator.String{stringRule{desc: "at most 1000 bytes, no control characters", rule: adminrules.Note}},
 			},
 			"idempotency_key": schema.StringAttribute{
-				Computed: true, Description: "The key the grant was recorded under, derived from team, amount and note.",
+				Computed: true, MarkdownDescription: "The key the grant was recorded under, derived from team, amount and note.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"created_at": schema.StringAttribute{
-				Computed: true, Description: "When the ledger recorded the grant (RFC 3339).",
+				Computed: true, MarkdownDescription: "When the ledger recorded the grant (RFC 3339).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 		},
@@ -117,7 +118,7 @@ func (r *creditResource) Create(ctx context.Context, req resource.CreateRequest,
 	}
 	m.ID = types.StringValue(strconv.FormatInt(c.ID, 10))
 	m.IdempotencyKey = types.StringValue(key)
-	m.CreatedAt = types.StringValue(c.CreatedAt.UTC().Format(time.RFC3339))
+	m.CreatedAt = timetypes.NewRFC3339TimeValue(c.CreatedAt.UTC())
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 

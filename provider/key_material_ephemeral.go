@@ -27,12 +27,12 @@ func (keyMaterial) Metadata(_ context.Context, req ephemeral.MetadataRequest, re
 
 func (keyMaterial) Schema(_ context.Context, _ ephemeral.SchemaRequest, resp *ephemeral.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "Mints an API key secret in Terraform, never stored in plan or state: give it to llmplat_api_key's " +
+		MarkdownDescription: "Mints an API key secret in Terraform, never stored in plan or state: give it to llmplat_api_key's " +
 			"write-only secret_wo, and in the same run to wherever the key's user reads it (a write-only attribute of a " +
 			"secret store). Each run mints a new one; llmplat_api_key takes it only at creation and when secret_wo_version changes.",
 		Attributes: map[string]schema.Attribute{
-			"secret": schema.StringAttribute{Computed: true, Sensitive: true, Description: "The secret: llp_ and 43 base62 characters (256 random bits)."},
-			"prefix": schema.StringAttribute{Computed: true, Description: "Its first characters, as the platform shows them."},
+			"secret": schema.StringAttribute{Computed: true, Sensitive: true, MarkdownDescription: "The secret: llp_ and 43 base62 characters (256 random bits)."},
+			"prefix": schema.StringAttribute{Computed: true, MarkdownDescription: "Its first characters, as the platform shows them."},
 		},
 	}
 }

@@ -61,12 +61,14 @@ type execModel struct {
 }
 
 func kubernetesBlock() schema.SingleNestedBlock {
-	str := func(d string) schema.StringAttribute { return schema.StringAttribute{Optional: true, Description: d} }
+	str := func(d string) schema.StringAttribute {
+		return schema.StringAttribute{Optional: true, MarkdownDescription: d}
+	}
 	secret := func(d string) schema.StringAttribute {
-		return schema.StringAttribute{Optional: true, Sensitive: true, Description: d}
+		return schema.StringAttribute{Optional: true, Sensitive: true, MarkdownDescription: d}
 	}
 	return schema.SingleNestedBlock{
-		Description: "Access to the Kubernetes cluster the models run in, taken as the kubernetes provider takes it. Only " +
+		MarkdownDescription: "Access to the Kubernetes cluster the models run in, taken as the kubernetes provider takes it. Only " +
 			"llmplat_model's deployment needs it; without this block (and without " + EnvKubeConfigPath + " or " + EnvKubeHost +
 			") llmplat_model registers models and manages no cluster objects.",
 		Attributes: map[string]schema.Attribute{
@@ -78,16 +80,16 @@ func kubernetesBlock() schema.SingleNestedBlock {
 			"client_certificate":     str("A client certificate, PEM. Falls back to " + EnvKubeClientCert + "."),
 			"client_key":             secret("The client certificate's key, PEM. Falls back to " + EnvKubeClientKey + "."),
 			"insecure": schema.BoolAttribute{Optional: true,
-				Description: "Skip verifying the API server's certificate (never in production). Falls back to " + EnvKubeInsecure + "."},
+				MarkdownDescription: "Skip verifying the API server's certificate (never in production). Falls back to " + EnvKubeInsecure + "."},
 		},
 		Blocks: map[string]schema.Block{
 			"exec": schema.SingleNestedBlock{
-				Description: "A credential plugin run for each token, for example `aws eks get-token --cluster-name inference`.",
+				MarkdownDescription: "A credential plugin run for each token, for example `aws eks get-token --cluster-name inference`.",
 				Attributes: map[string]schema.Attribute{
 					"api_version": str("The plugin's API version, for example client.authentication.k8s.io/v1beta1."),
 					"command":     str("The plugin's command."),
-					"args":        schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: "Its arguments."},
-					"env":         schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Environment variables it is given."},
+					"args":        schema.ListAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Its arguments."},
+					"env":         schema.MapAttribute{Optional: true, ElementType: types.StringType, MarkdownDescription: "Environment variables it is given."},
 				},
 			},
 		},

@@ -54,20 +54,22 @@ const (
 )
 
 func deploymentSchema() schema.SingleNestedAttribute {
-	req := func(d string) schema.StringAttribute { return schema.StringAttribute{Required: true, Description: d} }
+	req := func(d string) schema.StringAttribute {
+		return schema.StringAttribute{Required: true, MarkdownDescription: d}
+	}
 	fromPlanner := func(d string) schema.Int64Attribute {
-		return schema.Int64Attribute{Optional: true, Computed: true, Validators: []validator.Int64{positiveValidator{}},
-			Description: d + " Default: the capacity planner's answer for the model on its GPUs (as llmplat_capacity_plan gives it)."}
+		return schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Computed: true, Validators: []validator.Int64{positive},
+			MarkdownDescription: d + " Default: the capacity planner's answer for the model on its GPUs (as llmplat_capacity_plan gives it)."}
 	}
 	return schema.SingleNestedAttribute{
 		Optional: true,
-		Description: "The model's engines in the cluster: `llmplat render`'s objects for this model (vLLM Deployment with the " +
+		MarkdownDescription: "The model's engines in the cluster: `llmplat render`'s objects for this model (vLLM Deployment with the " +
 			"modelsync init container, headless Service, PodDisruptionBudget, KEDA ScaledObject), applied server-side with the " +
 			"field manager " + fieldManager + ". Needs the provider's kubernetes access, the namespace with the vllm service " +
 			"account and KEDA in the cluster.",
 		Attributes: map[string]schema.Attribute{
-			"namespace": schema.StringAttribute{Required: true, Validators: []validator.String{kubeNameValidator{}},
-				Description: "The platform's namespace, where `llmplat render`'s platform objects are."},
+			"namespace": schema.StringAttribute{Required: true, Validators: []validator.String{kubeNameRule},
+				MarkdownDescription: "The platform's namespace, where `llmplat render`'s platform objects are."},
 			"revision":       req("The weights' revision: the folder under the model's name in the bucket."),
 			"s3_bucket":      req("The S3 bucket modelsync copies the weights from."),
 			"s3_region":      req("The bucket's region."),
@@ -75,20 +77,20 @@ func deploymentSchema() schema.SingleNestedAttribute {
 			"platform_image": req("The llmplat image (its modelsync command fills the model cache)."),
 			"prometheus_url": req("Where KEDA reads the scaling metrics, for example http://prometheus-operated.monitoring.svc:9090."),
 			"profile": schema.StringAttribute{Optional: true, Computed: true,
-				Description: "The capacity planner's model profile (llama-8b, qwen-32b, llama-70b). Default: the model's name."},
+				MarkdownDescription: "The capacity planner's model profile (llama-8b, qwen-32b, llama-70b). Default: the model's name."},
 			"gpu": req("The GPU profile the planner sizes the engine for (for example L40S)."),
-			"gpus_per_replica": schema.Int64Attribute{Optional: true, Computed: true, Validators: []validator.Int64{positiveValidator{}},
-				Description: "GPUs per replica (vLLM's --tensor-parallel-size). Default 1."},
-			"node_pool": schema.StringAttribute{Optional: true, Computed: true, Validators: []validator.String{kubeNameValidator{}},
-				Description: "The on-demand Karpenter NodePool; the spot pool is this name with -spot. Default gpu-<gpu in lower case>."},
-			"min_replicas": schema.Int64Attribute{Optional: true, Computed: true, Validators: []validator.Int64{nonNegativeValidator{}},
-				Description: "The warm floor; 0 scales the model to zero when idle (the platform queues the first request while a replica loads). Default 1."},
-			"max_replicas": schema.Int64Attribute{Required: true, Validators: []validator.Int64{positiveValidator{}},
-				Description: "The most replicas KEDA may run."},
+			"gpus_per_replica": schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Computed: true, Validators: []validator.Int64{positive},
+				MarkdownDescription: "GPUs per replica (vLLM's --tensor-parallel-size). Default 1."},
+			"node_pool": schema.StringAttribute{Optional: true, Computed: true, Validators: []validator.String{kubeNameRule},
+				MarkdownDescription: "The on-demand Karpenter NodePool; the spot pool is this name with -spot. Default gpu-<gpu in lower case>."},
+			"min_replicas": schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Computed: true, Validators: []validator.Int64{notNegative},
+				MarkdownDescription: "The warm floor; 0 scales the model to zero when idle (the platform queues the first request while a replica loads). Default 1."},
+			"max_replicas": schema.Int64Attribute{CustomType: wholeNumber, Required: true, Validators: []validator.Int64{positive},
+				MarkdownDescription: "The most replicas KEDA may run."},
 			"spot": schema.BoolAttribute{Optional: true, Computed: true,
-				Description: "Allow spot nodes as well (spread across on-demand and spot). Default false."},
+				MarkdownDescription: "Allow spot nodes as well (spread across on-demand and spot). Default false."},
 			"warm": schema.SingleNestedAttribute{Optional: true,
-				Description: "Keep one replica warm in a window, for a model that scales to zero (KEDA's cron trigger).",
+				MarkdownDescription: "Keep one replica warm in a window, for a model that scales to zero (KEDA's cron trigger).",
 				Attributes: map[string]schema.Attribute{
 					"timezone": req("An IANA time zone, for example Europe/Berlin."),
 					"start":    req("Cron: when the window opens, for example 0 8 * * 1-5."),
@@ -96,12 +98,12 @@ func deploymentSchema() schema.SingleNestedAttribute {
 				}},
 			"max_model_len": fromPlanner("The longest context an engine takes (--max-model-len)."),
 			"max_num_seqs":  fromPlanner("The batch an engine runs at most (--max-num-seqs)."),
-			"planned_streams_per_replica": schema.Int64Attribute{Required: true, Validators: []validator.Int64{positiveValidator{}},
-				Description: "The batch a replica is planned to run, below what memory allows (the reference workload: 32 for an 8B model on one L40S); " +
+			"planned_streams_per_replica": schema.Int64Attribute{CustomType: wholeNumber, Required: true, Validators: []validator.Int64{positive},
+				MarkdownDescription: "The batch a replica is planned to run, below what memory allows (the reference workload: 32 for an 8B model on one L40S); " +
 					"the planner's input for max_num_seqs, which allows bursts above it."},
-			"drain_seconds": schema.Int64Attribute{Optional: true, Computed: true, Validators: []validator.Int64{nonNegativeValidator{}},
-				Description: "How long a stopping engine's streams may run on. Default 300."},
-			"kv_cache_tokens": schema.Int64Attribute{Computed: true, Description: "Tokens of KV cache a replica holds, by the planner."},
+			"drain_seconds": schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Computed: true, Validators: []validator.Int64{notNegative},
+				MarkdownDescription: "How long a stopping engine's streams may run on. Default 300."},
+			"kv_cache_tokens": schema.Int64Attribute{CustomType: wholeNumber, Computed: true, MarkdownDescription: "Tokens of KV cache a replica holds, by the planner."},
 		},
 	}
 }

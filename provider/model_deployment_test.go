@@ -348,8 +348,10 @@ func TestAccModelDeploymentRefusals(t *testing.T) {
 		{"floor above cap", withKube, "    min_replicas = 5\n", 1, 3, `Invalid deployment.min_replicas(.|\n)*min_replicas: 5 is above max_replicas 3`},
 		{"does not fit", withKube, "    profile = \"llama-70b\"\n", 1, 3, `llama-70b on 2 × L40S: planned streams do not fit`},
 		{"context above the engine's", withKube, "    max_model_len = 4096\n", 1, 3, `Context longer than the engines take`},
-		{"bad pool name", withKube, "    node_pool = \"GPU pool\"\n", 1, 3, `Invalid Kubernetes name`},
-		{"zero batch", withKube, "    max_num_seqs = 0\n", 1, 3, `must be positive`},
+		{"bad pool name", withKube, "    node_pool = \"GPU pool\"\n", 1, 3, `Invalid Attribute Value Match(.|\n)*deployment.node_pool must be a Kubernetes name`},
+		{"zero batch", withKube, "    max_num_seqs = 0\n", 1, 3, `Invalid Attribute Value(.|\n)*deployment.max_num_seqs value must be at least 1`},
+		{"fractional batch", withKube, "    max_num_seqs = 1.5\n", 1, 3, `Not a whole number(.|\n)*deployment.max_num_seqs must be a whole number; got 1.5`},
+		{"drain beyond 64 bits", withKube, "    drain_seconds = 9223372036854775808\n", 1, 3, `Number out of range(.|\n)*deployment.drain_seconds must be between`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

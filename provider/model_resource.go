@@ -53,7 +53,7 @@ func (r *modelResource) Metadata(_ context.Context, req resource.MetadataRequest
 
 func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "A model the platform serves: its name, the name its engines answer to, its prices and limits " +
+		MarkdownDescription: "A model the platform serves: its name, the name its engines answer to, its prices and limits " +
 			"(PUT /admin/models/{name}), and with `deployment` its engines in the cluster: the Deployment, headless " +
 			"Service, PodDisruptionBudget and KEDA ScaledObject of `llmplat render`, server-side applied with the " +
 			"provider's kubernetes access. Changes apply in place; a refresh notices a changed price and a cluster object " +
@@ -62,27 +62,27 @@ func (r *modelResource) Schema(_ context.Context, _ resource.SchemaRequest, resp
 			"model the platform already declares fails (\"already exists — import it\") rather than overwrite it: import it " +
 			"to manage it (the models `make run` declares, for example).",
 		Attributes: map[string]schema.Attribute{
-			"id": schema.StringAttribute{Computed: true, Description: "The model's name.",
+			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The model's name.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
-			"name": schema.StringAttribute{Required: true, Description: "The platform's model name, which clients ask for. Changing it replaces the model.",
+			"name": schema.StringAttribute{Required: true, MarkdownDescription: "The platform's model name, which clients ask for. Changing it replaces the model.",
 				Validators: []validator.String{nameValidator{}}, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
-			"served_name": schema.StringAttribute{Required: true, Description: "The name the engines answer to (vLLM's --served-model-name): 1 to 256 characters without spaces.",
+			"served_name": schema.StringAttribute{Required: true, MarkdownDescription: "The name the engines answer to (vLLM's --served-model-name): 1 to 256 characters without spaces.",
 				Validators: []validator.String{stringRule{desc: "1 to 256 characters without spaces", rule: adminrules.ServedName}}},
 			"prompt_price_micro_per_mtok": schema.Int64Attribute{CustomType: wholeNumber, Required: true, Validators: []validator.Int64{priceRule("prompt_price_micro_per_mtok")},
-				Description: "Microcredits per million prompt tokens."},
+				MarkdownDescription: "Microcredits per million prompt tokens."},
 			"completion_price_micro_per_mtok": schema.Int64Attribute{CustomType: wholeNumber, Required: true, Validators: []validator.Int64{priceRule("completion_price_micro_per_mtok")},
-				Description: "Microcredits per million completion tokens."},
+				MarkdownDescription: "Microcredits per million completion tokens."},
 			"max_context_tokens": schema.Int64Attribute{CustomType: wholeNumber, Required: true,
-				Validators:  []validator.Int64{int64Rule{desc: "a positive 32-bit integer", rule: adminrules.MaxContextTokens}},
-				Description: "The longest context a request may have, at most 2147483647; with a deployment, at most its max_model_len."},
+				Validators:          []validator.Int64{int64Rule{desc: "a positive 32-bit integer", rule: adminrules.MaxContextTokens}},
+				MarkdownDescription: "The longest context a request may have, at most 2147483647; with a deployment, at most its max_model_len."},
 			"max_output_tokens": schema.Int64Attribute{CustomType: wholeNumber, Required: true,
 				Validators: []validator.Int64{int64Rule{desc: "positive", rule: func(v int64) *adminrules.FieldError {
 					return adminrules.MaxOutputTokens(v, adminrules.MaxInt64Limit)
 				}}},
-				Description: "The longest answer a request may ask for; at most max_context_tokens."},
+				MarkdownDescription: "The longest answer a request may ask for; at most max_context_tokens."},
 			"deployment": deploymentSchema(),
 			"kubernetes_objects": schema.MapAttribute{Computed: true, ElementType: types.StringType,
-				Description: "The deployment's objects (Kind/namespace/name), each with the digest of what was applied, or \"" +
+				MarkdownDescription: "The deployment's objects (Kind/namespace/name), each with the digest of what was applied, or \"" +
 					driftChanged + "\" or \"" + driftAbsent + "\" when a refresh found it so."},
 		},
 	}

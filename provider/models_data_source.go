@@ -31,17 +31,17 @@ func (d *modelsDataSource) Metadata(_ context.Context, req datasource.MetadataRe
 
 func (d *modelsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "Every model declared on the platform, sorted by name: for allowlists and checks.",
+		MarkdownDescription: "Every model declared on the platform, sorted by name: for allowlists and checks.",
 		Attributes: map[string]schema.Attribute{
-			"names": schema.ListAttribute{ElementType: types.StringType, Computed: true, Description: "The models' names."},
-			"models": schema.ListNestedAttribute{Computed: true, Description: "The models with their prices and limits.",
+			"names": schema.ListAttribute{ElementType: types.StringType, Computed: true, MarkdownDescription: "The models' names."},
+			"models": schema.ListNestedAttribute{Computed: true, MarkdownDescription: "The models with their prices and limits.",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"name":                            schema.StringAttribute{Computed: true, Description: "The platform's model name."},
-					"served_name":                     schema.StringAttribute{Computed: true, Description: "The name the engines answer to."},
-					"prompt_price_micro_per_mtok":     schema.Int64Attribute{Computed: true, Description: "Microcredits per million prompt tokens."},
-					"completion_price_micro_per_mtok": schema.Int64Attribute{Computed: true, Description: "Microcredits per million completion tokens."},
-					"max_context_tokens":              schema.Int64Attribute{Computed: true, Description: "The longest context a request may have."},
-					"max_output_tokens":               schema.Int64Attribute{Computed: true, Description: "The longest answer a request may ask for."},
+					"name":                            schema.StringAttribute{Computed: true, MarkdownDescription: "The platform's model name."},
+					"served_name":                     schema.StringAttribute{Computed: true, MarkdownDescription: "The name the engines answer to."},
+					"prompt_price_micro_per_mtok":     schema.Int64Attribute{Computed: true, MarkdownDescription: "Microcredits per million prompt tokens."},
+					"completion_price_micro_per_mtok": schema.Int64Attribute{Computed: true, MarkdownDescription: "Microcredits per million completion tokens."},
+					"max_context_tokens":              schema.Int64Attribute{Computed: true, MarkdownDescription: "The longest context a request may have."},
+					"max_output_tokens":               schema.Int64Attribute{Computed: true, MarkdownDescription: "The longest answer a request may ask for."},
 				}}},
 		},
 	}

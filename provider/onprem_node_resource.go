@@ -66,47 +66,47 @@ func (r *onpremNodeResource) Metadata(_ context.Context, req resource.MetadataRe
 
 func (r *onpremNodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
-	positive := []validator.Int64{positiveValidator{}}
+	atLeastOne := []validator.Int64{positive}
 	resp.Schema = schema.Schema{
-		Description: "An on-premises GPU node behind NAT, whose node agent dials the orchestrators: the resource issues " +
+		MarkdownDescription: "An on-premises GPU node behind NAT, whose node agent dials the orchestrators: the resource issues " +
 			"its token (bound to node_id) and gives the agent's command line. Destroying it revokes the token, and a " +
 			"connected agent is disconnected within seconds. The platform stores the node's declaration (every attribute but " +
 			"the token), so an import by node id reads it all back — except the token, which the platform keeps only as a " +
 			"hash: after an import `token` is null; keep the agent's token, or replace the resource to issue a new one.",
 		Attributes: map[string]schema.Attribute{
-			"id": schema.StringAttribute{Computed: true, Description: "The node id.", PlanModifiers: keep},
+			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The node id.", PlanModifiers: keep},
 			"node_id": schema.StringAttribute{Required: true,
-				Description:   "The node's id: 1 to 64 letters, digits, '.', '_' or '-'. Changing it replaces the node and its token.",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:    []validator.String{nodeIDValidator{}}},
+				MarkdownDescription: "The node's id: 1 to 64 letters, digits, '.', '_' or '-'. Changing it replaces the node and its token.",
+				PlanModifiers:       []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:          []validator.String{nodeIDValidator{}}},
 			"orchestrator_url": schema.StringAttribute{Required: true,
-				Description: "The orchestrators' node socket the agent dials: a ws:// or wss:// URL with a host (wss://host/v1/nodes/connect). " +
+				MarkdownDescription: "The orchestrators' node socket the agent dials: a ws:// or wss:// URL with a host (wss://host/v1/nodes/connect). " +
 					"Checked at plan with the agent's own flag rules."},
 			"engine_url": schema.StringAttribute{Optional: true,
-				Description: "The engine's base URL as the agent reaches it; unset means the agent's default (http://127.0.0.1:8000)."},
+				MarkdownDescription: "The engine's base URL as the agent reaches it; unset means the agent's default (http://127.0.0.1:8000)."},
 			"models": schema.ListNestedAttribute{Required: true,
-				Description: "The models the node's engine serves, with its limits (the agent's -model flags): at least one, each name once, " +
+				MarkdownDescription: "The models the node's engine serves, with its limits (the agent's -model flags): at least one, each name once, " +
 					"and no ',' in a served_name (the agent's -model value could not hold it).",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"name":            schema.StringAttribute{Required: true, Description: "The platform's model name.", Validators: []validator.String{nameValidator{}}},
-					"served_name":     schema.StringAttribute{Required: true, Description: "The name the engine answers to (--served-model-name)."},
-					"max_num_seqs":    schema.Int64Attribute{CustomType: wholeNumber, Required: true, Description: "The engine's --max-num-seqs.", Validators: positive},
-					"max_model_len":   schema.Int64Attribute{CustomType: wholeNumber, Required: true, Description: "The engine's --max-model-len.", Validators: positive},
-					"kv_cache_tokens": schema.Int64Attribute{CustomType: wholeNumber, Required: true, Description: "Tokens of KV cache the engine holds (vLLM logs it; llmplat plan prints it).", Validators: positive},
+					"name":            schema.StringAttribute{Required: true, MarkdownDescription: "The platform's model name.", Validators: []validator.String{nameValidator{}}},
+					"served_name":     schema.StringAttribute{Required: true, MarkdownDescription: "The name the engine answers to (--served-model-name)."},
+					"max_num_seqs":    schema.Int64Attribute{CustomType: wholeNumber, Required: true, MarkdownDescription: "The engine's --max-num-seqs.", Validators: atLeastOne},
+					"max_model_len":   schema.Int64Attribute{CustomType: wholeNumber, Required: true, MarkdownDescription: "The engine's --max-model-len.", Validators: atLeastOne},
+					"kv_cache_tokens": schema.Int64Attribute{CustomType: wholeNumber, Required: true, MarkdownDescription: "Tokens of KV cache the engine holds (vLLM logs it; llmplat plan prints it).", Validators: atLeastOne},
 				}},
 			},
-			"gpu_count": schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Validators: positive,
-				Description: "GPUs in the node, for the inventory: stored on the platform and shown in /admin/nodes (declared.gpu_count) " +
+			"gpu_count": schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Validators: atLeastOne,
+				MarkdownDescription: "GPUs in the node, for the inventory: stored on the platform and shown in /admin/nodes (declared.gpu_count) " +
 					"beside the count the agent registers (gpus). Shown, not enforced: the agent counts the GPUs it is given " +
 					"(CUDA_VISIBLE_DEVICES, MIG), which may differ from the hardware for good reasons."},
 			"labels": schema.MapAttribute{ElementType: types.StringType, Optional: true,
-				Description: "Free labels for the inventory (site, rack, owner): stored on the platform and shown in /admin/nodes " +
+				MarkdownDescription: "Free labels for the inventory (site, rack, owner): stored on the platform and shown in /admin/nodes " +
 					"(declared.labels). At most 64; keys 1 to 63 and values up to 63 printable characters."},
-			"token_id": schema.StringAttribute{Computed: true, Description: "The node token's id.", PlanModifiers: keep},
+			"token_id": schema.StringAttribute{Computed: true, MarkdownDescription: "The node token's id.", PlanModifiers: keep},
 			"token": schema.StringAttribute{Computed: true, Sensitive: true, PlanModifiers: keep,
-				Description: "The node token, minted by the provider at creation (and sent to the platform, so a lost answer cannot lose it): give it to the agent in LLMPLAT_NODE_TOKEN. Null after an import: the platform keeps only its hash."},
+				MarkdownDescription: "The node token, minted by the provider at creation (and sent to the platform, so a lost answer cannot lose it): give it to the agent in LLMPLAT_NODE_TOKEN. Null after an import: the platform keeps only its hash."},
 			"agent_command": schema.StringAttribute{Computed: true,
-				Description: "The node agent's command line for this node; the token goes in the LLMPLAT_NODE_TOKEN environment variable."},
+				MarkdownDescription: "The node agent's command line for this node; the token goes in the LLMPLAT_NODE_TOKEN environment variable."},
 		},
 	}
 }

@@ -33,17 +33,17 @@ func (platformManifestsDataSource) Metadata(_ context.Context, req datasource.Me
 
 func (platformManifestsDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "The platform's Kubernetes objects as `llmplat render` writes them, from a platform description: " +
+		MarkdownDescription: "The platform's Kubernetes objects as `llmplat render` writes them, from a platform description: " +
 			"the namespace, gateway and orchestrator with their accounts and rights, the Karpenter EC2NodeClass and GPU " +
 			"NodePools, the device plugin and DCGM exporter settings, the monitors, alerts and dashboard. Each object is " +
 			"JSON, for `kubernetes_manifest` (`jsondecode`). It reads no API.",
 		Attributes: map[string]schema.Attribute{
 			"description": schema.StringAttribute{Required: true,
-				Description: "The platform description, YAML (`yamlencode` of an object), as `llmplat render -f` reads it (docs/kubernetes.md)."},
+				MarkdownDescription: "The platform description, YAML (`yamlencode` of an object), as `llmplat render -f` reads it (docs/kubernetes.md)."},
 			"include_models": schema.BoolAttribute{Optional: true,
-				Description: "Also the models' objects (model-<name>.yaml). Default false: llmplat_model's deployment applies those."},
+				MarkdownDescription: "Also the models' objects (model-<name>.yaml). Default false: llmplat_model's deployment applies those."},
 			"manifests": schema.MapAttribute{Computed: true, ElementType: types.StringType,
-				Description: "Each object as JSON, keyed by <file>/<Kind>/<namespace>/<name> (the namespace empty for cluster-wide kinds)."},
+				MarkdownDescription: "Each object as JSON, keyed by <file>/<Kind>/<namespace>/<name> (the namespace empty for cluster-wide kinds)."},
 		},
 	}
 }

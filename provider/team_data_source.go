@@ -27,13 +27,13 @@ func (d *teamDataSource) Metadata(_ context.Context, req datasource.MetadataRequ
 
 func (d *teamDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "A team of the platform, found by name, with its credit as of now.",
+		MarkdownDescription: "A team of the platform, found by name, with its credit as of now.",
 		Attributes: map[string]schema.Attribute{
-			"name":                   schema.StringAttribute{Required: true, Description: "The team's name.", Validators: []validator.String{nameValidator{}}},
-			"id":                     schema.StringAttribute{Computed: true, Description: "The team's id."},
-			"balance_microcredits":   schema.Int64Attribute{Computed: true, Description: "Credits granted minus costs settled."},
-			"reserved_microcredits":  schema.Int64Attribute{Computed: true, Description: "Held by requests still running."},
-			"available_microcredits": schema.Int64Attribute{Computed: true, Description: "Balance minus reserved."},
+			"name":                   schema.StringAttribute{Required: true, MarkdownDescription: "The team's name.", Validators: []validator.String{nameValidator{}}},
+			"id":                     schema.StringAttribute{Computed: true, MarkdownDescription: "The team's id."},
+			"balance_microcredits":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Credits granted minus costs settled."},
+			"reserved_microcredits":  schema.Int64Attribute{Computed: true, MarkdownDescription: "Held by requests still running."},
+			"available_microcredits": schema.Int64Attribute{Computed: true, MarkdownDescription: "Balance minus reserved."},
 		},
 	}
 }

@@ -46,28 +46,28 @@ func (r *teamResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 	// apply".
 	lastRead := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
 	resp.Schema = schema.Schema{
-		Description: "A tenant of the platform: its API keys and credits belong to it. The platform keeps a team " +
+		MarkdownDescription: "A tenant of the platform: its API keys and credits belong to it. The platform keeps a team " +
 			"for its ledger history: destroying this resource removes it from Terraform's state only. Creating a team whose " +
 			"name the platform already has fails (\"already exists — import it\"): import it to manage it.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
-				Computed: true, Description: "The team's numeric id, as a string.",
+				Computed: true, MarkdownDescription: "The team's numeric id, as a string.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
 			"name": schema.StringAttribute{
-				Required: true, Description: "The team's unique name: 1 to 64 letters, digits, '.', '_' or '-'. Renaming keeps the team, its keys and its credits.",
+				Required: true, MarkdownDescription: "The team's unique name: 1 to 64 letters, digits, '.', '_' or '-'. Renaming keeps the team, its keys and its credits.",
 				Validators: []validator.String{nameValidator{}},
 			},
 			"balance_microcredits": schema.Int64Attribute{
 				Computed: true, PlanModifiers: lastRead,
-				Description: "Credits granted minus costs settled, in microcredits, as last read by a refresh; spending never causes a diff, " +
+				MarkdownDescription: "Credits granted minus costs settled, in microcredits, as last read by a refresh; spending never causes a diff, " +
 					"and a rename keeps the value read (credits are llmplat_credit resources, applied after the team: the next refresh reads them).",
 			},
 			"reserved_microcredits": schema.Int64Attribute{
-				Computed: true, PlanModifiers: lastRead, Description: "Microcredits held by requests still running, as last read by a refresh.",
+				Computed: true, PlanModifiers: lastRead, MarkdownDescription: "Microcredits held by requests still running, as last read by a refresh.",
 			},
 			"available_microcredits": schema.Int64Attribute{
-				Computed: true, PlanModifiers: lastRead, Description: "Balance minus reserved: what new requests may reserve, as last read by a refresh.",
+				Computed: true, PlanModifiers: lastRead, MarkdownDescription: "Balance minus reserved: what new requests may reserve, as last read by a refresh.",
 			},
 		},
 	}

@@ -4,8 +4,9 @@ import (
 	"context"
 	"regexp"
 	"strconv"
-	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
@@ -114,52 +115,6 @@ func (allowlistRule) ValidateSet(ctx context.Context, req validator.SetRequest, 
 	refuse(req.Path, adminrules.Allowlist(list), &resp.Diagnostics)
 }
 
-// positiveValidator refuses zero and negative values.
-type positiveValidator struct{}
-
-func (positiveValidator) Description(context.Context) string { return "must be positive" }
-
-func (v positiveValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (positiveValidator) ValidateInt64(_ context.Context, req validator.Int64Request, resp *validator.Int64Response) {
-	if !req.ConfigValue.IsNull() && !req.ConfigValue.IsUnknown() && req.ConfigValue.ValueInt64() <= 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid value", req.Path.String()+" must be positive.")
-	}
-}
-
-// nonNegativeValidator refuses negative limits.
-type nonNegativeValidator struct{}
-
-func (nonNegativeValidator) Description(context.Context) string {
-	return "must be 0 (unlimited) or more"
-}
-
-func (v nonNegativeValidator) MarkdownDescription(ctx context.Context) string {
-	return v.Description(ctx)
-}
-
-func (nonNegativeValidator) ValidateInt64(_ context.Context, req validator.Int64Request, resp *validator.Int64Response) {
-	if !req.ConfigValue.IsNull() && !req.ConfigValue.IsUnknown() && req.ConfigValue.ValueInt64() < 0 {
-		resp.Diagnostics.AddAttributeError(req.Path, "Negative limit", req.Path.String()+": a limit is 0 (unlimited) or more.")
-	}
-}
-
-// rfc3339Validator refuses a time that is not RFC 3339.
-type rfc3339Validator struct{}
-
-func (rfc3339Validator) Description(context.Context) string { return "a time in RFC 3339" }
-
-func (v rfc3339Validator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (rfc3339Validator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if _, err := time.Parse(time.RFC3339, req.ConfigValue.ValueString()); err != nil {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid time", "Give a time in RFC 3339, for example 2027-01-31T00:00:00Z.")
-	}
-}
-
 // keyShapeValidator refuses a client-minted secret the platform would.
 type keyShapeValidator struct{}
 
@@ -182,24 +137,15 @@ func (keyShapeValidator) ValidateString(_ context.Context, req validator.StringR
 // kubeName is a Kubernetes name (an RFC 1123 label).
 var kubeName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
 
-// kubeNameValidator refuses a name Kubernetes would.
-type kubeNameValidator struct{}
+// kubeNameRule refuses a name Kubernetes would.
+var kubeNameRule = stringvalidator.RegexMatches(kubeName,
+	"must be a Kubernetes name: lower-case letters, digits and -, at most 63, starting and ending with a letter or digit")
 
-func (kubeNameValidator) Description(context.Context) string {
-	return "a Kubernetes name: lower-case letters, digits and -, at most 63"
-}
-
-func (v kubeNameValidator) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-
-func (kubeNameValidator) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if !kubeName.MatchString(req.ConfigValue.ValueString()) {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid Kubernetes name",
-			strconv.Quote(req.ConfigValue.ValueString())+" is not a Kubernetes name: lower-case letters, digits and -, at most 63, "+
-				"starting and ending with a letter or digit.")
-	}
-}
+// positive and notNegative are the integer bounds the platform's limits
+// and counts share.
+var (
+	positive    = int64validator.AtLeast(1)
+	notNegative = int64validator.AtLeast(0)
+)
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
