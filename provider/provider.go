@@ -72,28 +72,28 @@ func (p *llmplatProvider) Metadata(_ context.Context, _ provider.MetadataRequest
 
 func (p *llmplatProvider) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
 	resp.Schema = schema.Schema{
-		Description: "Manages an llmplat platform through its admin API: teams, credits, API keys, models and on-premises nodes, " +
+		MarkdownDescription: "Manages an llmplat platform through its admin API: teams, credits, API keys, models and on-premises nodes, " +
 			"and the models' Kubernetes objects.",
 		Blocks: map[string]schema.Block{"kubernetes": kubernetesBlock()},
 		Attributes: map[string]schema.Attribute{
 			"endpoint": schema.StringAttribute{
-				Optional:    true,
-				Description: "Base URL of the platform's gateway, whose admin API is under /admin (for example http://127.0.0.1:8080). Falls back to the " + EnvEndpoint + " environment variable.",
+				Optional:            true,
+				MarkdownDescription: "Base URL of the platform's gateway, whose admin API is under /admin (for example http://127.0.0.1:8080). Falls back to the " + EnvEndpoint + " environment variable.",
 			},
 			"token": schema.StringAttribute{
-				Optional:    true,
-				Sensitive:   true,
-				Description: "An admin credential: the bootstrap admin token or an admin JWT. Falls back to the " + EnvToken + " environment variable.",
+				Optional:            true,
+				Sensitive:           true,
+				MarkdownDescription: "An admin credential: the bootstrap admin token or an admin JWT. Falls back to the " + EnvToken + " environment variable.",
 			},
 			"strict": schema.BoolAttribute{
 				Optional: true,
-				Description: "Whether an `llmplat_api_key`'s `model_allowlist` naming a model the platform does not declare fails the " +
+				MarkdownDescription: "Whether an `llmplat_api_key`'s `model_allowlist` naming a model the platform does not declare fails the " +
 					"plan (the default, true) or only warns (false). The check runs when the list is set or changed; a model created " +
 					"in the same apply is named by its id (`llmplat_model.<name>.id`), unknown until then, so the check of it waits for the apply.",
 			},
 			"ready_timeout": schema.StringAttribute{
 				Optional: true,
-				Description: "How long configuring waits for the platform, as a Go duration (\"90s\", \"10m\"); default " +
+				MarkdownDescription: "How long configuring waits for the platform, as a Go duration (\"90s\", \"10m\"); default " +
 					defaultReadyTimeout.String() + ", enough for a first full apply whose gateway starts in the same run. Once endpoint and " +
 					"token are known, before the first resource or data source that calls the admin API (a plan of new resources " +
 					"included; the offline data sources llmplat_capacity_plan and llmplat_platform_manifests call nothing), the provider " +
@@ -130,7 +130,8 @@ func (p *llmplatProvider) Configure(ctx context.Context, req provider.ConfigureR
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	client, err := admin.NewClient(endpoint, token, &http.Client{Timeout: requestTimeout})
+	client, err := admin.NewClient(endpoint, token, &http.Client{Timeout: requestTimeout,
+		Transport: &apiTransport{next: http.DefaultTransport, userAgent: userAgent(p.version, req.TerraformVersion)}})
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid llmplat endpoint", err.Error())
 		return
