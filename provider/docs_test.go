@@ -3,185 +3,217 @@ package provider
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
-	"github.com/hashicorp/terraform-plugin-go/tftypes"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 )
 
-var updateDocs = flag.Bool("update", false, "rewrite the provider's docs/ from its schemas")
+var updateDocs = flag.Bool("update", false, "rewrite the provider's docs/ with tfplugindocs (make generate)")
 
-// TestDocsAreCurrent: docs/ (the registry's layout) is what the schemas
-// and the examples say; `go test ./provider/ -run TestDocsAreCurrent
-// -update` rewrites it. Every attribute has a description.
+// providerAddress is the provider's registry address, as configurations
+// name it in required_providers.
+const providerAddress = "registry.terraform.io/llmplat/llmplat"
+
+// TestDocsAreCurrent: docs/ is what tfplugindocs (pinned in tools/go.mod)
+// generates from the provider's schemas and the examples; -update (make
+// generate) rewrites it. The schemas come from the real terraform, serving
+// the provider from this process, so nothing is downloaded. Every
+// attribute, block and schema has a Markdown description.
 func TestDocsAreCurrent(t *testing.T) {
-	server := providerserver.NewProtocol6(New("docs")())()
-	resp, err := server.GetProviderSchema(context.Background(), &tfprotov6.GetProviderSchemaRequest{})
+	requireTerraform(t)
+	schemaJSON := providersSchema(t)
+	checkDescriptions(t, schemaJSON)
+
+	site := t.TempDir()
+	examples, err := filepath.Abs(filepath.Join("..", "examples", "provider"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range resp.Diagnostics {
-		t.Fatalf("schema: %s: %s", d.Summary, d.Detail)
+	if err := os.Symlink(examples, filepath.Join(site, "examples")); err != nil {
+		t.Fatal(err)
 	}
-	want := map[string][]byte{"index.md": page(t, "llmplat Provider", "provider", "", resp.Provider)}
-	for _, kind := range []struct {
-		dir, example string
-		schemas      map[string]*tfprotov6.Schema
-	}{
-		{"resources", "resource.tf", resp.ResourceSchemas},
-		{"data-sources", "data-source.tf", resp.DataSourceSchemas},
-		{"ephemeral-resources", "ephemeral-resource.tf", resp.EphemeralResourceSchemas},
-	} {
-		for name, s := range kind.schemas {
-			short := strings.TrimPrefix(name, "llmplat_")
-			ex := filepath.Join("..", "examples", "provider", kind.dir, name, kind.example)
-			want[filepath.Join(kind.dir, short+".md")] = page(t, name, kind.dir, ex, s)
-		}
+	schemaFile := filepath.Join(site, "schema.json")
+	if err := os.WriteFile(schemaFile, schemaJSON, 0o644); err != nil {
+		t.Fatal(err)
 	}
+	gen := exec.Command("go", "tool", "tfplugindocs", "generate", "-provider-name", "llmplat",
+		"-provider-dir", site, "-providers-schema", schemaFile, "-rendered-website-dir", "docs")
+	gen.Dir = "tools"
+	if out, err := gen.CombinedOutput(); err != nil {
+		t.Fatalf("tfplugindocs generate: %v\n%s", err, out)
+	}
+	want := readTree(t, filepath.Join(site, "docs"))
 	if *updateDocs {
 		if err := os.RemoveAll("docs"); err != nil {
 			t.Fatal(err)
 		}
 		for name, b := range want {
-			if err := os.MkdirAll(filepath.Dir(filepath.Join("docs", name)), 0o755); err != nil {
+			p := filepath.Join("docs", name)
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 				t.Fatal(err)
 			}
-			if err := os.WriteFile(filepath.Join("docs", name), b, 0o644); err != nil {
+			if err := os.WriteFile(p, b, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	var have []string
-	_ = filepath.WalkDir("docs", func(p string, d os.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			rel, _ := filepath.Rel("docs", p)
-			have = append(have, rel)
-		}
-		return nil
-	})
-	for _, rel := range have {
-		if _, ok := want[rel]; !ok {
-			t.Errorf("docs/%s documents nothing the provider has (run with -update)", rel)
+	have := readTree(t, "docs")
+	for name := range have {
+		if _, ok := want[name]; !ok {
+			t.Errorf("docs/%s is not what tfplugindocs generates (make generate)", name)
 		}
 	}
 	for name, b := range want {
-		got, err := os.ReadFile(filepath.Join("docs", name))
-		if err != nil || !bytes.Equal(got, b) {
-			t.Errorf("docs/%s is stale: run go test ./provider/ -run TestDocsAreCurrent -update", name)
+		if !bytes.Equal(have[name], b) {
+			t.Errorf("docs/%s is stale: run make generate", name)
 		}
 	}
 }
 
-// page renders one schema as a registry page.
-func page(t *testing.T, name, kind, example string, s *tfprotov6.Schema) []byte {
+// providersSchema is `terraform providers schema -json` for this
+// provider, served by the test process (terraform reattaches to it), with
+// the provider under the short name tfplugindocs looks it up by.
+func providersSchema(t *testing.T) []byte {
 	t.Helper()
-	var b bytes.Buffer
-	sub := map[string]string{"provider": "", "resources": "Resource", "data-sources": "Data Source", "ephemeral-resources": "Ephemeral Resource"}[kind]
-	title := name
-	if sub != "" {
-		title = name + " (" + sub + ")"
+	ctx, stop := context.WithCancel(context.Background())
+	reattach := make(chan *plugin.ReattachConfig)
+	closed := make(chan struct{})
+	served := make(chan error, 1) // Serve's result, read after stop
+	go func() {
+		served <- tf6server.Serve(providerAddress, providerserver.NewProtocol6(New("docs")()),
+			tf6server.WithDebug(ctx, reattach, closed), tf6server.WithGoPluginLogger(hclog.NewNullLogger()),
+			tf6server.WithLoggingSink(t))
+	}()
+	t.Cleanup(func() {
+		stop()
+		<-closed
+		if err := <-served; err != nil {
+			t.Errorf("serve the provider: %v", err)
+		}
+	})
+	var rc *plugin.ReattachConfig
+	select {
+	case rc = <-reattach:
+	case err := <-served:
+		t.Fatalf("serve the provider: %v", err)
 	}
-	fmt.Fprintf(&b, "---\npage_title: %q\ndescription: |-\n  %s\n---\n\n# %s\n\n%s\n", title,
-		strings.ReplaceAll(s.Block.Description, "\n", "\n  "), title, s.Block.Description)
-	if kind == "provider" {
-		example = filepath.Join("..", "examples", "provider", "provider", "provider.tf")
+	env, err := json.Marshal(map[string]any{providerAddress: map[string]any{
+		"Protocol": string(rc.Protocol), "ProtocolVersion": rc.ProtocolVersion, "Pid": rc.Pid, "Test": true,
+		"Addr": map[string]string{"Network": rc.Addr.Network(), "String": rc.Addr.String()},
+	}})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if ex, err := os.ReadFile(example); err == nil {
-		fmt.Fprintf(&b, "\n## Example Usage\n\n```terraform\n%s```\n", ex)
-	} else if kind != "provider" {
-		t.Errorf("%s has no example at %s", name, example)
+	dir := t.TempDir()
+	config := "terraform {\n  required_providers {\n    llmplat = { source = \"llmplat/llmplat\" }\n  }\n}\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(config), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	b.WriteString("\n## Schema\n")
-	attributes(t, &b, name, "", s.Block.Attributes, s.Block.BlockTypes)
-	return b.Bytes()
+	terraform := func(args ...string) []byte {
+		cmd := exec.Command(os.Getenv("TF_ACC_TERRAFORM_PATH"), args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "TF_REATTACH_PROVIDERS="+string(env))
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("terraform %s: %v\n%s", strings.Join(args, " "), err, stderr.Bytes())
+		}
+		return out
+	}
+	terraform("init", "-input=false", "-no-color")
+	var schemas struct {
+		FormatVersion string                     `json:"format_version"`
+		Schemas       map[string]json.RawMessage `json:"provider_schemas"`
+	}
+	if err := json.Unmarshal(terraform("providers", "schema", "-json"), &schemas); err != nil {
+		t.Fatal(err)
+	}
+	s, ok := schemas.Schemas[providerAddress]
+	if !ok {
+		t.Fatalf("terraform providers schema has no %s", providerAddress)
+	}
+	out, err := json.Marshal(map[string]any{"format_version": schemas.FormatVersion,
+		"provider_schemas": map[string]json.RawMessage{"llmplat": s}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
-// attributes lists attrs under Required, Optional and Read-Only, and
-// blocks (all optional) under Optional; then each nested schema.
-func attributes(t *testing.T, b *bytes.Buffer, owner, prefix string, attrs []*tfprotov6.SchemaAttribute, blocks []*tfprotov6.SchemaNestedBlock) {
-	sort.Slice(attrs, func(i, j int) bool { return attrs[i].Name < attrs[j].Name })
-	sort.Slice(blocks, func(i, j int) bool { return blocks[i].TypeName < blocks[j].TypeName })
-	for _, group := range []struct {
-		title string
-		in    func(*tfprotov6.SchemaAttribute) bool
-	}{
-		{"Required", func(a *tfprotov6.SchemaAttribute) bool { return a.Required }},
-		{"Optional", func(a *tfprotov6.SchemaAttribute) bool { return a.Optional }},
-		{"Read-Only", func(a *tfprotov6.SchemaAttribute) bool { return a.Computed && !a.Optional }},
-	} {
-		var lines []string
-		for _, a := range attrs {
-			if !group.in(a) {
+// checkDescriptions fails the test for a schema, attribute or block
+// without a Markdown description.
+func checkDescriptions(t *testing.T, schemaJSON []byte) {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(schemaJSON, &doc); err != nil {
+		t.Fatal(err)
+	}
+	var walk func(where string, block map[string]any)
+	walk = func(where string, block map[string]any) {
+		if block["description"] == nil || block["description_kind"] != "markdown" {
+			t.Errorf("%s has no Markdown description", where)
+		}
+		attrs, _ := block["attributes"].(map[string]any)
+		for name, a := range attrs {
+			a := a.(map[string]any)
+			if nested, ok := a["nested_type"].(map[string]any); ok {
+				walk(where+"."+name, map[string]any{"description": a["description"], "description_kind": a["description_kind"],
+					"attributes": nested["attributes"]})
 				continue
 			}
-			if strings.TrimSpace(a.Description) == "" {
-				t.Errorf("%s: attribute %s%s has no description", owner, prefix, a.Name)
-			}
-			notes := typeName(a)
-			if a.Sensitive {
-				notes += ", Sensitive"
-			}
-			if a.WriteOnly {
-				notes += ", Write-only"
-			}
-			lines = append(lines, fmt.Sprintf("- `%s` (%s) %s", a.Name, notes, a.Description))
+			walk(where+"."+name, a)
 		}
-		if group.title == "Optional" {
-			for _, bl := range blocks {
-				if strings.TrimSpace(bl.Block.Description) == "" {
-					t.Errorf("%s: block %s%s has no description", owner, prefix, bl.TypeName)
-				}
-				lines = append(lines, fmt.Sprintf("- `%s` (Block) %s (see [below for nested schema](#nestedblock--%s))",
-					bl.TypeName, bl.Block.Description, anchor(prefix+bl.TypeName)))
-			}
-		}
-		if len(lines) > 0 {
-			fmt.Fprintf(b, "\n### %s%s\n\n%s\n", strings.TrimSuffix(prefix, "."), group.title, strings.Join(lines, "\n"))
+		blocks, _ := block["block_types"].(map[string]any)
+		for name, b := range blocks {
+			walk(where+"."+name, b.(map[string]any)["block"].(map[string]any))
 		}
 	}
-	for _, a := range attrs {
-		if a.NestedType != nil {
-			fmt.Fprintf(b, "\n<a id=\"nestedatt--%s\"></a>\n### Nested Schema for `%s%s`\n", anchor(prefix+a.Name), prefix, a.Name)
-			attributes(t, b, owner, prefix+a.Name+".", a.NestedType.Attributes, nil)
+	provider := doc["provider_schemas"].(map[string]any)["llmplat"].(map[string]any)
+	walk("provider", provider["provider"].(map[string]any)["block"].(map[string]any))
+	for _, kind := range []string{"resource_schemas", "data_source_schemas", "ephemeral_resource_schemas"} {
+		schemas, _ := provider[kind].(map[string]any)
+		if len(schemas) == 0 {
+			t.Errorf("the provider has no %s", kind)
 		}
-	}
-	for _, bl := range blocks {
-		fmt.Fprintf(b, "\n<a id=\"nestedblock--%s\"></a>\n### Nested Schema for `%s%s`\n", anchor(prefix+bl.TypeName), prefix, bl.TypeName)
-		attributes(t, b, owner, prefix+bl.TypeName+".", bl.Block.Attributes, bl.Block.BlockTypes)
+		for name, s := range schemas {
+			walk(name, s.(map[string]any)["block"].(map[string]any))
+		}
 	}
 }
 
-// anchor is a nested schema's anchor: its path with -- for the dots.
-func anchor(p string) string { return strings.ReplaceAll(p, ".", "--") }
-
-// typeName is an attribute's type in words.
-func typeName(a *tfprotov6.SchemaAttribute) string {
-	if a.NestedType != nil {
-		if a.NestedType.Nesting == tfprotov6.SchemaObjectNestingModeSingle {
-			return "Attributes"
+// readTree is every file under dir, by its path relative to dir.
+func readTree(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
 		}
-		return "Attributes List"
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		files[rel] = b
+		return nil
+	})
+	if err != nil {
+		t.Fatal(fmt.Errorf("read %s: %w", dir, err))
 	}
-	switch {
-	case a.Type.Is(tftypes.String):
-		return "String"
-	case a.Type.Is(tftypes.Number):
-		return "Number"
-	case a.Type.Is(tftypes.Bool):
-		return "Boolean"
-	case a.Type.Is(tftypes.List{}):
-		return "List of String"
-	case a.Type.Is(tftypes.Set{}):
-		return "Set of String"
-	case a.Type.Is(tftypes.Map{}):
-		return "Map of String"
-	}
-	return a.Type.String()
+	return files
 }
