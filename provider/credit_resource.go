@@ -76,7 +76,7 @@ func (r *creditResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Computed: true, MarkdownDescription: "The key the grant was recorded under, derived from team, amount and note.",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},
-			"created_at": schema.StringAttribute{
+			"created_at": schema.StringAttribute{CustomType: timetypes.RFC3339Type{},
 				Computed: true, MarkdownDescription: "When the ledger recorded the grant (RFC 3339).",
 				PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()},
 			},

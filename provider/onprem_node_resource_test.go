@@ -181,7 +181,7 @@ func TestAccOnpremNodeInvalid(t *testing.T) {
 	p := startPlatform(t)
 	for _, tc := range []struct{ from, to, want string }{
 		{`node_id          = "rack1-gpu3"`, `node_id          = "rack 1"`, `(?s)Invalid node id.*node_id`},
-		{`max_num_seqs    = 32`, `max_num_seqs    = 0`, `(?s)Invalid value.*max_num_seqs`},
+		{`max_num_seqs    = 32`, `max_num_seqs    = 0`, `(?s)Invalid Attribute Value.*models\[0\]\.max_num_seqs value must be at least 1`},
 	} {
 		cfg := strings.Replace(nodeConfig(p, "ws://127.0.0.1:1/v1/nodes/connect", 32), tc.from, tc.to, 1)
 		resource.Test(t, resource.TestCase{
