@@ -39,7 +39,7 @@ var layers = [][]string{
 	// 8: local mode and the Terraform provider.
 	{"runtime/devmode", "provider"},
 	// 9: the binaries and tools.
-	{"runtime/cmd/llmplat", "provider/cmd/terraform-provider-llmplat", "runtime/k8sschema/cmd/modules"},
+	{"runtime/cmd/llmplat", "provider/cmd/terraform-provider-llmplat", "runtime/k8sschema/cmd/modules", "runtime/loadgen/cmd/benchgoals"},
 }
 
 // harnesses are imported only by tests and by other harnesses. They may
