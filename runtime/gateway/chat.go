@@ -395,6 +395,31 @@ func readRequest(c *gin.Context) (*openai.ChatCompletionRequest, []byte, bool) {
 // decodeRequest decodes and validates a chat request body; a refusal is
 // the 400's body.
 func decodeRequest(body []byte) (*openai.ChatCompletionRequest, *openai.ErrorBody) {
+	req, ok := scanRequest(body)
+	if !ok {
+		var refusal *openai.ErrorBody
+		if req, refusal = decodeChecked(body); refusal != nil {
+			return nil, refusal
+		}
+	}
+	if name, n := extraBytes(req); n > MaxExtraBytes {
+		return nil, openai.NewError(openai.TypeInvalidRequest, "unknown_fields_too_large", name,
+			fmt.Sprintf("fields the API does not define take %d bytes; at most %d are forwarded", n, MaxExtraBytes))
+	}
+	if err := req.Validate(); err != nil {
+		var fe *openai.FieldError
+		param := ""
+		if errors.As(err, &fe) {
+			param = fe.Param
+		}
+		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_value", param, err.Error())
+	}
+	return req, nil
+}
+
+// decodeChecked decodes a body scanRequest leaves: strictjson.Check, then
+// the request's own decode; a refusal is the 400's body.
+func decodeChecked(body []byte) (*openai.ChatCompletionRequest, *openai.ErrorBody) {
 	// Keys are read exactly, as the engine reads them: a duplicate or a
 	// variant spelling of a known key ("max_to\u212aens") would let
 	// encoding/json and the engine disagree about what was asked.
@@ -420,18 +445,6 @@ func decodeRequest(body []byte) (*openai.ChatCompletionRequest, *openai.ErrorBod
 	var req openai.ChatCompletionRequest
 	if err := req.UnmarshalJSON(body); err != nil {
 		return nil, bodyRefusal(body, err)
-	}
-	if name, n := extraBytes(&req); n > MaxExtraBytes {
-		return nil, openai.NewError(openai.TypeInvalidRequest, "unknown_fields_too_large", name,
-			fmt.Sprintf("fields the API does not define take %d bytes; at most %d are forwarded", n, MaxExtraBytes))
-	}
-	if err := req.Validate(); err != nil {
-		var fe *openai.FieldError
-		param := ""
-		if errors.As(err, &fe) {
-			param = fe.Param
-		}
-		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_value", param, err.Error())
 	}
 	return &req, nil
 }

@@ -93,6 +93,14 @@ func FuzzDecodeRequest(f *testing.F) {
 		`{"model":"m","messages":[{"role":"robot","content":"x"}]}`,
 		`{"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":true}}`,
 		` {"model":"m","messages":[{"role":1}]} `, `{"model":"m","max_tokens":1.5}`, `null`, `{"model":`, `[]`,
+		// What the one-pass scan reads itself, and what it leaves.
+		`{"model":"mé
+","user":"caf` + "Ã©ÿ" + `","messages":[null,{"role":"user","content":null,"refusal":"no","x":[{"a":1}]}],"stop":null,"n":null,"seed":-0,"top_p":1e-2,"stream":null,"logprobs":null}`,
+		`{"model":"m","messages":[],"tools":[{"function":{"parameters":{"properties":{"a":{},"A":{}}}}}],"metadata":{"k":"v"},"stream_options":null}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a","text":"b"}]}]}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"stream_options":{"include_usage":null,"x":{"y":1,"y":2}}}`,
+		`{"model":"m","messages":[{"role":"user","content":"x"}],"temperature":1e999,"max_tokens":99999999999999999999}`,
+		`{"model":"m","messages":null,"messages2":{}} `,
 	} {
 		f.Add([]byte(s))
 	}

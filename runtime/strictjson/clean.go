@@ -44,6 +44,22 @@ func scan(data []byte, t reflect.Type) verdict {
 // clean reports whether scan accepts data for t.
 func clean(data []byte, t reflect.Type) bool { return scan(data, t) == accepted }
 
+// Clean reports whether data, one JSON value that sits depth objects and
+// arrays deep in a document (a member of the top-level object: 1), is
+// one Check accepts there for a value of type t, nil for free form. It is
+// the proof a decoder that reads the document's typed fields itself runs
+// on the values it keeps raw; false proves nothing, and the whole
+// document is Check's to judge.
+func Clean(data []byte, t reflect.Type, depth int) bool {
+	s := scanner{data: data}
+	s.space()
+	if !s.value(t, depth) {
+		return false
+	}
+	s.space()
+	return s.pos == len(s.data)
+}
+
 // scanner reads a document for scan.
 type scanner struct {
 	data []byte

@@ -113,3 +113,30 @@ func BenchmarkCheck(b *testing.B) {
 		})
 	}
 }
+
+// TestCleanAtDepth: a value found inside a document is held to the
+// document's bound on nesting: what fits under MaxDepth at its own depth
+// passes, one level more does not, and Clean accepts nothing Check would
+// refuse as the whole document.
+func TestCleanAtDepth(t *testing.T) {
+	nest := func(n int) []byte { return []byte(strings.Repeat("[", n) + strings.Repeat("]", n)) }
+	for _, depth := range []int{0, 1, 3, MaxDepth - 1} {
+		if !Clean(nest(MaxDepth-depth), nil, depth) {
+			t.Errorf("depth %d: %d levels refused, the bound allows them", depth, MaxDepth-depth)
+		}
+		if Clean(nest(MaxDepth-depth+1), nil, depth) {
+			t.Errorf("depth %d: %d levels accepted, one past the bound", depth, MaxDepth-depth+1)
+		}
+	}
+	typ := reflect.TypeFor[request]()
+	for _, body := range cleanBodies {
+		if !Clean([]byte(body), typ, 0) {
+			t.Errorf("Clean(%s) = false, want true", body)
+		}
+	}
+	for _, body := range []string{`{"free":{"a":1,"a":2}}`, `{"MODEL":"m"}`, `{"a":1} x`, ` `} {
+		if Clean([]byte(body), typ, 0) {
+			t.Errorf("Clean(%q) = true, want false", body)
+		}
+	}
+}
