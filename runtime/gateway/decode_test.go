@@ -136,13 +136,17 @@ func TestExtraBytesNamesTheField(t *testing.T) {
 	}
 }
 
+// BenchmarkDecodeRequest compares decodeRequest (the one-pass scan, for
+// these bodies) with the two passes it falls back to (strictjson.Check
+// and the request's decode, without the validation both share) and with
+// the decode before either (json.Unmarshal validating the body first).
 func BenchmarkDecodeRequest(b *testing.B) {
 	for _, bb := range decodeBodies {
 		body := []byte(bb.body)
 		for _, impl := range []struct {
 			name   string
 			decode func([]byte) (*openai.ChatCompletionRequest, *openai.ErrorBody)
-		}{{"new", decodeRequest}, {"ref", refDecodeRequest}} {
+		}{{"new", decodeRequest}, {"two-passes", decodeChecked}, {"ref", refDecodeRequest}} {
 			b.Run(bb.name+"/"+impl.name, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {

@@ -140,8 +140,16 @@ func readMessages(dst *[]openai.Message, v []byte) bool {
 		*dst = nil
 		return true
 	}
+	// Counted first, so that the slice is allocated once and no larger
+	// than it needs: a message is some 150 bytes before its content.
+	n := 0
+	for a := jsonscan.Elements(v); ; n++ {
+		if _, more := a.Next(); !more {
+			break
+		}
+	}
 	a := jsonscan.Elements(v)
-	msgs := make([]openai.Message, 0, 8)
+	msgs := make([]openai.Message, 0, n)
 	for m, more := a.Next(); more; m, more = a.Next() {
 		msgs = append(msgs, openai.Message{})
 		if jsonscan.IsNull(m) {
