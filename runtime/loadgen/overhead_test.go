@@ -24,9 +24,10 @@ import (
 	"github.com/llmplat/llmplat/runtime/registry"
 )
 
-// The reference workload's load: about 200 concurrent streams. An answer of 100 tokens at
-// the engine's ~47 tokens/s at that batch lasts about 2.2 s, so 90 arrivals
-// a second hold about 200 streams open.
+// The reference workload (docs/requirements.md): about 200 concurrent
+// streams. An answer of 100 tokens at the engine's ~47 tokens/s at that
+// batch lasts about 2.2 s, so 90 arrivals a second hold about 200 streams
+// open.
 const (
 	overheadModel = "llama-8b"
 	overheadRate  = 70
@@ -40,7 +41,7 @@ const (
 
 // BenchmarkPlatformOverhead measures what the platform adds to a stream,
 // against what bare httputil.ReverseProxy relays add, in one run on one
-// engine: arrivals (open loop, Poisson, at the reference workload's load) go in turn
+// engine: arrivals (open loop, Poisson, at the reference load) go in turn
 // to the engine directly, through one bare proxy, through two bare proxies
 // in a chain, through the full platform (gateway with authentication,
 // quotas and the ledger's reservation on PostgreSQL and Redis; the
@@ -188,7 +189,7 @@ func overheadWarm(targets []loadgen.Target) loadgen.Config {
 	return loadgen.Config{Targets: warm, Rate: 20, Duration: 2 * time.Second, Prompt: overheadPrompt, MaxTokens: 10, Seed: 1}
 }
 
-// overheadRun is the measured run: the reference workload's load.
+// overheadRun is the measured run: the reference workload.
 func overheadRun(targets []loadgen.Target) loadgen.Config {
 	return loadgen.Config{Targets: targets, Rate: overheadRate, Duration: overheadDuration,
 		Prompt: overheadPrompt, MaxTokens: overheadMaxTokens, Seed: 42}
