@@ -357,7 +357,7 @@ func dispatchRejection(ctx context.Context, err error) *rejection {
 			status = http.StatusBadGateway
 		}
 		return &rejection{status: status, reason: "engine_refused", body: engErr.Body, retryAfter: engErr.RetryAfter}
-	case errors.Is(err, quota.ErrQueueTimeout), errors.Is(err, quota.ErrQueueFull):
+	case errors.Is(err, quota.ErrQueueTimeout):
 		return reject(http.StatusServiceUnavailable, "queue_timeout", openai.TypeUnavailable, "no_capacity", "",
 			"no engine had room for this model within the queue limit; retry later").after(retryNoCapacity)
 	case errors.Is(err, dispatch.ErrUnknownModel), errors.Is(err, dispatch.ErrNoHealthyNode):

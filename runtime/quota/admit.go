@@ -39,19 +39,25 @@ type AdmitDecision struct {
 	TokensRemaining int64
 	// RPMRemaining is what the minute admits now (RPM only, 0 when refused).
 	RPMRemaining int
-	// RetryAfter, set only when refused, is as AcquireStream, CheckTokens
-	// and AllowRequest give it for the limit that refused.
+	// RetryAfter, set only when refused, is when the limit that refused
+	// may admit again: for streams at most streamRetryHint, sooner when the
+	// key's soonest slot deadline comes first; for the day's tokens the next
+	// UTC midnight; for rpm exactly when the oldest counted request leaves
+	// the window. Never zero on a refusal.
 	RetryAfter time.Duration
 	// OnTicket reports an admission on a ticket this replica held
 	// (lease.go), without a round trip; the counts are then the ticket's.
 	OnTicket bool
 }
 
-// Admit checks all of keyID's limits for requestID in one round trip, with
-// the same meaning as AcquireStream, CheckTokens and AllowRequest called in
-// that order, and atomically: a refusal gives back the slot this call took,
-// and only a request that passed the slot and the day's tokens is counted
-// against the minute. Release the slot with ReleaseStream as ever.
+// Admit checks all of keyID's limits for requestID in one round trip, in
+// this order and atomically: a stream slot (taking one requestID already
+// holds is allowed again and moves its deadline), the day's tokens (read
+// only; CountTokens and Finish count them at settle time), then the
+// minute's sliding log (exact across replicas; a refused request is not
+// recorded). A refusal gives back the slot this call took, and only a
+// request that passed the slot and the day's tokens is counted against the
+// minute. Give the slot back with Finish, or ReleaseStream.
 func (l *Limiter) Admit(ctx context.Context, keyID, requestID string, lim KeyLimits) (AdmitDecision, error) {
 	if err := checkName("key id", keyID); err != nil {
 		return AdmitDecision{}, err

@@ -5,7 +5,7 @@
 // command) and so one round trip:
 //
 //   - concurrent streams (streams:{key_id}): a sorted set of request ids
-//     scored by each slot's deadline. Acquiring purges expired slots first,
+//     scored by each slot's deadline. Taking a slot purges expired ones first,
 //     so a slot whose holder crashed or lost its release is free again after
 //     Config.MaxStreamDuration, without waiting for a key TTL;
 //   - requests per minute (rl:{key_id}:rpm): an exact sliding-window log;

@@ -10,9 +10,6 @@ var (
 	// ErrQueueTimeout is returned by Wait when the queue limit passed before
 	// the request got capacity; the gateway answers 503 queue_timeout.
 	ErrQueueTimeout = errors.New("quota: queue wait limit passed")
-	// ErrQueueFull is returned by WaitBounded when the model's queue already
-	// holds its maximum; the gateway answers 429 queue_full.
-	ErrQueueFull = errors.New("quota: queue full")
 	// ErrInvalidLimit is returned for a limit that is zero or negative. A
 	// key without a limit is the caller's business: it skips the check.
 	ErrInvalidLimit = errors.New("quota: limit must be positive")

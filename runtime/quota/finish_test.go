@@ -14,8 +14,8 @@ func TestFinishReleasesCountsAndWakes(t *testing.T) {
 	ctx := context.Background()
 	clock := &fakeNow{t: time.Date(2025, 3, 14, 18, 30, 0, 0, time.UTC)}
 	l := newLimiter(t, e.rdb, Config{Prefix: e.keys.prefix, Now: clock.Now})
-	if d, err := l.AcquireStream(ctx, "k_f", "req_1", 1); err != nil || !d.Allowed {
-		t.Fatalf("AcquireStream = %+v, %v", d, err)
+	if d, err := l.Admit(ctx, "k_f", "req_1", KeyLimits{MaxStreams: 1}); err != nil || !d.Allowed {
+		t.Fatalf("Admit = %+v, %v", d, err)
 	}
 	_, done := e.waitingHead(t, "m")
 	got, err := l.Finish(ctx, Finish{KeyID: "k_f", RequestID: "req_1", Release: true, Tokens: 120, Model: "m"})
@@ -75,7 +75,7 @@ func TestFinishAfterTheServerForgotItsScripts(t *testing.T) {
 	e := newQueueEnv(t, slowPoll)
 	ctx := context.Background()
 	l := newLimiter(t, e.rdb, Config{Prefix: e.keys.prefix})
-	if _, err := l.AcquireStream(ctx, "k_s", "req_1", 1); err != nil {
+	if _, err := l.Admit(ctx, "k_s", "req_1", KeyLimits{MaxStreams: 1}); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.rdb.ScriptFlush(ctx).Err(); err != nil {

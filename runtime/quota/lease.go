@@ -17,7 +17,7 @@ import (
 // so the limits hold across every replica exactly as before. The next
 // requests of the key are admitted on those tickets in memory; each claims
 // its ticket's slot under its own request id in the background (claim.lua),
-// and every later use of the slot (ReleaseStream, Finish, RefreshStream)
+// and every later use of the slot (ReleaseStream, Finish)
 // waits for that claim. A ticket nobody used frees its slot at the end of
 // its life, and its place in the minute a window later.
 //

@@ -3,6 +3,7 @@ package quota
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -38,11 +39,11 @@ func (e *miniEnv) advance(d time.Duration) {
 
 func TestMiniredisStreamSlots(t *testing.T) {
 	e := newMiniEnv(t)
-	l := newLimiter(t, e.rdb, Config{Prefix: "llmplat:", MaxStreamDuration: 10 * time.Minute})
+	l := newLimiter(t, e.rdb, Config{Prefix: "llmplat:", MaxStreamDuration: 10 * time.Minute, NoLeases: true})
 	ctx := context.Background()
-	acquire := func(rid string) StreamDecision {
+	acquire := func(rid string) AdmitDecision {
 		t.Helper()
-		d, err := l.AcquireStream(ctx, "k", rid, 1)
+		d, err := l.Admit(ctx, "k", rid, KeyLimits{MaxStreams: 1})
 		if err != nil {
 			t.Fatalf("acquire %s: %v", rid, err)
 		}
@@ -59,7 +60,7 @@ func TestMiniredisStreamSlots(t *testing.T) {
 		t.Errorf("300 ms before the deadline = %+v, want refused with RetryAfter 300ms (the slot's deadline)", d)
 	}
 	e.advance(300 * time.Millisecond)
-	if d := acquire("req_b"); !d.Allowed || d.Active != 1 {
+	if d := acquire("req_b"); !d.Allowed || d.ActiveStreams != 1 {
 		t.Errorf("at the crashed slot's deadline = %+v, want allowed with 1 active", d)
 	}
 	e.advance(10*time.Minute + time.Millisecond)
@@ -70,24 +71,27 @@ func TestMiniredisStreamSlots(t *testing.T) {
 
 func TestMiniredisRateWindowSlides(t *testing.T) {
 	e := newMiniEnv(t)
-	l := newLimiter(t, e.rdb, Config{Prefix: "llmplat:"})
+	l := newLimiter(t, e.rdb, Config{Prefix: "llmplat:", NoLeases: true})
 	ctx := context.Background()
+	refused := func(after time.Duration) AdmitDecision {
+		return AdmitDecision{Refused: LimitRPM, RetryAfter: after}
+	}
 	steps := []struct {
 		name    string
 		advance time.Duration
-		want    RateDecision
+		want    AdmitDecision
 	}{
-		{"first", 0, RateDecision{Allowed: true, Remaining: 1}},
-		{"second, 20 s later", 20 * time.Second, RateDecision{Allowed: true, Remaining: 0}},
-		{"third at 30 s waits for the first to leave", 10 * time.Second, RateDecision{RetryAfter: 30 * time.Second}},
-		{"at 59.999 s the first still counts", 29999 * time.Millisecond, RateDecision{RetryAfter: time.Millisecond}},
-		{"at 60 s the first has left", time.Millisecond, RateDecision{Allowed: true, Remaining: 0}},
-		{"at 61 s the second leaves at 80 s", time.Second, RateDecision{RetryAfter: 19 * time.Second}},
-		{"at 80 s the second has left", 19 * time.Second, RateDecision{Allowed: true, Remaining: 0}},
+		{"first", 0, AdmitDecision{Allowed: true, RPMRemaining: 1}},
+		{"second, 20 s later", 20 * time.Second, AdmitDecision{Allowed: true, RPMRemaining: 0}},
+		{"third at 30 s waits for the first to leave", 10 * time.Second, refused(30 * time.Second)},
+		{"at 59.999 s the first still counts", 29999 * time.Millisecond, refused(time.Millisecond)},
+		{"at 60 s the first has left", time.Millisecond, AdmitDecision{Allowed: true, RPMRemaining: 0}},
+		{"at 61 s the second leaves at 80 s", time.Second, refused(19 * time.Second)},
+		{"at 80 s the second has left", 19 * time.Second, AdmitDecision{Allowed: true, RPMRemaining: 0}},
 	}
-	for _, s := range steps {
+	for i, s := range steps {
 		e.advance(s.advance)
-		got, err := l.AllowRequest(ctx, "k", 2)
+		got, err := l.Admit(ctx, "k", fmt.Sprintf("req_%d", i), KeyLimits{RPM: 2})
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
@@ -100,12 +104,12 @@ func TestMiniredisRateWindowSlides(t *testing.T) {
 func TestMiniredisTokensDayExpires(t *testing.T) {
 	e := newMiniEnv(t)
 	clock := &fakeNow{t: e.now}
-	l := newLimiter(t, e.rdb, Config{Prefix: "llmplat:", Now: clock.Now})
+	l := newLimiter(t, e.rdb, Config{Prefix: "llmplat:", Now: clock.Now, NoLeases: true})
 	ctx := context.Background()
-	if err := l.AddTokens(ctx, "k", 1000); err != nil {
+	if _, err := l.CountTokens(ctx, "k", "req_done", 1000); err != nil {
 		t.Fatal(err)
 	}
-	if d, err := l.CheckTokens(ctx, "k", 1000); err != nil || d.Allowed || d.RetryAfter != 12*time.Hour {
+	if d, err := l.Admit(ctx, "k", "req_next", KeyLimits{TokensPerDay: 1000}); err != nil || d.Allowed || d.RetryAfter != 12*time.Hour {
 		t.Errorf("at the limit at noon: %+v, %v; want refused for 12h", d, err)
 	}
 	key := l.Keys().TokensPerDay("k", clock.t)
@@ -153,7 +157,7 @@ func TestMiniredisQueue(t *testing.T) {
 		t.Fatal("Notify did not wake the waiter")
 	}
 
-	if _, err := q.enqueue(ctx, "m", "req_crashed", 30*time.Second, 0); err != nil {
+	if _, err := q.enqueue(ctx, "m", "req_crashed", 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	e.advance(30 * time.Second)
@@ -181,23 +185,32 @@ func TestMiniredisWallClock(t *testing.T) {
 	m := miniredis.RunT(t)
 	rdb := redis.NewClient(&redis.Options{Addr: m.Addr()})
 	t.Cleanup(func() { _ = rdb.Close() })
-	l := newLimiter(t, rdb, Config{Prefix: "llmplat:", MaxStreamDuration: life})
+	l := newLimiter(t, rdb, Config{Prefix: "llmplat:", MaxStreamDuration: life, NoLeases: true})
 	l.window = life
 	ctx := context.Background()
-	if d, err := l.AcquireStream(ctx, "k", "req_crashed", 1); err != nil || !d.Allowed {
-		t.Fatalf("acquire: %+v, %v", d, err)
+	admit := func(key, rid string, lim KeyLimits) AdmitDecision {
+		t.Helper()
+		d, err := l.Admit(ctx, key, rid, lim)
+		if err != nil {
+			t.Fatalf("admit %s: %v", rid, err)
+		}
+		return d
 	}
-	if d, err := l.AllowRequest(ctx, "k", 1); err != nil || !d.Allowed {
-		t.Fatalf("allow: %+v, %v", d, err)
+	slot, minute := KeyLimits{MaxStreams: 1}, KeyLimits{RPM: 1}
+	if d := admit("k", "req_crashed", slot); !d.Allowed {
+		t.Fatalf("first slot: %+v", d)
 	}
-	if d, err := l.AllowRequest(ctx, "k", 1); err != nil || d.Allowed {
-		t.Fatalf("allow over the limit: %+v, %v; want refused", d, err)
+	if d := admit("k_rpm", "req_1", minute); !d.Allowed {
+		t.Fatalf("first in the minute: %+v", d)
+	}
+	if d := admit("k_rpm", "req_2", minute); d.Allowed {
+		t.Fatalf("over the minute's limit: %+v; want refused", d)
 	}
 	time.Sleep(life + 20*time.Millisecond) // no FastForward: the keys' TTLs have not moved
-	if d, err := l.AcquireStream(ctx, "k", "req_b", 1); err != nil || !d.Allowed {
-		t.Errorf("acquire after the crashed slot's deadline: %+v, %v; want allowed", d, err)
+	if d := admit("k", "req_b", slot); !d.Allowed {
+		t.Errorf("a slot after the crashed slot's deadline: %+v; want allowed", d)
 	}
-	if d, err := l.AllowRequest(ctx, "k", 1); err != nil || !d.Allowed {
-		t.Errorf("allow after the window: %+v, %v; want allowed", d, err)
+	if d := admit("k_rpm", "req_3", minute); !d.Allowed {
+		t.Errorf("after the window: %+v; want allowed", d)
 	}
 }

@@ -46,35 +46,29 @@ func NewQueue(rdb redis.UniversalClient, cfg Config) (*Queue, error) {
 	return &Queue{rdb: rdb, keys: NewKeys(cfg.Prefix), poll: cfg.QueuePollInterval}, nil
 }
 
-// Wait is WaitBounded without a depth limit.
-func (q *Queue) Wait(ctx context.Context, model, requestID string, limit time.Duration, try TryFunc) error {
-	return q.WaitBounded(ctx, model, requestID, limit, 0, try)
-}
-
-// WaitBounded queues requestID at the tail of model's queue and waits its
-// turn for at most limit. At the head of the queue it calls try; when try
-// returns true WaitBounded returns nil, when it returns an error
-// WaitBounded returns that error wrapped. Between attempts it sleeps until
-// a wake-up for this request arrives on the model's wake channel (Notify,
-// or the entry ahead leaving) or the poll interval passes. While try runs
-// the request is out of the queue; if try takes longer than queueHandoff
-// the next waiter is woken too, so a try that waits for its first token
-// does not hold up the queue.
+// Wait queues requestID at the tail of model's queue and waits its turn
+// for at most limit. At the head of the queue it calls try; when try
+// returns true Wait returns nil, when it returns an error Wait returns
+// that error wrapped. Between attempts it sleeps until a wake-up for this
+// request arrives on the model's wake channel (Notify, or the entry ahead
+// leaving) or the poll interval passes. While try runs the request is out
+// of the queue; if try takes longer than queueHandoff the next waiter is
+// woken too, so a try that waits for its first token does not hold up the
+// queue.
 //
-// It returns ErrQueueFull at once when maxDepth > 0 and the queue already
-// holds maxDepth live entries, ErrQueueTimeout when limit passes, and the
-// context's error when ctx ends (the client left). On every return the
-// request's entry is gone, and every goroutine WaitBounded started has
-// ended. The waiters of a Queue share one pub/sub connection.
-func (q *Queue) WaitBounded(ctx context.Context, model, requestID string, limit time.Duration, maxDepth int64, try TryFunc) error {
+// It returns ErrQueueTimeout when limit passes, and the context's error
+// when ctx ends (the client left). On every return the request's entry is
+// gone, and every goroutine Wait started has ended. The waiters of a Queue
+// share one pub/sub connection.
+func (q *Queue) Wait(ctx context.Context, model, requestID string, limit time.Duration, try TryFunc) error {
 	if err := checkName("model", model); err != nil {
 		return err
 	}
 	if err := checkName("request id", requestID); err != nil {
 		return err
 	}
-	if limit < time.Millisecond || maxDepth < 0 || try == nil {
-		return fmt.Errorf("quota: wait needs a limit of at least 1 ms, a depth >= 0 and a try function")
+	if limit < time.Millisecond || try == nil {
+		return fmt.Errorf("quota: wait needs a limit of at least 1 ms and a try function")
 	}
 	expired := time.NewTimer(limit)
 	defer expired.Stop()
@@ -83,14 +77,14 @@ func (q *Queue) WaitBounded(ctx context.Context, model, requestID string, limit 
 		return err
 	}
 	defer w.close()
-	e, err := q.enqueue(ctx, model, requestID, limit, maxDepth)
+	e, err := q.enqueue(ctx, model, requestID, limit)
 	if err != nil {
 		return err
 	}
 	return q.waitTurn(ctx, e, expired.C, w.wake, try)
 }
 
-// waitTurn is WaitBounded's loop once e is queued.
+// waitTurn is Wait's loop once e is queued.
 func (q *Queue) waitTurn(ctx context.Context, e entry, expired <-chan time.Time, wake <-chan struct{}, try TryFunc) error {
 	poll := time.NewTimer(q.poll)
 	defer poll.Stop()

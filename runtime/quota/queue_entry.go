@@ -29,18 +29,18 @@ type turn struct {
 }
 
 // enqueue appends requestID to model's queue.
-func (q *Queue) enqueue(ctx context.Context, model, requestID string, limit time.Duration, maxDepth int64) (entry, error) {
+func (q *Queue) enqueue(ctx context.Context, model, requestID string, limit time.Duration) (entry, error) {
 	r, err := enqueueScript.Run(ctx, q.rdb, []string{q.keys.Queue(model), q.keys.QueueSeq(model)},
-		requestID, millis(limit), maxDepth, q.keys.QueueWake(model)).Slice()
+		requestID, millis(limit), q.keys.QueueWake(model)).Slice()
 	if err != nil {
 		return entry{}, fmt.Errorf("enqueue for %s: %w", model, err)
 	}
-	if len(r) == 1 {
-		return entry{}, fmt.Errorf("enqueue for %s: %w", model, ErrQueueFull)
+	if len(r) != 2 {
+		return entry{}, fmt.Errorf("enqueue for %s: unexpected reply %v", model, r)
 	}
-	value, ok1 := r[1].(string)
-	seq, ok2 := r[2].(int64)
-	if len(r) != 3 || !ok1 || !ok2 {
+	value, ok1 := r[0].(string)
+	seq, ok2 := r[1].(int64)
+	if !ok1 || !ok2 {
 		return entry{}, fmt.Errorf("enqueue for %s: unexpected reply %v", model, r)
 	}
 	return entry{model: model, value: value, seq: seq}, nil

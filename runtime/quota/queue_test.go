@@ -250,7 +250,7 @@ func TestQueueStaleHeadDoesNotBlock(t *testing.T) {
 	e := newQueueEnv(t, slowPoll)
 	ctx := context.Background()
 	start := time.Now()
-	if _, err := e.b.enqueue(ctx, "m", "req_crashed", crashedLimit, 0); err != nil {
+	if _, err := e.b.enqueue(ctx, "m", "req_crashed", crashedLimit); err != nil {
 		t.Fatal(err)
 	}
 	var tries atomic.Int64
@@ -280,7 +280,7 @@ func TestQueueDepth(t *testing.T) {
 		go func() { errs <- q.Wait(ctx, "m", fmt.Sprintf("req_%d", i), 10*time.Second, never) }()
 	}
 	e.waitDepth(t, "m", 3)
-	if _, err := e.b.enqueue(ctx, "m", "req_crashed", 100*time.Millisecond, 0); err != nil {
+	if _, err := e.b.enqueue(ctx, "m", "req_crashed", 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := e.a.Depth(ctx, "m"); err != nil || n != 4 {
@@ -304,20 +304,8 @@ func TestQueueDepth(t *testing.T) {
 	}
 }
 
-func TestQueueFullAndTryErrors(t *testing.T) {
+func TestQueueTryErrors(t *testing.T) {
 	e := newQueueEnv(t, slowPoll)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	first := make(chan error, 1)
-	go func() { first <- e.a.WaitBounded(ctx, "m", "req_1", 10*time.Second, 1, never) }()
-	e.waitDepth(t, "m", 1)
-
-	if err := e.b.WaitBounded(ctx, "m", "req_2", 10*time.Second, 1, never); !errors.Is(err, ErrQueueFull) {
-		t.Errorf("WaitBounded on a full queue = %v, want ErrQueueFull", err)
-	}
-	cancel()
-	<-first
-
 	boom := errors.New("engine refused")
 	err := e.b.Wait(context.Background(), "m", "req_3", 10*time.Second, func(context.Context) (bool, error) { return false, boom })
 	if !errors.Is(err, boom) {

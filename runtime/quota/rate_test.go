@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,10 +11,12 @@ import (
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
-// TestAllowRequestHoldsAcrossReplicas is "rpm holds across two gateway
-// instances sharing Redis": two clients, each with its own Limiter, hammer
-// one key; exactly rpm requests pass within the window.
-func TestAllowRequestHoldsAcrossReplicas(t *testing.T) {
+// TestRPMHoldsAcrossReplicas is "rpm holds across two gateway instances
+// sharing Redis": two clients, each with its own Limiter, hammer one key
+// through Admit; exactly rpm requests pass within the window. Tickets are
+// off: a replica's unused tickets would hold places in the minute, and the
+// count below is the script's (lease_test covers tickets).
+func TestRPMHoldsAcrossReplicas(t *testing.T) {
 	const (
 		rpm        = 50
 		attempts   = 400
@@ -21,20 +24,20 @@ func TestAllowRequestHoldsAcrossReplicas(t *testing.T) {
 	)
 	env := testenv.Redis(t)
 	replicas := []*Limiter{
-		newLimiter(t, env.Client(), Config{Prefix: env.Prefix}),
-		newLimiter(t, env.Client(), Config{Prefix: env.Prefix}),
+		newLimiter(t, env.Client(), Config{Prefix: env.Prefix, NoLeases: true}),
+		newLimiter(t, env.Client(), Config{Prefix: env.Prefix, NoLeases: true}),
 	}
 	ctx := context.Background()
 	var tickets, allowed atomic.Int64
 	var mu sync.Mutex
-	var refusals []RateDecision
+	var refusals []AdmitDecision
 	var wg sync.WaitGroup
 	start := time.Now()
 	for _, l := range replicas {
 		for range perReplica {
 			wg.Go(func() {
-				for tickets.Add(1) <= attempts {
-					d, err := l.AllowRequest(ctx, "k_rpm", rpm)
+				for n := tickets.Add(1); n <= attempts; n = tickets.Add(1) {
+					d, err := l.Admit(ctx, "k_rpm", fmt.Sprintf("req_%d", n), KeyLimits{RPM: rpm})
 					if err != nil {
 						t.Errorf("allow: %v", err)
 						return
@@ -61,7 +64,7 @@ func TestAllowRequestHoldsAcrossReplicas(t *testing.T) {
 		t.Errorf("refused %d, want %d", got, attempts-rpm)
 	}
 	for _, d := range refusals {
-		if d.RetryAfter <= 0 || d.RetryAfter > rateWindow || d.Remaining != 0 {
+		if d.Refused != LimitRPM || d.RetryAfter <= 0 || d.RetryAfter > rateWindow || d.RPMRemaining != 0 {
 			t.Fatalf("refusal %+v: want RetryAfter in (0, %v] and Remaining 0", d, rateWindow)
 		}
 	}
@@ -71,26 +74,27 @@ func TestAllowRequestHoldsAcrossReplicas(t *testing.T) {
 	}
 }
 
-// TestAllowRequestWindowMoves shortens the window so the test can watch it
-// slide on a real server: after RetryAfter the key admits again.
-func TestAllowRequestWindowMoves(t *testing.T) {
+// TestRPMWindowMoves shortens the window so the test can watch it slide on
+// a real server: after RetryAfter the key admits again.
+func TestRPMWindowMoves(t *testing.T) {
 	const (
 		rpm    = 5
 		window = time.Second
 	)
 	env := testenv.Redis(t)
-	a := newLimiter(t, env.Client(), Config{Prefix: env.Prefix})
-	b := newLimiter(t, env.Client(), Config{Prefix: env.Prefix})
+	a := newLimiter(t, env.Client(), Config{Prefix: env.Prefix, NoLeases: true})
+	b := newLimiter(t, env.Client(), Config{Prefix: env.Prefix, NoLeases: true})
+	lim := KeyLimits{RPM: rpm}
 	a.window, b.window = window, window
 	ctx := context.Background()
 	for i := range rpm {
 		l := []*Limiter{a, b}[i%2]
-		d, err := l.AllowRequest(ctx, "k", rpm)
-		if err != nil || !d.Allowed || d.Remaining != rpm-1-i {
+		d, err := l.Admit(ctx, "k", fmt.Sprintf("req_%d", i), lim)
+		if err != nil || !d.Allowed || d.RPMRemaining != rpm-1-i {
 			t.Fatalf("request %d: %+v, %v; want allowed with %d remaining", i, d, err, rpm-1-i)
 		}
 	}
-	d, err := b.AllowRequest(ctx, "k", rpm)
+	d, err := b.Admit(ctx, "k", "req_over", lim)
 	if err != nil || d.Allowed {
 		t.Fatalf("request over the limit: %+v, %v; want refused", d, err)
 	}
@@ -98,7 +102,7 @@ func TestAllowRequestWindowMoves(t *testing.T) {
 		t.Fatalf("RetryAfter %v, want in (0, %v]", d.RetryAfter, window)
 	}
 	time.Sleep(d.RetryAfter + 10*time.Millisecond)
-	if d, err := a.AllowRequest(ctx, "k", rpm); err != nil || !d.Allowed {
+	if d, err := a.Admit(ctx, "k", "req_after", lim); err != nil || !d.Allowed {
 		t.Errorf("after RetryAfter: %+v, %v; want allowed", d, err)
 	}
 }

@@ -15,20 +15,16 @@ var scriptFiles embed.FS
 
 // The scripts, each one atomic on the server and one EVALSHA round trip.
 var (
-	acquireStreamScript = script("time.lua", "streams_lib.lua", "streams_acquire.lua")
-	refreshStreamScript = script("time.lua", "streams_refresh.lua")
-	allowRequestScript  = script("time.lua", "rate_lib.lua", "rate_allow.lua")
-	admitScript         = script("time.lua", "streams_lib.lua", "rate_lib.lua", "admit.lua")
-	claimScript         = script("time.lua", "claim.lua")
-	addTokensScript     = script("tokens_add.lua")
-	countTokensScript   = script("tokens_count.lua")
-	finishScript        = script("finish.lua")
-	enqueueScript       = script("time.lua", "queue_lib.lua", "queue_enqueue.lua")
-	turnScript          = script("time.lua", "queue_lib.lua", "queue_turn.lua")
-	reinsertScript      = script("time.lua", "queue_lib.lua", "queue_reinsert.lua")
-	leaveScript         = script("time.lua", "queue_lib.lua", "queue_leave.lua")
-	notifyScript        = script("time.lua", "queue_lib.lua", "queue_notify.lua")
-	depthScript         = script("time.lua", "queue_lib.lua", "queue_depth.lua")
+	admitScript       = script("time.lua", "streams_lib.lua", "rate_lib.lua", "admit.lua")
+	claimScript       = script("time.lua", "claim.lua")
+	countTokensScript = script("tokens_count.lua")
+	finishScript      = script("finish.lua")
+	enqueueScript     = script("time.lua", "queue_lib.lua", "queue_enqueue.lua")
+	turnScript        = script("time.lua", "queue_lib.lua", "queue_turn.lua")
+	reinsertScript    = script("time.lua", "queue_lib.lua", "queue_reinsert.lua")
+	leaveScript       = script("time.lua", "queue_lib.lua", "queue_leave.lua")
+	notifyScript      = script("time.lua", "queue_lib.lua", "queue_notify.lua")
+	depthScript       = script("time.lua", "queue_lib.lua", "queue_depth.lua")
 )
 
 // script joins the named files into one script; a missing file is a bug in

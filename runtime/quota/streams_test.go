@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,9 +44,12 @@ func sampleCard(ctx context.Context, rdb *redis.Client, key string, stop <-chan 
 	}
 }
 
-// TestAcquireStreamHoldsUnderConcurrency is the requirement that 500 streams
-// on one key never exceed max_streams (docs/requirements.md), checked in Redis and in process.
-func TestAcquireStreamHoldsUnderConcurrency(t *testing.T) {
+// TestStreamSlotsHoldUnderConcurrency is the requirement "500 streams on
+// one key never exceed max_streams" (docs/requirements.md), on the path the gateway takes: Admit
+// takes the slot (on a ticket or in Redis), Finish gives it back. It is
+// checked in Redis (the slots set, tickets included, sampled throughout)
+// and in process.
+func TestStreamSlotsHoldUnderConcurrency(t *testing.T) {
 	const (
 		clients    = 500
 		maxStreams = 10
@@ -55,6 +59,7 @@ func TestAcquireStreamHoldsUnderConcurrency(t *testing.T) {
 	l := newLimiter(t, rdb, Config{Prefix: env.Prefix})
 	ctx := context.Background()
 	key := l.Keys().Streams("k_500")
+	lim := KeyLimits{MaxStreams: maxStreams}
 
 	stop := make(chan struct{})
 	type sample struct {
@@ -75,29 +80,29 @@ func TestAcquireStreamHoldsUnderConcurrency(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(i), 1))
 			rid := fmt.Sprintf("req_%d", i)
 			<-start
-			// Spread arrivals so acquires interleave with releases.
+			// Spread arrivals so admissions interleave with releases.
 			time.Sleep(time.Duration(rng.IntN(100)) * time.Millisecond)
-			d, err := l.AcquireStream(ctx, "k_500", rid, maxStreams)
+			d, err := l.Admit(ctx, "k_500", rid, lim)
 			if err != nil {
-				t.Errorf("acquire %s: %v", rid, err)
+				t.Errorf("admit %s: %v", rid, err)
 				return
 			}
 			if !d.Allowed {
 				refused.Add(1)
-				if d.RetryAfter <= 0 || d.RetryAfter > streamRetryHint {
-					t.Errorf("refused %s: RetryAfter %v, want in (0, %v]", rid, d.RetryAfter, streamRetryHint)
+				if d.Refused != LimitStreams || d.RetryAfter <= 0 || d.RetryAfter > streamRetryHint {
+					t.Errorf("refused %s: %+v, want refused by streams with RetryAfter in (0, %v]", rid, d, streamRetryHint)
 				}
 				return
 			}
 			allowed.Add(1)
 			raise(&peakHeld, held.Add(1))
-			if d.Active > maxStreams {
-				t.Errorf("acquire %s: Active %d > %d", rid, d.Active, maxStreams)
+			if d.ActiveStreams > maxStreams {
+				t.Errorf("admit %s: ActiveStreams %d > %d", rid, d.ActiveStreams, maxStreams)
 			}
 			time.Sleep(time.Duration(1+rng.IntN(5)) * time.Millisecond)
 			held.Add(-1)
-			if err := l.ReleaseStream(ctx, "k_500", rid); err != nil {
-				t.Errorf("release %s: %v", rid, err)
+			if _, err := l.Finish(ctx, Finish{KeyID: "k_500", RequestID: rid, Release: true}); err != nil {
+				t.Errorf("finish %s: %v", rid, err)
 			}
 		})
 	}
@@ -124,31 +129,40 @@ func TestAcquireStreamHoldsUnderConcurrency(t *testing.T) {
 	if allowed.Load() < maxStreams || refused.Load() == 0 {
 		t.Errorf("allowed %d, refused %d: want at least %d allowed and some refused", allowed.Load(), refused.Load(), maxStreams)
 	}
-	if n, err := rdb.Exists(ctx, key).Result(); err != nil || n != 0 {
-		t.Errorf("after every release EXISTS %s = %d, %v; want 0 (empty set)", key, n, err)
+	// Every request's slot is back; a ticket nobody used keeps its slot
+	// until its own short life ends.
+	members, err := rdb.ZRange(ctx, key, 0, -1).Result()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Logf("allowed %d, refused %d, peak held %d, peak ZCARD %d over %d samples",
-		allowed.Load(), refused.Load(), peakHeld.Load(), s.peak, s.n)
+	for _, m := range members {
+		if strings.HasPrefix(m, "req_") {
+			t.Errorf("slot of %s still held after its Finish", m)
+		}
+	}
+	t.Logf("allowed %d, refused %d, peak held %d, peak ZCARD %d over %d samples, %d on tickets",
+		allowed.Load(), refused.Load(), peakHeld.Load(), s.peak, s.n, l.leases.used.Load())
 }
 
-func TestAcquireStreamIsIdempotentPerRequest(t *testing.T) {
+func TestStreamSlotIsIdempotentPerRequest(t *testing.T) {
 	env := testenv.Redis(t)
-	l := newLimiter(t, env.Client(), Config{Prefix: env.Prefix})
+	l := newLimiter(t, env.Client(), Config{Prefix: env.Prefix, NoLeases: true})
 	ctx := context.Background()
+	lim := KeyLimits{MaxStreams: 1}
 	steps := []struct {
 		name       string
-		call       func() (StreamDecision, error)
+		call       func() (AdmitDecision, error)
 		wantOK     bool
 		wantActive int
 	}{
-		{"first acquire", func() (StreamDecision, error) { return l.AcquireStream(ctx, "k", "req_a", 1) }, true, 1},
-		{"same request again", func() (StreamDecision, error) { return l.AcquireStream(ctx, "k", "req_a", 1) }, true, 1},
-		{"another request is refused", func() (StreamDecision, error) { return l.AcquireStream(ctx, "k", "req_b", 1) }, false, 1},
-		{"after release it is allowed", func() (StreamDecision, error) {
+		{"first admit", func() (AdmitDecision, error) { return l.Admit(ctx, "k", "req_a", lim) }, true, 1},
+		{"same request again", func() (AdmitDecision, error) { return l.Admit(ctx, "k", "req_a", lim) }, true, 1},
+		{"another request is refused", func() (AdmitDecision, error) { return l.Admit(ctx, "k", "req_b", lim) }, false, 1},
+		{"after release it is allowed", func() (AdmitDecision, error) {
 			if err := l.ReleaseStream(ctx, "k", "req_a"); err != nil {
-				return StreamDecision{}, err
+				return AdmitDecision{}, err
 			}
-			return l.AcquireStream(ctx, "k", "req_b", 1)
+			return l.Admit(ctx, "k", "req_b", lim)
 		}, true, 1},
 	}
 	for _, s := range steps {
@@ -156,8 +170,8 @@ func TestAcquireStreamIsIdempotentPerRequest(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", s.name, err)
 		}
-		if d.Allowed != s.wantOK || d.Active != s.wantActive {
-			t.Errorf("%s: got %+v, want Allowed=%v Active=%d", s.name, d, s.wantOK, s.wantActive)
+		if d.Allowed != s.wantOK || d.ActiveStreams != s.wantActive {
+			t.Errorf("%s: got %+v, want Allowed=%v ActiveStreams=%d", s.name, d, s.wantOK, s.wantActive)
 		}
 		if !d.Allowed && (d.RetryAfter <= 0 || d.RetryAfter > streamRetryHint) {
 			t.Errorf("%s: RetryAfter %v, want in (0, %v]", s.name, d.RetryAfter, streamRetryHint)
@@ -175,29 +189,29 @@ func TestCrashedSlotIsFreedAfterMaxStreamDuration(t *testing.T) {
 	const life = time.Second
 	env := testenv.Redis(t)
 	rdb := env.Client()
-	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, MaxStreamDuration: life})
+	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, MaxStreamDuration: life, NoLeases: true})
 	ctx := context.Background()
-	acquire := func(rid string) StreamDecision {
+	admit := func(rid string) AdmitDecision {
 		t.Helper()
-		d, err := l.AcquireStream(ctx, "k", rid, 2)
+		d, err := l.Admit(ctx, "k", rid, KeyLimits{MaxStreams: 2})
 		if err != nil {
-			t.Fatalf("acquire %s: %v", rid, err)
+			t.Fatalf("admit %s: %v", rid, err)
 		}
 		return d
 	}
 	t0 := time.Now()
-	if d := acquire("req_crashed"); !d.Allowed {
+	if d := admit("req_crashed"); !d.Allowed {
 		t.Fatalf("crashed holder refused: %+v", d)
 	}
 	time.Sleep(life / 2)
-	if d := acquire("req_live"); !d.Allowed {
+	if d := admit("req_live"); !d.Allowed {
 		t.Fatalf("live holder refused: %+v", d)
 	}
-	if d := acquire("req_third"); d.Allowed {
+	if d := admit("req_third"); d.Allowed {
 		t.Fatalf("third holder allowed with 2 held: %+v", d)
 	}
 	time.Sleep(time.Until(t0.Add(life + life/10)))
-	if d := acquire("req_third"); !d.Allowed || d.Active != 2 {
+	if d := admit("req_third"); !d.Allowed || d.ActiveStreams != 2 {
 		t.Fatalf("after the crashed slot's deadline: got %+v, want allowed with 2 active", d)
 	}
 	key := l.Keys().Streams("k")
@@ -209,45 +223,26 @@ func TestCrashedSlotIsFreedAfterMaxStreamDuration(t *testing.T) {
 	}
 }
 
-func TestRefreshStreamExtendsTheDeadline(t *testing.T) {
-	const life = 600 * time.Millisecond
-	env := testenv.Redis(t)
-	l := newLimiter(t, env.Client(), Config{Prefix: env.Prefix, MaxStreamDuration: life})
-	ctx := context.Background()
-	if d, err := l.AcquireStream(ctx, "k", "req_long", 1); err != nil || !d.Allowed {
-		t.Fatalf("acquire: %+v, %v", d, err)
-	}
-	time.Sleep(life / 2)
-	if ok, err := l.RefreshStream(ctx, "k", "req_long"); err != nil || !ok {
-		t.Fatalf("refresh a held slot = %v, %v; want true", ok, err)
-	}
-	time.Sleep(life * 3 / 4) // past the first deadline, before the refreshed one
-	if d, err := l.AcquireStream(ctx, "k", "req_other", 1); err != nil || d.Allowed {
-		t.Fatalf("acquire beside a refreshed slot = %+v, %v; want refused", d, err)
-	}
-	if err := l.ReleaseStream(ctx, "k", "req_long"); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := l.RefreshStream(ctx, "k", "req_long"); err != nil || ok {
-		t.Errorf("refresh a released slot = %v, %v; want false", ok, err)
-	}
-}
-
 func TestLimiterRejectsBadArguments(t *testing.T) {
 	env := testenv.Redis(t)
 	l := newLimiter(t, env.Client(), Config{Prefix: env.Prefix})
 	ctx := context.Background()
+	admit := func(key, rid string, lim KeyLimits) func() error {
+		return func() error { _, err := l.Admit(ctx, key, rid, lim); return err }
+	}
 	tests := []struct {
 		name string
 		call func() error
 		want error
 	}{
-		{"empty key id", func() error { _, err := l.AcquireStream(ctx, "", "req", 1); return err }, ErrInvalidName},
-		{"key id with a brace", func() error { _, err := l.AllowRequest(ctx, "a}", 1); return err }, ErrInvalidName},
-		{"request id with a space", func() error { _, err := l.AcquireStream(ctx, "k", "a b", 1); return err }, ErrInvalidName},
-		{"zero max streams", func() error { _, err := l.AcquireStream(ctx, "k", "req", 0); return err }, ErrInvalidLimit},
-		{"negative rpm", func() error { _, err := l.AllowRequest(ctx, "k", -1); return err }, ErrInvalidLimit},
-		{"zero tokens per day", func() error { _, err := l.CheckTokens(ctx, "k", 0); return err }, ErrInvalidLimit},
+		{"empty key id", admit("", "req", KeyLimits{MaxStreams: 1}), ErrInvalidName},
+		{"key id with a brace", admit("a}", "req", KeyLimits{RPM: 1}), ErrInvalidName},
+		{"request id with a space", admit("k", "a b", KeyLimits{MaxStreams: 1}), ErrInvalidName},
+		{"negative max streams", admit("k", "req", KeyLimits{MaxStreams: -1}), ErrInvalidLimit},
+		{"negative rpm", admit("k", "req", KeyLimits{RPM: -1}), ErrInvalidLimit},
+		{"negative tokens per day", admit("k", "req", KeyLimits{TokensPerDay: -1}), ErrInvalidLimit},
+		{"release with an empty key id", func() error { return l.ReleaseStream(ctx, "", "req") }, ErrInvalidName},
+		{"count with a request id with a brace", func() error { _, err := l.CountTokens(ctx, "k", "r{", 1); return err }, ErrInvalidName},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

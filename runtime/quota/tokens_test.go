@@ -2,6 +2,7 @@ package quota
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,44 +15,49 @@ type fakeNow struct{ t time.Time }
 
 func (f *fakeNow) Now() time.Time { return f.t }
 
+// TestTokensPerDay walks a key's day the gateway's way: Admit reads the
+// day's count, CountTokens adds a settled request's tokens, and a new UTC
+// day starts from zero.
 func TestTokensPerDay(t *testing.T) {
 	env := testenv.Redis(t)
 	rdb := env.Client()
 	clock := &fakeNow{t: time.Date(2025, 3, 14, 18, 30, 0, 0, time.UTC)}
-	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Now: clock.Now})
+	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Now: clock.Now, NoLeases: true})
 	ctx := context.Background()
-	check := func(key string, limit int64) TokenDecision {
+	seq := 0
+	admit := func(key string, limit int64) AdmitDecision {
 		t.Helper()
-		d, err := l.CheckTokens(ctx, key, limit)
+		seq++
+		d, err := l.Admit(ctx, key, fmt.Sprintf("req_%d", seq), KeyLimits{TokensPerDay: limit})
 		if err != nil {
-			t.Fatalf("check %s: %v", key, err)
+			t.Fatalf("admit %s: %v", key, err)
 		}
 		return d
 	}
-	add := func(key string, n int64) {
+	count := func(key, rid string, n int64) {
 		t.Helper()
-		if err := l.AddTokens(ctx, key, n); err != nil {
-			t.Fatalf("add %s: %v", key, err)
+		if _, err := l.CountTokens(ctx, key, rid, n); err != nil {
+			t.Fatalf("count %s: %v", key, err)
 		}
 	}
 
-	if got, want := check("k_a", 1000), (TokenDecision{Allowed: true, Remaining: 1000}); got != want {
+	if got, want := admit("k_a", 1000), (AdmitDecision{Allowed: true, TokensRemaining: 1000}); got != want {
 		t.Errorf("fresh key: got %+v, want %+v", got, want)
 	}
-	add("k_a", 600)
-	add("k_a", 400)
+	count("k_a", "req_x", 600)
+	count("k_a", "req_y", 400)
 	steps := []struct {
 		name  string
 		key   string
 		limit int64
-		want  TokenDecision
+		want  AdmitDecision
 	}{
-		{"limit reached", "k_a", 1000, TokenDecision{RetryAfter: 5*time.Hour + 30*time.Minute}},
-		{"a larger limit has room", "k_a", 1500, TokenDecision{Allowed: true, Remaining: 500}},
-		{"another key is unaffected", "k_b", 1000, TokenDecision{Allowed: true, Remaining: 1000}},
+		{"limit reached", "k_a", 1000, AdmitDecision{Refused: LimitTokensPerDay, RetryAfter: 5*time.Hour + 30*time.Minute}},
+		{"a larger limit has room", "k_a", 1500, AdmitDecision{Allowed: true, TokensRemaining: 500}},
+		{"another key is unaffected", "k_b", 1000, AdmitDecision{Allowed: true, TokensRemaining: 1000}},
 	}
 	for _, s := range steps {
-		if got := check(s.key, s.limit); got != s.want {
+		if got := admit(s.key, s.limit); got != s.want {
 			t.Errorf("%s: got %+v, want %+v", s.name, got, s.want)
 		}
 	}
@@ -62,38 +68,14 @@ func TestTokensPerDay(t *testing.T) {
 	}
 
 	clock.t = time.Date(2025, 3, 15, 0, 0, 1, 0, time.UTC)
-	if got, want := check("k_a", 1000), (TokenDecision{Allowed: true, Remaining: 1000}); got != want {
+	if got, want := admit("k_a", 1000), (AdmitDecision{Allowed: true, TokensRemaining: 1000}); got != want {
 		t.Errorf("next UTC day: got %+v, want %+v", got, want)
 	}
-	add("k_a", 7)
+	count("k_a", "req_z", 7)
 	for key, want := range map[string]string{day: "1000", l.Keys().TokensPerDay("k_a", clock.t): "7"} {
 		if got, err := rdb.Get(ctx, key).Result(); err != nil || got != want {
 			t.Errorf("GET %s = %q, %v; want %q", key, got, err, want)
 		}
-	}
-}
-
-func TestAddTokensOnAdjustsTheAdmissionDay(t *testing.T) {
-	env := testenv.Redis(t)
-	rdb := env.Client()
-	clock := &fakeNow{t: time.Date(2025, 3, 15, 0, 0, 5, 0, time.UTC)}
-	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Now: clock.Now})
-	ctx := context.Background()
-	admitted := time.Date(2025, 3, 14, 23, 59, 59, 0, time.UTC)
-	if err := l.AddTokensOn(ctx, "k", admitted, 500); err != nil {
-		t.Fatal(err)
-	}
-	if err := l.AddTokensOn(ctx, "k", admitted, -120); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := rdb.Get(ctx, l.Keys().TokensPerDay("k", admitted)).Int64(); err != nil || got != 380 {
-		t.Errorf("admission day's counter = %d, %v; want 380", got, err)
-	}
-	if err := l.AddTokensOn(ctx, "k", admitted.Add(-72*time.Hour), 5); err != nil {
-		t.Fatal(err)
-	}
-	if n, err := rdb.Exists(ctx, l.Keys().TokensPerDay("k", admitted.Add(-72*time.Hour))).Result(); err != nil || n != 0 {
-		t.Errorf("a day past retention was written (%d, %v)", n, err)
 	}
 }
 
