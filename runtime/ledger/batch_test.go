@@ -51,7 +51,7 @@ func TestBatchesMatchThePrecisePath(t *testing.T) {
 			s.r.Model = m70b
 		}
 		s.settle = rng.IntN(4) > 0
-		s.src = []Source{SourceExact, SourcePartial, SourceEstimate, SourceNodeLog}[rng.IntN(4)]
+		s.src = []Source{SourceExact, SourcePartial, SourceNodeLog}[rng.IntN(3)]
 		s.u = Usage{PromptTokens: rng.Int64N(2) * rng.Int64N(2500), CompletionTokens: rng.Int64N(2) * rng.Int64N(1200)}
 		switch rng.IntN(10) { // a hostile or broken report, bounded alike (BoundUsage)
 		case 0:

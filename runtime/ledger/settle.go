@@ -21,8 +21,6 @@ const (
 	SourceExact Source = "exact"
 	// SourcePartial is the tokens produced before a disconnect or failure.
 	SourcePartial Source = "partial"
-	// SourceEstimate is the gateway's own count when nothing better exists.
-	SourceEstimate Source = "estimate"
 	// SourceNodeLog is the node's completion log, replayed or swept.
 	SourceNodeLog Source = "node_log"
 )
@@ -30,7 +28,7 @@ const (
 // valid reports whether s is one of the sources.
 func (s Source) valid() bool {
 	switch s {
-	case SourceExact, SourcePartial, SourceEstimate, SourceNodeLog:
+	case SourceExact, SourcePartial, SourceNodeLog:
 		return true
 	}
 	return false
