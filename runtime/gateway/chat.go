@@ -33,8 +33,11 @@ var errFirstTokenTimeout = errors.New("no first token within the timeout")
 var errStreamIdle = errors.New("the engine went silent mid-stream")
 
 // chatCompletions serves POST /v1/chat/completions: authenticate, read and
-// check the body, answer at once for a model at zero, admit, dispatch (queueing when no engine is free), relay,
-// then settle and give back the stream slot.
+// check the body, answer at once for a model at zero, admit, dispatch
+// (queueing when no engine is free), relay, then settle and give back the
+// stream slot. However the request ends — an answer, a refusal, the client
+// gone, a timeout, a panic — the deferred close ends its admission once
+// (admission.Close).
 //
 // It is two calls so that a stream waits in small frames: open runs the
 // deep work (decoding, the quota script, the ledger) in a large frame that
@@ -44,7 +47,9 @@ var errStreamIdle = errors.New("the engine went silent mid-stream")
 // it; every open stream keeps its handler goroutine, so those frames are
 // paid per stream (BenchmarkStreamMemory).
 func (s *Server) chatCompletions(c *gin.Context) {
-	if x := s.open(c); x != nil {
+	x := &exchange{s: s, c: c, start: time.Now()}
+	defer x.close()
+	if x.open() {
 		x.run()
 	}
 }
@@ -57,7 +62,7 @@ type exchange struct {
 	c     *gin.Context
 	start time.Time
 	p     auth.Principal
-	a     *admission
+	a     *admission // nil until the request is authenticated and checked
 	// ctx is the request's, and ends with the client's; the timer ends it
 	// early with the cause of the limit that passed (see expire). One
 	// context and one timer serve the request from admission to settle:
@@ -70,45 +75,49 @@ type exchange struct {
 	stream   dispatch.Stream
 	view     *clientView
 	rel      relay
+	// out is the relay's outcome once it returned.
+	out *Outcome
 	// streamed and wantUsage are the request's: the prompt itself is not
 	// kept for the stream's minutes.
 	streamed, wantUsage bool
 }
 
 // open authenticates, reads, checks, admits and dispatches the request.
-// It answers the client and returns nil when the request ends there; the
-// admission (if any) is then given back, as it is when open panics.
-func (s *Server) open(c *gin.Context) *exchange {
-	x := &exchange{s: s, c: c, start: time.Now()}
+// It reports false when the request ends there, answered.
+func (x *exchange) open() bool {
+	s, c := x.s, x.c
 	x.deadline = x.start.Add(s.cfg.MaxRequestDuration)
 	p, ok := s.principal(c)
 	if !ok {
-		return nil
+		return false
 	}
 	req, raw, ok := readRequest(c)
 	if !ok {
-		return nil
+		return false
 	}
 	if hoptrace.On {
 		hoptrace.MarkAt(hoptrace.Key(raw), hoptrace.RelayIn, x.start)
 	}
 	if r := s.checkBody(c, p, req, raw); r != nil {
 		s.write(c, r)
-		return nil
+		return false
 	}
 	if r := s.atZero(c, p, req.Model); r != nil {
 		s.write(c, r)
-		return nil
+		return false
 	}
+	a := s.newAdmission(p, requestIDOf(c), req.Model)
+	x.p, x.a = p, a
 	// Admission runs on the client's context: each of its steps has its
 	// own timeout, and the contexts they derive for it would leave their
 	// parent a map of children for the stream's life.
-	a, r := s.admit(c, c.Request.Context(), p, req)
-	if r != nil {
+	if r := s.admit(c, c.Request.Context(), a, req); r != nil {
+		// Given back before the answer: the key's next request finds
+		// its slot free.
+		a.Close(Outcome{State: Refused})
 		s.write(c, r)
-		return nil
+		return false
 	}
-	x.p, x.a = p, a
 	if hoptrace.On {
 		hoptrace.Alias(a.requestID, raw)
 		hoptrace.Mark(a.requestID, hoptrace.Admitted)
@@ -117,22 +126,6 @@ func (s *Server) open(c *gin.Context) *exchange {
 	// included.
 	x.ctx, x.cancel = context.WithCancelCause(c.Request.Context())
 	x.timer = time.AfterFunc(min(s.cfg.FirstTokenTimeout, time.Until(x.deadline)), x.expire)
-	opened := false
-	defer func() {
-		if !opened {
-			x.timer.Stop()
-			x.cancel(nil)
-		}
-	}()
-	// However the request ends — an answer, a refusal, a panic — the row
-	// is settled and the slot given back (afterRelay): here while there
-	// is no stream yet, by run once there is. An early reservation's
-	// answer comes first: a refused one left nothing to settle.
-	defer func() {
-		if !opened && s.confirm(c.Request.Context(), a) == nil {
-			s.afterRelay(a, Outcome{State: Broken})
-		}
-	}()
 	// The engine may never generate more than the ledger reserved for.
 	if a.reserved.MaxOutputTokens > 0 {
 		n := a.reserved.MaxOutputTokens
@@ -143,32 +136,31 @@ func (s *Server) open(c *gin.Context) *exchange {
 		if c.Request.Context().Err() == nil {
 			s.write(c, r)
 		}
-		return nil
+		return false
 	}
 	// Nothing of the answer reaches the client before the reservation
 	// holds: an early one (admit) has run while the engine prefilled, and
 	// its refusal cancels the stream before the client's headers.
-	if r := s.confirm(c.Request.Context(), a); r != nil {
+	if r := a.confirm(); r != nil {
 		_ = stream.Close()
-		s.wake(a.model)
+		a.Close(Outcome{State: Refused})
 		if c.Request.Context().Err() == nil {
 			s.write(c, r)
 		}
-		return nil
+		return false
 	}
 	x.stream = stream
+	s.cfg.Metrics.streamStarted(a.model)
 	x.view = newClientView(stream, a.model, wantsContinuousUsage(req))
 	// The prompt went to the engine. Read what the relay needs now and use
 	// req no more, so the prompt is not kept alive for the stream's minutes.
 	x.streamed, x.wantUsage = req.Stream, req.WantsUsage()
-	s.cfg.Metrics.streamStarted(a.model)
 	x.rel = relay{c: c, ctx: x.ctx, stream: x.view, held: holding{a.promptEstimate, a.reserved.MaxOutputTokens},
 		onFirst: x.onFirst, onEvent: x.onEvent, onEnd: x.release}
 	if hoptrace.On {
 		x.rel.trace.Set(a.requestID)
 	}
-	opened = true
-	return x
+	return true
 }
 
 // arm sets the timer to d from now, or to the request's deadline when
@@ -200,27 +192,24 @@ func (x *exchange) onFirst() {
 func (x *exchange) onEvent() { x.arm(x.s.cfg.StreamIdleTimeout) }
 
 // release runs before a streamed answer's end ([DONE]) is written: the
-// engine's place is freed, then the key's limits ended (the stream slot
-// given back, the day's tokens counted, the queue's head woken). A client
-// that sends its next request as soon as it read [DONE] finds the slot
-// free; and the answer's end then goes out with the response's own end,
-// with nothing left to wait for, so a client that stops reading at [DONE]
-// still leaves its connection whole for the next request.
+// engine's place is freed, then the key's limits ended (admission.release:
+// the stream slot given back, the day's tokens counted, the queue's head
+// woken). A client that sends its next request as soon as it read [DONE]
+// finds the slot free; and the answer's end then goes out with the
+// response's own end, with nothing left to wait for, so a client that
+// stops reading at [DONE] still leaves its connection whole for the next
+// request.
 func (x *exchange) release(out Outcome) {
 	_ = x.stream.Close()
-	x.s.endLimitsNow(x.a, withProgress(out, x.view))
+	x.a.release(withProgress(out, x.view))
 }
 
-// run relays the engine's stream to the client, then settles. Until the
-// relay returns, the outcome is a broken stream with the tokens counted so
-// far.
+// run relays the engine's stream to the client; close settles.
 func (x *exchange) run() {
-	var out *Outcome
-	defer func() { x.close(out) }()
 	if x.streamed {
-		out = x.end(x.rel.streamed(x.wantUsage))
+		x.out = x.end(x.rel.streamed(x.wantUsage))
 	} else {
-		out = x.end(x.rel.buffered())
+		x.out = x.end(x.rel.buffered())
 	}
 }
 
@@ -245,22 +234,39 @@ func (x *exchange) end(out Outcome) *Outcome {
 	return &out
 }
 
-// close ends the exchange: the timer, the stream (so the engine's place
-// is free before the settle), the settle of out — or, when the relay did
-// not return (out is nil), of a broken stream with what it counted — and
-// the request's contexts.
-func (x *exchange) close(out *Outcome) {
-	x.timer.Stop()
-	x.s.cfg.Metrics.streamEnded(x.a.model)
-	_ = x.stream.Close()
-	x.cancel(nil)
-	if out == nil {
+// close ends the exchange, however it ended: the timer, the stream (so the
+// engine's place is free before the queue is woken), the request's
+// contexts, then the admission (admission.Close) with the outcome.
+func (x *exchange) close() {
+	if x.timer != nil {
+		x.timer.Stop()
+	}
+	if x.stream != nil {
+		x.s.cfg.Metrics.streamEnded(x.a.model)
+		_ = x.stream.Close()
+	}
+	if x.cancel != nil {
+		x.cancel(nil)
+	}
+	if x.a != nil {
+		x.a.Close(x.outcome())
+	}
+}
+
+// outcome is how the request ended: the relay's outcome once it returned;
+// a broken stream with what it counted when the relay did not return (a
+// panic); Refused when no answer began.
+func (x *exchange) outcome() Outcome {
+	switch {
+	case x.out != nil:
+		return *x.out
+	case x.stream != nil:
 		o := x.rel.out
 		o.State = Broken
-		o = withProgress(o, x.view)
-		out = &o
+		return withProgress(o, x.view)
+	default:
+		return Outcome{State: Refused}
 	}
-	x.s.afterRelay(x.a, *out)
 }
 
 // principal authenticates the request or answers 400/401/503. Two

@@ -7,4 +7,17 @@
 // publish it in package coldstart) is answered before admission: 503 with
 // a Retry-After of the load time left, holding no limit and no ledger row,
 // and its demand recorded for the autoscaler.
+//
+// A request's hold on the platform — its key's limits in Redis (a stream
+// slot, the day's tokens, the minute) and its row in the ledger — is one
+// admission (lifecycle.go) with an explicit state: pending, admitted,
+// reserving (a reservation running while the engine prefills), held,
+// released (the limits ended before a streamed answer's end), closed. The
+// handler defers its Close once, and Close is idempotent: whatever state
+// the request reached and however it ended (an answer, a refusal, the
+// client gone, the engine dead, a timeout, a panic), the stream slot is
+// released exactly once, the row settled or cancelled exactly once, and
+// the model's queue woken, in that order. TestAdmissionLifecycle walks the
+// states × the endings through the HTTP API, TestAdmissionCloseFromEveryState
+// each state × each outcome at the type.
 package gateway

@@ -18,16 +18,18 @@ import (
 // State is how a relayed request ended.
 type State int
 
-// The ways a relayed request ends. The ledger settles Completed with the
-// engine's usage, ClientGone and Broken with the tokens counted so far.
+// The ways a request ends. The ledger settles Completed with the engine's
+// usage, ClientGone and Broken with the tokens counted so far, and cancels
+// a Refused request's row, if it has one.
 const (
 	Completed  State = iota // the engine finished
 	ClientGone              // the client disconnected mid-stream
 	Broken                  // the engine or the link to it failed, or timed out
+	Refused                 // it ended before its answer began (a refusal, the client gone while it waited): nothing was produced
 )
 
 func (s State) String() string {
-	return [...]string{"completed", "client_gone", "broken"}[s]
+	return [...]string{"completed", "client_gone", "broken", "refused"}[s]
 }
 
 // Outcome is what the ledger needs to settle a relayed request.
