@@ -135,7 +135,7 @@ func (a *admission) release(out Outcome) {
 // key's limits end — the stream slot given back, the day's tokens counted,
 // the model's queue woken — in one Redis round trip (endLimits); then the
 // ledger row is settled from out, or cancelled when nothing was produced
-// (settleOf). With a slot to give back the limits end in the caller's
+// (settleCorrected). With a slot to give back the limits end in the caller's
 // goroutine: the key's next request may need the slot as soon as the
 // client has its answer. The rest runs in the background (Server.bg), so
 // that neither the database nor Redis holds the client's response open.

@@ -294,7 +294,7 @@ func (r *relay) buffered() Outcome {
 			return r.out
 		}
 		if ev.Usage != nil {
-			// The client is told the usage it is billed (settleOf bounds
+			// The client is told the usage it is billed (settleCorrected bounds
 			// it the same way), not an engine's count past the
 			// reservation, below what was relayed or negative.
 			u, _ := ledger.BoundUsage(ledger.Usage{PromptTokens: ev.Usage.PromptTokens, CompletionTokens: ev.Usage.CompletionTokens},

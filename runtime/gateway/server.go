@@ -50,7 +50,7 @@ type Server struct {
 	cfg    Config
 	engine *gin.Engine
 	// bg counts the work that runs after a response is complete: settles
-	// and queue wake-ups (afterRelay).
+	// and queue wake-ups (admission.Close).
 	bg sync.WaitGroup
 	// stopping closes when Serve begins to shut down: background retries
 	// give up then rather than hold the shutdown.
@@ -69,6 +69,9 @@ type Server struct {
 	// serving remembers, per model, when the cold-start record last said
 	// the model was not at zero (atZero).
 	serving sync.Map // model → *atomic.Int64 (UnixNano)
+	// pause spaces a failed settle's attempts (finish): pauseFor, which a
+	// test replaces to count the pauses and end them.
+	pause func(ctx context.Context, d time.Duration) bool
 }
 
 // Wait returns once the work started after every finished response (the
@@ -83,7 +86,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{}), balances: newBalanceView(time.Now)}
+	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{}), balances: newBalanceView(time.Now), pause: pauseFor}
 	s.settling, s.stopSettling = context.WithCancel(context.Background())
 	// The recovery logs through the gateway's logger only: gin's own
 	// writer would dump the request's headers to stderr.

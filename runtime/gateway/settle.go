@@ -42,9 +42,13 @@ func (s *Server) keep(a *admission, u ledger.Usage, src ledger.Source, settle bo
 // after a blip cannot debit twice; a settle the database refuses is kept
 // for replay (keep).
 //
-// The settle's budget is settleTimeout, cut short when the gateway shuts
-// down (Serve): either way a settle not done is kept before it returns.
-// corrected is what the gateway's bound changed in the engine's usage.
+// Its budget is its own, detached from the request's context so that a
+// settle outlives the client: settleTimeout, cut short when the gateway
+// shuts down (Serve ends s.settling). Either way a settle not done is kept
+// before it returns. Attempts are settleAttempts, paced by
+// settleRetryPause; the pause ends with the budget, and none follows the
+// last attempt. corrected is what the gateway's bound changed in the
+// engine's usage.
 func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle, count bool, corrected ledger.Correction) {
 	ctx, cancel := context.WithTimeout(s.settling, settleTimeout)
 	defer cancel()
@@ -52,16 +56,16 @@ func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle,
 		o   ledger.Outcome
 		err error
 	)
-	for range settleAttempts {
+	for attempt := 1; ; attempt++ {
 		if settle {
 			o, err = s.cfg.Ledger.Settle(ctx, a.requestID, u, src)
 		} else {
 			o, err = s.cfg.Ledger.Cancel(ctx, a.requestID)
 		}
-		if err == nil || ctx.Err() != nil || errors.Is(err, ledger.ErrNotFound) {
+		if err == nil || errors.Is(err, ledger.ErrNotFound) || attempt >= settleAttempts ||
+			ctx.Err() != nil || !s.pause(ctx, settleRetryPause) {
 			break
 		}
-		time.Sleep(settleRetryPause)
 	}
 	if !settle && errors.Is(err, ledger.ErrNotFound) {
 		return // a cancel of a reservation that was never made
@@ -94,5 +98,17 @@ func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle,
 	defer cancel()
 	if _, err := s.cfg.Limits.CountTokens(rctx, a.p.QuotaID(), a.requestID, o.Usage.PromptTokens+o.Usage.CompletionTokens); err != nil {
 		s.cfg.Logger.Warn("tokens-per-day counter not updated", "request_id", a.requestID, "err", err)
+	}
+}
+
+// pauseFor waits d, or until ctx ends; it reports whether d passed.
+func pauseFor(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
