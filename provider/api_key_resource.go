@@ -18,7 +18,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/adminrules"
-	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // apiKeyResource is llmplat_api_key.
@@ -228,7 +228,7 @@ func (r *apiKeyResource) Create(ctx context.Context, req resource.CreateRequest,
 	secret := cfg.SecretWO.ValueString()
 	writeOnly := secret != ""
 	if !writeOnly {
-		k, err := auth.GenerateKey()
+		k, err := credential.GenerateKey()
 		if err != nil {
 			resp.Diagnostics.AddError("API key secret not minted", err.Error())
 			return

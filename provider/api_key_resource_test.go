@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
-	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // keyConfig is a team, a credit and a key with rpm, max_tokens and
@@ -66,7 +66,7 @@ func TestAccAPIKey(t *testing.T) {
 				Config: keyConfig(p, 100, 4, "r1"),
 				Check: func(s *terraform.State) error {
 					id, secret = attr(s, "id"), attr(s, "secret")
-					if !auth.LooksLikeKey(secret) || attr(s, "prefix") != secret[:12] || attr(s, "max_tokens") != "4" {
+					if !credential.LooksLikeKey(secret) || attr(s, "prefix") != secret[:12] || attr(s, "max_tokens") != "4" {
 						return fmt.Errorf("secret %q, prefix %q, max_tokens %q", secret, attr(s, "prefix"), attr(s, "max_tokens"))
 					}
 					if code := p.complete(t, secret); code != http.StatusOK {
@@ -93,7 +93,7 @@ func TestAccAPIKey(t *testing.T) {
 				Config: keyConfig(p, 1000, 6, "r2"),
 				Check: func(s *terraform.State) error {
 					newSecret := attr(s, "secret")
-					if attr(s, "id") != id || newSecret == secret || !auth.LooksLikeKey(newSecret) {
+					if attr(s, "id") != id || newSecret == secret || !credential.LooksLikeKey(newSecret) {
 						return fmt.Errorf("rotation: id %s (was %s), secret changed %v", attr(s, "id"), id, newSecret != secret)
 					}
 					if code := p.complete(t, secret); code != http.StatusUnauthorized {
@@ -136,7 +136,7 @@ func TestAccAPIKey(t *testing.T) {
 func TestAccAPIKeyWriteOnly(t *testing.T) {
 	p := startPlatform(t)
 	mint := func() string {
-		k, err := auth.GenerateKey()
+		k, err := credential.GenerateKey()
 		if err != nil {
 			t.Fatal(err)
 		}

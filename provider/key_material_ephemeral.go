@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/ephemeral/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // keyMaterial is the ephemeral llmplat_key_material: a fresh API key
@@ -38,7 +38,7 @@ func (keyMaterial) Schema(_ context.Context, _ ephemeral.SchemaRequest, resp *ep
 }
 
 func (keyMaterial) Open(ctx context.Context, _ ephemeral.OpenRequest, resp *ephemeral.OpenResponse) {
-	k, err := auth.GenerateKey()
+	k, err := credential.GenerateKey()
 	if err != nil {
 		resp.Diagnostics.AddError("Key material not minted", err.Error())
 		return

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/llmplat/llmplat/runtime/admin"
-	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // TestAccLostCreateAnswer: the answer to the first create of a team, a
@@ -59,7 +59,7 @@ func TestAccLostCreateAnswer(t *testing.T) {
 					return fmt.Errorf("the proxy dropped %d create answers, want 4 (a team's, a model's, a key's and a node token's)", got)
 				}
 				secret := attr(s, "llmplat_api_key.k", "secret")
-				if !auth.LooksLikeKey(secret) {
+				if !credential.LooksLikeKey(secret) {
 					return fmt.Errorf("the key's secret in state is %q after a lost answer", secret)
 				}
 				if code := p.complete(t, secret); code != http.StatusOK {

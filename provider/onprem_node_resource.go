@@ -19,6 +19,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/agentflags"
+	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
 
@@ -150,7 +151,7 @@ func (r *onpremNodeResource) Create(ctx context.Context, req resource.CreateRequ
 	}
 	// The token is minted here and sent: the answer carries no token, so a
 	// lost answer replayed under the same Idempotency-Key loses nothing.
-	token, _, err := admin.GenerateNodeToken()
+	token, _, err := credential.GenerateNodeToken()
 	if err != nil {
 		resp.Diagnostics.AddError("Node token not minted", err.Error())
 		return

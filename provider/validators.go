@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/llmplat/llmplat/runtime/adminrules"
-	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // nameValidator refuses at plan time a name the admin API would refuse.
@@ -128,7 +128,7 @@ func (keyShapeValidator) ValidateString(_ context.Context, req validator.StringR
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	if !auth.LooksLikeKey(req.ConfigValue.ValueString()) {
+	if !credential.LooksLikeKey(req.ConfigValue.ValueString()) {
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid key secret",
 			"The secret must be llp_ followed by 43 base62 characters: mint it with the llmplat_key_material ephemeral resource.")
 	}

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // TestClientMintedKeys: a key created or rotated with a secret the client
@@ -20,7 +20,7 @@ func TestClientMintedKeys(t *testing.T) {
 			c := h.client
 			team := h.team(t, "minted")
 			mint := func() string {
-				k, err := auth.GenerateKey()
+				k, err := credential.GenerateKey()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -64,7 +64,7 @@ func TestClientMintedKeys(t *testing.T) {
 			wantAPIError(t, "rotating to a malformed secret", err, http.StatusBadRequest, "key")
 			// A rotation without a body still generates the secret.
 			gen, err := c.RotateKey(ctx, created.ID)
-			if err != nil || !auth.LooksLikeKey(gen.Secret) {
+			if err != nil || !credential.LooksLikeKey(gen.Secret) {
 				t.Errorf("a plain rotation = %+v, %v; want a generated secret", gen, err)
 			}
 		})

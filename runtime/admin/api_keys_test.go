@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 func TestKeyLifecycleAPI(t *testing.T) {
@@ -30,10 +31,10 @@ func TestKeyLifecycleAPI(t *testing.T) {
 			if err != nil {
 				t.Fatalf("CreateKey: %v", err)
 			}
-			if !auth.LooksLikeKey(created.Secret) || created.Prefix != created.Secret[:12] || created.Status != KeyActive || created.Replayed {
+			if !credential.LooksLikeKey(created.Secret) || created.Prefix != created.Secret[:12] || created.Status != KeyActive || created.Replayed {
 				t.Fatalf("CreateKey = %+v; want a fresh active key with its secret", created.Key)
 			}
-			rec, err := h.store.LookupKey(ctx, auth.HashKey(created.Secret))
+			rec, err := h.store.LookupKey(ctx, credential.HashKey(created.Secret))
 			wantLimits := auth.Limits{ModelAllowlist: []string{"llama-8b"}, RPM: 600, TokensPerDay: 2_000_000, MaxStreams: 4, MaxTokens: 2048}
 			if err != nil || rec.ID != created.ID || rec.TeamID != team || !reflect.DeepEqual(rec.Limits, wantLimits) || !rec.ExpiresAt.Equal(expires) {
 				t.Errorf("LookupKey(created) = %+v, %v; want id %d, limits %+v, expiry %v", rec, err, created.ID, wantLimits, expires)
@@ -63,7 +64,7 @@ func TestKeyLifecycleAPI(t *testing.T) {
 				if err != nil || !reflect.DeepEqual(got, created.Key) {
 					t.Errorf("GetKey = %+v, %v; want %+v", got, err, created.Key)
 				}
-				hash := auth.HashKey(created.Secret)
+				hash := credential.HashKey(created.Secret)
 				for _, path := range []string{"/admin/keys", "/admin/keys?team_id=" + itoa(team), "/admin/keys/" + itoa(created.ID)} {
 					status, body, _ := h.raw(t, http.MethodGet, path, "", nil)
 					if status != http.StatusOK {
@@ -137,21 +138,21 @@ func TestKeyLifecycleAPI(t *testing.T) {
 			t.Run("rotate", func(t *testing.T) {
 				before := len(h.revoker.Calls())
 				rotated, err := c.RotateKey(ctx, created.ID)
-				if err != nil || rotated.ID != created.ID || !auth.LooksLikeKey(rotated.Secret) || rotated.Secret == created.Secret || rotated.MaxStreams != 1 {
+				if err != nil || rotated.ID != created.ID || !credential.LooksLikeKey(rotated.Secret) || rotated.Secret == created.Secret || rotated.MaxStreams != 1 {
 					t.Fatalf("RotateKey = %+v, %v", rotated, err)
 				}
-				if _, err := h.store.LookupKey(ctx, auth.HashKey(created.Secret)); !errors.Is(err, auth.ErrKeyNotFound) {
+				if _, err := h.store.LookupKey(ctx, credential.HashKey(created.Secret)); !errors.Is(err, auth.ErrKeyNotFound) {
 					t.Errorf("old hash after rotate: error = %v, want ErrKeyNotFound", err)
 				}
 				if _, err := h.authn.Authenticate(ctx, "Bearer "+created.Secret); !errors.Is(err, auth.ErrInvalidCredential) {
 					t.Errorf("gateway with the old secret after rotate: error = %v, want ErrInvalidCredential at once", err)
 				}
-				rec, err := h.store.LookupKey(ctx, auth.HashKey(rotated.Secret))
+				rec, err := h.store.LookupKey(ctx, credential.HashKey(rotated.Secret))
 				if err != nil || rec.ID != created.ID || rec.Limits.MaxStreams != 1 {
 					t.Errorf("new hash after rotate = %+v, %v", rec, err)
 				}
 				calls := h.revoker.Calls()[before:]
-				if len(calls) != 1 || calls[0].id != created.ID || !auth.EqualHash(calls[0].hash, auth.HashKey(rotated.Secret)) {
+				if len(calls) != 1 || calls[0].id != created.ID || !credential.EqualHash(calls[0].hash, credential.HashKey(rotated.Secret)) {
 					t.Errorf("revoker calls on rotate = %+v; want one for key %d, made after the new hash committed", calls, created.ID)
 				}
 				created.Secret = rotated.Secret
@@ -170,7 +171,7 @@ func TestKeyLifecycleAPI(t *testing.T) {
 				if len(calls) != 1 || calls[0].id != created.ID || !calls[0].revoked || calls[0].readError != nil {
 					t.Errorf("revoker calls on revoke = %+v; want one for key %d, made after revoked_at committed", calls, created.ID)
 				}
-				rec, err := h.store.LookupKey(ctx, auth.HashKey(created.Secret))
+				rec, err := h.store.LookupKey(ctx, credential.HashKey(created.Secret))
 				if err != nil || rec.RevokedAt.IsZero() {
 					t.Errorf("LookupKey after revoke = %+v, %v; want revoked", rec, err)
 				}

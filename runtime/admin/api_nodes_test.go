@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -93,7 +94,7 @@ func TestNodeTokensAPI(t *testing.T) {
 			h := newHarness(t, dc.dsn(t), harnessOptions{})
 			c := h.client
 			issued, err := c.IssueNodeToken(ctx, "fra-gpu-07", "tf-node-1")
-			if err != nil || !looksLikeNodeToken(issued.Token) || issued.NodeID != "fra-gpu-07" || issued.Replayed {
+			if err != nil || !credential.LooksLikeNodeToken(issued.Token) || issued.NodeID != "fra-gpu-07" || issued.Replayed {
 				t.Fatalf("IssueNodeToken = %+v, %v", issued.NodeToken, err)
 			}
 			if err := h.tokens.Verify(ctx, "fra-gpu-07", issued.Token); err != nil {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // TestClientMintedNodeTokens: a node token issued with a token the client
@@ -18,7 +20,7 @@ func TestClientMintedNodeTokens(t *testing.T) {
 			h := newHarness(t, dc.dsn(t), harnessOptions{})
 			c := h.client
 			mint := func() string {
-				tok, _, err := GenerateNodeToken()
+				tok, _, err := credential.GenerateNodeToken()
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -44,10 +46,10 @@ func TestClientMintedNodeTokens(t *testing.T) {
 			_, err = c.IssueNodeTokenTo(ctx, "fra-gpu-09", minted, "")
 			wantAPIError(t, "a token already issued", err, http.StatusConflict, "token")
 			for name, bad := range map[string]string{
-				"short":          NodeTokenPrefix + "abc",
-				"not base62":     NodeTokenPrefix + strings.Repeat("-", nodeTokenBodyLen),
-				"an api key":     "llp_" + strings.Repeat("a", nodeTokenBodyLen),
-				"no prefix":      strings.Repeat("a", len(NodeTokenPrefix)+nodeTokenBodyLen),
+				"short":          credential.NodeTokenPrefix + "abc",
+				"not base62":     credential.NodeTokenPrefix + strings.Repeat("-", len(minted)-len(credential.NodeTokenPrefix)),
+				"an api key":     "llp_" + strings.Repeat("a", len(minted)-len(credential.NodeTokenPrefix)),
+				"no prefix":      strings.Repeat("a", len(credential.NodeTokenPrefix)+len(minted)-len(credential.NodeTokenPrefix)),
 				"trailing space": minted[:len(minted)-1] + " ",
 			} {
 				_, err = c.IssueNodeTokenTo(ctx, "fra-gpu-09", bad, "")

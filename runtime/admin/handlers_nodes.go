@@ -8,6 +8,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -187,9 +188,9 @@ func (a *API) issueNodeToken(c *gin.Context) {
 		if _, ok := decodeBody(c, &req); !ok {
 			return
 		}
-		if req.Token != "" && !looksLikeNodeToken(req.Token) {
+		if req.Token != "" && !credential.LooksLikeNodeToken(req.Token) {
 			badRequest(c, codeInvalidValue, invalid("token",
-				"token must be %q followed by 43 base62 characters, as a generated token", NodeTokenPrefix))
+				"token must be %q followed by 43 base62 characters, as a generated token", credential.NodeTokenPrefix))
 			return
 		}
 	}

@@ -7,48 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/store"
 )
-
-// NodeTokenPrefix starts every node token. It differs from auth.KeyPrefix,
-// so a node token is never taken for an API key (or the reverse), and a
-// leaked one is recognisable.
-const NodeTokenPrefix = "llpnode_"
-
-// nodeTokenBodyLen is the number of base62 digits after the prefix: 43
-// digits carry the 256 bits of auth.GenerateKey.
-const nodeTokenBodyLen = 43
-
-// GenerateNodeToken returns a new random node token and the SHA-256 hash
-// that alone is stored.
-func GenerateNodeToken() (token string, hash []byte, err error) {
-	k, err := auth.GenerateKey()
-	if err != nil {
-		return "", nil, fmt.Errorf("generate node token: %w", err)
-	}
-	token = NodeTokenPrefix + k.Secret[len(auth.KeyPrefix):]
-	return token, auth.HashKey(token), nil
-}
-
-// looksLikeNodeToken reports whether s has a node token's shape (the
-// prefix and 43 base62 digits, the strength of a generated one), so that
-// garbage costs no query and a weaker client-minted token is refused.
-func looksLikeNodeToken(s string) bool {
-	body, ok := strings.CutPrefix(s, NodeTokenPrefix)
-	return ok && len(body) == nodeTokenBodyLen && auth.LooksLikeKey(auth.KeyPrefix+body)
-}
 
 // nodeTokenFromSecret is the hash of a client-minted token; the token must
 // have the shape of a generated one.
 func nodeTokenFromSecret(token string) ([]byte, error) {
-	if !looksLikeNodeToken(token) {
+	if !credential.LooksLikeNodeToken(token) {
 		return nil, ErrMalformedNodeToken
 	}
-	return auth.HashKey(token), nil
+	return credential.HashKey(token), nil
 }
 
 // SQLNodeTokens keeps per-node tokens in the node_tokens table: only their
@@ -168,7 +139,7 @@ func (s *SQLNodeTokens) issueTx(ctx context.Context, tx *sql.Tx, nodeID string, 
 // unused.
 func newNodeToken(ctx context.Context, q queryer, supplied []byte) (string, []byte, error) {
 	if supplied == nil {
-		return GenerateNodeToken()
+		return credential.GenerateNodeToken()
 	}
 	var one int
 	err := q.QueryRowContext(ctx, "SELECT 1 FROM node_tokens WHERE hash = $1", supplied).Scan(&one)
@@ -243,7 +214,7 @@ func (s *SQLNodeTokens) Revoke(ctx context.Context, id int64, now time.Time) (No
 // wrapping ErrInvalidNodeToken (and ErrNodeTokenRevoked for a revoked
 // one). The token is never part of an error.
 func (s *SQLNodeTokens) Verify(ctx context.Context, nodeID, token string) error {
-	if !looksLikeNodeToken(token) {
+	if !credential.LooksLikeNodeToken(token) {
 		return fmt.Errorf("%w: malformed token for node %q", ErrInvalidNodeToken, nodeID)
 	}
 	var (
@@ -251,7 +222,7 @@ func (s *SQLNodeTokens) Verify(ctx context.Context, nodeID, token string) error 
 		revoked sql.NullTime
 	)
 	err := s.db.QueryRowContext(ctx, "SELECT node_id, revoked_at FROM node_tokens WHERE hash = $1",
-		auth.HashKey(token)).Scan(&owner, &revoked)
+		credential.HashKey(token)).Scan(&owner, &revoked)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return fmt.Errorf("%w: unknown token for node %q", ErrInvalidNodeToken, nodeID)

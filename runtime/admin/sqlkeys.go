@@ -9,7 +9,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/store"
 )
 
@@ -65,7 +65,7 @@ func (s *SQLStore) CreateKey(ctx context.Context, req CreateKeyRequest, idemKey 
 	// A supplied secret counts in the fingerprint by its hash only.
 	fpReq := req
 	if fpReq.Key != "" {
-		fpReq.Key = hex.EncodeToString(auth.HashKey(fpReq.Key))
+		fpReq.Key = hex.EncodeToString(credential.HashKey(fpReq.Key))
 	}
 	fp := fingerprint(fpReq)
 	var out CreatedKey
@@ -128,25 +128,25 @@ func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req CreateKeyReq
 
 // newSecret is the key's secret: supplied by the client (checked unused),
 // or generated.
-func newSecret(ctx context.Context, q queryer, supplied string) (auth.Key, error) {
+func newSecret(ctx context.Context, q queryer, supplied string) (credential.Key, error) {
 	if supplied == "" {
-		k, err := auth.GenerateKey()
+		k, err := credential.GenerateKey()
 		if err != nil {
-			return auth.Key{}, fmt.Errorf("generate key: %w", err)
+			return credential.Key{}, fmt.Errorf("generate key: %w", err)
 		}
 		return k, nil
 	}
-	k, err := auth.KeyFromSecret(supplied)
+	k, err := credential.KeyFromSecret(supplied)
 	if err != nil {
-		return auth.Key{}, err
+		return credential.Key{}, err
 	}
 	var one int
 	err = q.QueryRowContext(ctx, "SELECT 1 FROM api_keys WHERE hash = $1", k.Hash).Scan(&one)
 	switch {
 	case err == nil:
-		return auth.Key{}, ErrKeyInUse
+		return credential.Key{}, ErrKeyInUse
 	case !errors.Is(err, sql.ErrNoRows):
-		return auth.Key{}, fmt.Errorf("check key: %w", err)
+		return credential.Key{}, fmt.Errorf("check key: %w", err)
 	}
 	return k, nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/store"
 )
 
@@ -56,7 +57,7 @@ func TestLookupKeyContract(t *testing.T) {
 					if err != nil {
 						t.Fatalf("CreateKey: %v", err)
 					}
-					got, err := s.LookupKey(ctx, auth.HashKey(created.Secret))
+					got, err := s.LookupKey(ctx, credential.HashKey(created.Secret))
 					if err != nil {
 						t.Fatalf("LookupKey: %v", err)
 					}
@@ -78,7 +79,7 @@ func TestLookupKeyContract(t *testing.T) {
 				}
 			})
 			t.Run("unknown hash", func(t *testing.T) {
-				_, err := s.LookupKey(ctx, auth.HashKey("llp_nope"))
+				_, err := s.LookupKey(ctx, credential.HashKey("llp_nope"))
 				if !errors.Is(err, auth.ErrKeyNotFound) {
 					t.Errorf("LookupKey(unknown) error = %v, want ErrKeyNotFound", err)
 				}
@@ -105,10 +106,10 @@ func TestKeyLifecycleContract(t *testing.T) {
 				t.Errorf("rotated = id %d rpm %d, secret changed %v; want id %d rpm 60, a new secret",
 					rotated.ID, rotated.RPM, rotated.Secret != created.Secret, created.ID)
 			}
-			if _, err := s.LookupKey(ctx, auth.HashKey(created.Secret)); !errors.Is(err, auth.ErrKeyNotFound) {
+			if _, err := s.LookupKey(ctx, credential.HashKey(created.Secret)); !errors.Is(err, auth.ErrKeyNotFound) {
 				t.Errorf("old secret after rotation: error = %v, want ErrKeyNotFound", err)
 			}
-			rec, err := s.LookupKey(ctx, auth.HashKey(rotated.Secret))
+			rec, err := s.LookupKey(ctx, credential.HashKey(rotated.Secret))
 			if err != nil || rec.ID != created.ID || rec.Limits.RPM != 60 || rec.Prefix != rotated.Secret[:12] {
 				t.Errorf("new secret after rotation: %+v, %v", rec, err)
 			}
@@ -120,7 +121,7 @@ func TestKeyLifecycleContract(t *testing.T) {
 			if err != nil || again.RevokedAt == nil || !again.RevokedAt.Equal(revokedAt) {
 				t.Errorf("second revoke = revoked_at %v, %v; want the first %v kept", again.RevokedAt, err, revokedAt)
 			}
-			rec, err = s.LookupKey(ctx, auth.HashKey(rotated.Secret))
+			rec, err = s.LookupKey(ctx, credential.HashKey(rotated.Secret))
 			if err != nil || !rec.RevokedAt.Equal(revokedAt) {
 				t.Errorf("LookupKey after revoke = revoked_at %v, %v; want %v", rec.RevokedAt, err, revokedAt)
 			}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/store"
 )
 
@@ -120,8 +121,8 @@ func TestNodeTokensContract(t *testing.T) {
 				name, node, token string
 			}{
 				{"another node's token", "fra-gpu-07", other.Token},
-				{"unknown token", "fra-gpu-07", NodeTokenPrefix + issued.Token[len(NodeTokenPrefix)+1:] + "x"},
-				{"malformed token", "fra-gpu-07", "llp_" + issued.Token[len(NodeTokenPrefix):]},
+				{"unknown token", "fra-gpu-07", credential.NodeTokenPrefix + issued.Token[len(credential.NodeTokenPrefix)+1:] + "x"},
+				{"malformed token", "fra-gpu-07", "llp_" + issued.Token[len(credential.NodeTokenPrefix):]},
 				{"empty token", "fra-gpu-07", ""},
 			}
 			for _, tt := range bad {
@@ -196,7 +197,7 @@ func TestSecretsAreStoredOnlyAsHashes(t *testing.T) {
 			if err := db.QueryRowContext(ctx, "SELECT hash FROM api_keys WHERE id = $1", key.ID).Scan(&hash); err != nil {
 				t.Fatal(err)
 			}
-			if !auth.EqualHash(hash, auth.HashKey(rotated.Secret)) {
+			if !credential.EqualHash(hash, credential.HashKey(rotated.Secret)) {
 				t.Errorf("stored hash is not SHA-256 of the current secret")
 			}
 		})

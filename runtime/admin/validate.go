@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/adminrules"
-	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // Limits on input, each with its reason; the rules the provider shares
@@ -72,8 +72,8 @@ func firstRefusal(es ...*adminrules.FieldError) *fieldError {
 
 // checkSuppliedKey checks a client-minted secret; empty means none.
 func checkSuppliedKey(k string) *fieldError {
-	if k != "" && !auth.LooksLikeKey(k) {
-		return invalid("key", "key must be %q followed by 43 base62 characters, as a generated key", auth.KeyPrefix)
+	if k != "" && !credential.LooksLikeKey(k) {
+		return invalid("key", "key must be %q followed by 43 base62 characters, as a generated key", credential.KeyPrefix)
 	}
 	return nil
 }

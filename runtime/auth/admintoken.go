@@ -4,10 +4,12 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
+
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // AdminTokenPrefix starts generated bootstrap admin tokens; it differs
-// from KeyPrefix so that the token never takes the API key path.
+// from credential.KeyPrefix so that the token never takes the API key path.
 const AdminTokenPrefix = "llpadm_"
 
 // minAdminTokenLen is the shortest bootstrap token accepted: 32 characters
@@ -29,7 +31,7 @@ func NewStaticAdminToken(token string) (*StaticAdminToken, error) {
 	if len(token) < minAdminTokenLen {
 		return nil, errors.New("auth: admin token must be at least 32 characters")
 	}
-	if LooksLikeKey(token) {
+	if credential.LooksLikeKey(token) {
 		return nil, errors.New("auth: admin token must not look like an api key")
 	}
 	return &StaticAdminToken{hash: sha256.Sum256([]byte(token))}, nil
@@ -38,11 +40,11 @@ func NewStaticAdminToken(token string) (*StaticAdminToken, error) {
 // GenerateAdminToken returns a new random bootstrap token: AdminTokenPrefix
 // and 43 base62 digits (256 bits).
 func GenerateAdminToken() (string, error) {
-	k, err := GenerateKey()
+	k, err := credential.GenerateKey()
 	if err != nil {
 		return "", err
 	}
-	return AdminTokenPrefix + k.Secret[len(KeyPrefix):], nil
+	return AdminTokenPrefix + k.Secret[len(credential.KeyPrefix):], nil
 }
 
 // Match reports whether token is the bootstrap token. Comparing hashes

@@ -3,6 +3,8 @@ package auth
 import (
 	"strings"
 	"testing"
+
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 func TestStaticAdminToken(t *testing.T) {
@@ -10,7 +12,7 @@ func TestStaticAdminToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(tok, AdminTokenPrefix) || LooksLikeKey(tok) {
+	if !strings.HasPrefix(tok, AdminTokenPrefix) || credential.LooksLikeKey(tok) {
 		t.Fatalf("generated token %q: want the admin prefix and not an api key shape", tok)
 	}
 	admin, err := NewStaticAdminToken(tok)
@@ -42,7 +44,7 @@ func TestStaticAdminToken(t *testing.T) {
 }
 
 func TestNewStaticAdminTokenRejects(t *testing.T) {
-	k, err := GenerateKey()
+	k, err := credential.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}

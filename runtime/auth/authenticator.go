@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // maxCredentialBytes bounds a bearer credential: a JWT with many claims
@@ -15,7 +17,7 @@ const maxCredentialBytes = 8 << 10
 const bearerScheme = "bearer"
 
 // Authenticator turns an Authorization header into a verified Principal.
-// A credential shaped like an API key (LooksLikeKey) goes to Keys, the
+// A credential shaped like an API key (credential.LooksLikeKey) goes to Keys, the
 // bootstrap token to Admin, anything else to JWT. A nil field turns that
 // path off.
 type Authenticator struct {
@@ -38,9 +40,9 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 	switch {
 	case a.Admin != nil && a.Admin.Match(cred):
 		return a.Admin.Principal(), nil
-	case LooksLikeKey(cred):
+	case credential.LooksLikeKey(cred):
 		return a.authenticateKey(ctx, cred)
-	case strings.HasPrefix(cred, KeyPrefix):
+	case strings.HasPrefix(cred, credential.KeyPrefix):
 		return Principal{}, fmt.Errorf("%w: malformed api key", ErrInvalidCredential)
 	case strings.Count(cred, ".") == 2 && a.JWT != nil:
 		return a.JWT.Verify(ctx, cred)
@@ -54,7 +56,7 @@ func (a *Authenticator) authenticateKey(ctx context.Context, key string) (Princi
 	if a.Keys == nil {
 		return Principal{}, fmt.Errorf("%w: api keys are not accepted", ErrInvalidCredential)
 	}
-	rec, err := a.Keys.Lookup(ctx, HashKey(key))
+	rec, err := a.Keys.Lookup(ctx, credential.HashKey(key))
 	if err != nil {
 		return Principal{}, err
 	}

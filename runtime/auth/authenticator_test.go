@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // authFixture is an Authenticator with all three paths on.
@@ -19,10 +21,10 @@ type authFixture struct {
 	jwt    *jwtFixture
 	clock  *fakeClock
 	admin  string
-	valid  Key
+	valid  credential.Key
 	logs   *bytes.Buffer
-	expKey Key
-	revKey Key
+	expKey credential.Key
+	revKey credential.Key
 }
 
 func newAuthFixture(t *testing.T) *authFixture {
@@ -95,7 +97,7 @@ func principalsEqual(a, b Principal) bool {
 func TestAuthenticate(t *testing.T) {
 	f := newAuthFixture(t)
 	k := testKeys()
-	unknown, err := GenerateKey()
+	unknown, err := credential.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +166,7 @@ func TestAuthenticateMalformedKeyCostsNoLookup(t *testing.T) {
 }
 
 func TestAuthenticateDisabledPaths(t *testing.T) {
-	k, err := GenerateKey()
+	k, err := credential.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}

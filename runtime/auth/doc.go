@@ -2,7 +2,7 @@
 // principal: who is calling, for which team, with which role and limits.
 //
 // Authenticator.Authenticate takes the Authorization header. A credential
-// shaped like an API key (LooksLikeKey: "llp_" and 43 base62 digits, 256
+// shaped like an API key (credential.LooksLikeKey: "llp_" and 43 base62 digits, 256
 // random bits, stored only as its SHA-256) is checked through a KeyCache;
 // anything else is verified as a JWT by a JWTVerifier; the local mode's
 // bootstrap StaticAdminToken yields an admin with no team.

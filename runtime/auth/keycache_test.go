@@ -6,12 +6,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // newTestKey stores rec under a new key in store and returns the key.
-func newTestKey(t *testing.T, store *MemKeyStore, rec KeyRecord) Key {
+func newTestKey(t *testing.T, store *MemKeyStore, rec KeyRecord) credential.Key {
 	t.Helper()
-	k, err := GenerateKey()
+	k, err := credential.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +50,7 @@ func TestKeyCacheLookup(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			store := NewMemKeyStore()
 			cache := newTestCache(t, KeyCacheConfig{Store: store, Now: clock.Now})
-			k, err := GenerateKey()
+			k, err := credential.GenerateKey()
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -157,7 +159,7 @@ func TestKeyCacheNegative(t *testing.T) {
 	clock := newFakeClock()
 	store := NewMemKeyStore()
 	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: clock.Now})
-	bad, err := GenerateKey()
+	bad, err := credential.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,9 +190,9 @@ func TestKeyCacheNegativeIsBounded(t *testing.T) {
 	clock := newFakeClock()
 	store := NewMemKeyStore()
 	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: clock.Now, MaxNegative: limit})
-	var bad []Key
+	var bad []credential.Key
 	for range limit + 1 {
-		k, err := GenerateKey()
+		k, err := credential.GenerateKey()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -202,7 +204,7 @@ func TestKeyCacheNegativeIsBounded(t *testing.T) {
 	}
 	tests := []struct {
 		name        string
-		key         Key
+		key         credential.Key
 		wantLookups int64
 	}{
 		{name: "newest still cached", key: bad[limit], wantLookups: limit + 1},
@@ -275,10 +277,10 @@ func TestKeyCacheWaiterLeavesOnCancel(t *testing.T) {
 func TestKeyCacheLocalRevoke(t *testing.T) {
 	tests := []struct {
 		name   string
-		revoke func(*KeyCache, Key) error
+		revoke func(*KeyCache, credential.Key) error
 	}{
-		{name: "by hash", revoke: func(c *KeyCache, k Key) error { return c.Revoke(context.Background(), k.Hash) }},
-		{name: "by key id", revoke: func(c *KeyCache, k Key) error { return c.RevokeKeyID(context.Background(), 1) }},
+		{name: "by hash", revoke: func(c *KeyCache, k credential.Key) error { return c.Revoke(context.Background(), k.Hash) }},
+		{name: "by key id", revoke: func(c *KeyCache, k credential.Key) error { return c.RevokeKeyID(context.Background(), 1) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -31,7 +31,7 @@ type KeyRecord struct {
 	RevokedAt time.Time
 }
 
-// KeyStore finds API keys by the SHA-256 of their secret (HashKey). The SQL
+// KeyStore finds API keys by the SHA-256 of their secret (credential.HashKey). The SQL
 // implementation over runtime/store lives beside the admin API; MemKeyStore
 // serves tests and examples.
 type KeyStore interface {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -116,10 +117,10 @@ func waitRejected(t *testing.T, cache *KeyCache, hash []byte, want error, limit 
 func TestRevocationAcrossReplicas(t *testing.T) {
 	tests := []struct {
 		name   string
-		revoke func(*KeyCache, Key) error
+		revoke func(*KeyCache, credential.Key) error
 	}{
-		{name: "by hash", revoke: func(c *KeyCache, k Key) error { return c.Revoke(context.Background(), k.Hash) }},
-		{name: "by key id", revoke: func(c *KeyCache, k Key) error { return c.RevokeKeyID(context.Background(), 42) }},
+		{name: "by hash", revoke: func(c *KeyCache, k credential.Key) error { return c.Revoke(context.Background(), k.Hash) }},
+		{name: "by key id", revoke: func(c *KeyCache, k credential.Key) error { return c.RevokeKeyID(context.Background(), 42) }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

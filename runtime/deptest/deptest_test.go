@@ -21,7 +21,7 @@ var layers = [][]string{
 	{"runtime/openai", "runtime/jsonscan", "runtime/strictjson", "runtime/hoptrace", "runtime/httpserve",
 		"runtime/auth", "runtime/capacity", "runtime/store", "runtime/quota", "runtime/registry",
 		"runtime/routing", "runtime/wsconn", "runtime/modelsync", "runtime/enginemetrics",
-		"runtime/k8sschema", "runtime/rdssecret", "runtime/adminrules", "runtime/coldstart", "templates", "modules/eks-llm"},
+		"runtime/k8sschema", "runtime/rdssecret", "runtime/adminrules", "runtime/coldstart", "runtime/credential", "templates", "modules/eks-llm"},
 	// 1: parsing and protocols built on them.
 	{"runtime/jsonvariant", "runtime/urlguard", "runtime/tokens", "runtime/nodeproto", "runtime/dispatch"},
 	// 2: the ledger, the cost report and the manifests.

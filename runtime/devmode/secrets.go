@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // secretsFile, in the data dir, keeps the secrets the local mode minted
@@ -87,7 +88,7 @@ func (s *secrets) nodeToken(ctx context.Context, tokens *admin.SQLNodeTokens, no
 			return "", err
 		}
 	}
-	tok, _, err := admin.GenerateNodeToken()
+	tok, _, err := credential.GenerateNodeToken()
 	if err != nil {
 		return "", err
 	}
@@ -105,7 +106,7 @@ func (s *secrets) nodeToken(ctx context.Context, tokens *admin.SQLNodeTokens, no
 // restart), or mints a new one for teamID, keeps it and creates it.
 func (s *secrets) apiKey(ctx context.Context, adm *admin.SQLStore, teamID int64, now time.Time) (string, error) {
 	if s.APIKey != "" {
-		rec, err := adm.LookupKey(ctx, auth.HashKey(s.APIKey))
+		rec, err := adm.LookupKey(ctx, credential.HashKey(s.APIKey))
 		switch {
 		case err == nil && rec.TeamID == teamID && rec.RevokedAt.IsZero() && (rec.ExpiresAt.IsZero() || rec.ExpiresAt.After(now)):
 			return s.APIKey, nil
@@ -113,7 +114,7 @@ func (s *secrets) apiKey(ctx context.Context, adm *admin.SQLStore, teamID int64,
 			return "", fmt.Errorf("look up the local key: %w", err)
 		}
 	}
-	k, err := auth.GenerateKey()
+	k, err := credential.GenerateKey()
 	if err != nil {
 		return "", err
 	}

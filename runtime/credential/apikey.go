@@ -1,4 +1,4 @@
-package auth
+package credential
 
 import (
 	"crypto/rand"
@@ -70,7 +70,7 @@ func toAlphabet(s string) string {
 }
 
 // ErrMalformedKey is returned for a credential that cannot be an API key.
-var ErrMalformedKey = errors.New("auth: malformed api key")
+var ErrMalformedKey = errors.New("credential: malformed api key")
 
 // HashKey is the stored form of a key: SHA-256 of the whole secret. A slow
 // password hash is not needed: keys carry 256 bits of randomness, so no
