@@ -16,14 +16,15 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
 	"github.com/llmplat/llmplat/runtime/adminrules"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/credential"
 )
 
 // apiKeyResource is llmplat_api_key.
 type apiKeyResource struct {
-	client *admin.Client
+	client *adminclient.Client
 	// strict makes an allowlisted model the platform does not declare an
 	// error at plan rather than a warning (the provider's strict option).
 	strict bool
@@ -235,7 +236,7 @@ func (r *apiKeyResource) Create(ctx context.Context, req resource.CreateRequest,
 		}
 		secret = k.Secret
 	}
-	creq := admin.CreateKeyRequest{TeamID: team, Name: plan.Name.ValueString(), RPM: int(plan.RPM.ValueInt64()),
+	creq := adminwire.CreateKeyRequest{TeamID: team, Name: plan.Name.ValueString(), RPM: int(plan.RPM.ValueInt64()),
 		TokensPerDay: plan.TokensPerDay.ValueInt64(), MaxStreams: int(plan.MaxStreams.ValueInt64()),
 		MaxTokens: int(plan.MaxTokens.ValueInt64()), Key: secret}
 	resp.Diagnostics.Append(plan.ModelAllowlist.ElementsAs(ctx, &creq.ModelAllowlist, true)...)
@@ -262,7 +263,7 @@ func (r *apiKeyResource) Create(ctx context.Context, req resource.CreateRequest,
 }
 
 // setKey copies what the server says of a key into m.
-func (m *apiKeyModel) setKey(k admin.Key) {
+func (m *apiKeyModel) setKey(k adminwire.Key) {
 	m.ID = types.StringValue(strconv.FormatInt(k.ID, 10))
 	m.TeamID = types.StringValue(strconv.FormatInt(k.TeamID, 10))
 	m.Name = types.StringValue(k.Name)
@@ -299,7 +300,7 @@ func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, res
 		return
 	}
 	k, err := r.client.GetKey(ctx, id)
-	if notFound(err) || (err == nil && k.Status == admin.KeyRevoked) {
+	if notFound(err) || (err == nil && k.Status == adminwire.KeyRevoked) {
 		// Gone or revoked outside Terraform: the next apply makes a new key.
 		resp.State.RemoveResource(ctx)
 		return
@@ -328,13 +329,13 @@ func (r *apiKeyResource) Update(ctx context.Context, req resource.UpdateRequest,
 	maxTokens := int(plan.MaxTokens.ValueInt64())
 	allow := []string{}
 	resp.Diagnostics.Append(plan.ModelAllowlist.ElementsAs(ctx, &allow, true)...)
-	ureq := admin.UpdateKeyRequest{Name: &name, RPM: &rpm, MaxStreams: &streams, TokensPerDay: &tpd, MaxTokens: &maxTokens,
+	ureq := adminwire.UpdateKeyRequest{Name: &name, RPM: &rpm, MaxStreams: &streams, TokensPerDay: &tpd, MaxTokens: &maxTokens,
 		ModelAllowlist: &allow}
 	t, ok := expiry(plan.ExpiresAt, &resp.Diagnostics)
 	if !ok {
 		return
 	}
-	ureq.ExpiresAt = admin.OptionalTime{Set: true, Value: t}
+	ureq.ExpiresAt = adminwire.OptionalTime{Set: true, Value: t}
 	k, err := r.client.UpdateKey(ctx, id, ureq)
 	if err != nil {
 		resp.Diagnostics.AddError("API key not updated", err.Error())

@@ -8,12 +8,13 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // clientFrom takes the admin client the provider configured, once the
 // platform answered the provider's credentials check (see ready).
-func clientFrom(ctx context.Context, data any, diags *diag.Diagnostics) *admin.Client {
+func clientFrom(ctx context.Context, data any, diags *diag.Diagnostics) *adminclient.Client {
 	if d := dataFrom(data, diags); d != nil && d.ready(ctx, diags) {
 		return d.client
 	}
@@ -36,7 +37,7 @@ func dataFrom(data any, diags *diag.Diagnostics) *providerData {
 
 // notFound reports an admin API 404.
 func notFound(err error) bool {
-	var ae *admin.APIError
+	var ae *adminwire.APIError
 	return errors.As(err, &ae) && ae.Status == http.StatusNotFound
 }
 
@@ -52,7 +53,7 @@ func parseID(s string, diags *diag.Diagnostics) (int64, bool) {
 
 // configured reports whether the provider has its admin client; a data
 // source cannot be read before, and says why.
-func configured(c *admin.Client, diags *diag.Diagnostics) bool {
+func configured(c *adminclient.Client, diags *diag.Diagnostics) bool {
 	if c == nil {
 		diags.AddError("Provider not configured yet",
 			"The llmplat provider's endpoint or token is not known yet (it comes from a resource not applied): "+

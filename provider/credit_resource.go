@@ -18,13 +18,14 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
 	"github.com/llmplat/llmplat/runtime/adminrules"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // creditResource is llmplat_credit: one grant, a ledger entry.
 type creditResource struct {
-	client *admin.Client
+	client *adminclient.Client
 }
 
 func newCreditResource() resource.Resource { return &creditResource{} }
@@ -105,7 +106,7 @@ func (r *creditResource) Create(ctx context.Context, req resource.CreateRequest,
 		return
 	}
 	key := creditKey(team, m.Amount.ValueInt64(), m.Note.ValueString())
-	c, err := r.client.AddCredit(ctx, admin.CreditRequest{TeamID: team, AmountMicrocredits: m.Amount.ValueInt64(),
+	c, err := r.client.AddCredit(ctx, adminwire.CreditRequest{TeamID: team, AmountMicrocredits: m.Amount.ValueInt64(),
 		IdempotencyKey: key, Note: m.Note.ValueString()})
 	if err != nil {
 		resp.Diagnostics.AddError("Credit not granted", err.Error())

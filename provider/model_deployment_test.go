@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/capacity"
 	"github.com/llmplat/llmplat/runtime/k8sschema"
 	"github.com/llmplat/llmplat/runtime/kubetest"
@@ -267,7 +267,7 @@ func TestAccModelDeployment(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					spec := admin.ModelSpec{ServedName: m.ServedName, PromptPriceMicroPerMTok: 1, CompletionPriceMicroPerMTok: m.CompletionPriceMicroPerMTok,
+					spec := adminwire.ModelSpec{ServedName: m.ServedName, PromptPriceMicroPerMTok: 1, CompletionPriceMicroPerMTok: m.CompletionPriceMicroPerMTok,
 						MaxContextTokens: m.MaxContextTokens, MaxOutputTokens: m.MaxOutputTokens}
 					if _, _, err := p.client.PutModel(ctx, deployedModel, spec); err != nil {
 						t.Fatal(err)

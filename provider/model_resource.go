@@ -14,15 +14,16 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
 	"github.com/llmplat/llmplat/runtime/adminrules"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/render"
 )
 
 // modelResource is llmplat_model: the model as the platform declares it
 // and, with a deployment, its engines' objects in the cluster.
 type modelResource struct {
-	client *admin.Client
+	client *adminclient.Client
 	data   *providerData
 }
 
@@ -95,13 +96,13 @@ func (r *modelResource) Configure(ctx context.Context, req resource.ConfigureReq
 	}
 }
 
-func (m *modelModel) spec() admin.ModelSpec {
-	return admin.ModelSpec{ServedName: m.ServedName.ValueString(), PromptPriceMicroPerMTok: m.PromptPrice.ValueInt64(),
+func (m *modelModel) spec() adminwire.ModelSpec {
+	return adminwire.ModelSpec{ServedName: m.ServedName.ValueString(), PromptPriceMicroPerMTok: m.PromptPrice.ValueInt64(),
 		CompletionPriceMicroPerMTok: m.CompletionPrice.ValueInt64(), MaxContextTokens: int(m.MaxContextTokens.ValueInt64()),
 		MaxOutputTokens: int(m.MaxOutputTokens.ValueInt64())}
 }
 
-func (m *modelModel) set(x admin.Model) {
+func (m *modelModel) set(x adminwire.Model) {
 	m.ID, m.Name, m.ServedName = types.StringValue(x.Name), types.StringValue(x.Name), types.StringValue(x.ServedName)
 	m.PromptPrice, m.CompletionPrice = types.Int64Value(x.PromptPriceMicroPerMTok), types.Int64Value(x.CompletionPriceMicroPerMTok)
 	m.MaxContextTokens, m.MaxOutputTokens = types.Int64Value(int64(x.MaxContextTokens)), types.Int64Value(int64(x.MaxOutputTokens))

@@ -9,12 +9,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
 )
 
 // modelsDataSource is llmplat_models: every declared model.
 type modelsDataSource struct {
-	client *admin.Client
+	client *adminclient.Client
 }
 
 func newModelsDataSource() datasource.DataSource { return &modelsDataSource{} }

@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // nodeModelObjectType is the element type of the models attribute.
@@ -14,15 +14,15 @@ var nodeModelObjectType = types.ObjectType{AttrTypes: nodeModelAttrTypes}
 
 // declaration is what m declares, as the platform stores it. Null
 // gpu_count and labels stay undeclared (nil), so they read back null.
-func (m *onpremNodeModel) declaration(ctx context.Context) (admin.NodeDeclarationSpec, error) {
+func (m *onpremNodeModel) declaration(ctx context.Context) (adminwire.NodeDeclarationSpec, error) {
 	var specs []nodeModelSpec
 	if d := m.Models.ElementsAs(ctx, &specs, false); d.HasError() {
-		return admin.NodeDeclarationSpec{}, fmt.Errorf("models: %v", d)
+		return adminwire.NodeDeclarationSpec{}, fmt.Errorf("models: %v", d)
 	}
-	out := admin.NodeDeclarationSpec{OrchestratorURL: m.Orchestrator.ValueString(), EngineURL: m.EngineURL.ValueString(),
-		Models: make([]admin.NodeDeclaredModel, 0, len(specs))}
+	out := adminwire.NodeDeclarationSpec{OrchestratorURL: m.Orchestrator.ValueString(), EngineURL: m.EngineURL.ValueString(),
+		Models: make([]adminwire.NodeDeclaredModel, 0, len(specs))}
 	for _, s := range specs {
-		out.Models = append(out.Models, admin.NodeDeclaredModel{Name: s.Name.ValueString(), ServedName: s.ServedName.ValueString(),
+		out.Models = append(out.Models, adminwire.NodeDeclaredModel{Name: s.Name.ValueString(), ServedName: s.ServedName.ValueString(),
 			MaxNumSeqs: s.MaxNumSeqs.ValueInt64(), MaxModelLen: s.MaxModelLen.ValueInt64(), KVCacheTokens: s.KVTokens.ValueInt64()})
 	}
 	if !m.GPUCount.IsNull() {
@@ -32,7 +32,7 @@ func (m *onpremNodeModel) declaration(ctx context.Context) (admin.NodeDeclaratio
 	if !m.Labels.IsNull() {
 		out.Labels = map[string]string{}
 		if d := m.Labels.ElementsAs(ctx, &out.Labels, false); d.HasError() {
-			return admin.NodeDeclarationSpec{}, fmt.Errorf("labels: %v", d)
+			return adminwire.NodeDeclarationSpec{}, fmt.Errorf("labels: %v", d)
 		}
 	}
 	return out, nil
@@ -41,7 +41,7 @@ func (m *onpremNodeModel) declaration(ctx context.Context) (admin.NodeDeclaratio
 // fromDeclaration sets m's declared attributes from d, as the platform
 // holds them: an empty engine_url and an undeclared gpu_count or labels
 // are null, as in a configuration that leaves them out.
-func (m *onpremNodeModel) fromDeclaration(ctx context.Context, d admin.NodeDeclaration) error {
+func (m *onpremNodeModel) fromDeclaration(ctx context.Context, d adminwire.NodeDeclaration) error {
 	specs := make([]nodeModelSpec, 0, len(d.Models))
 	for _, s := range d.Models {
 		specs = append(specs, nodeModelSpec{Name: types.StringValue(s.Name), ServedName: types.StringValue(s.ServedName),

@@ -17,7 +17,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/agentflags"
 	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
@@ -26,7 +27,7 @@ import (
 // onpremNodeResource is llmplat_onprem_node: a node behind NAT, its token
 // and its agent's command line.
 type onpremNodeResource struct {
-	client *admin.Client
+	client *adminclient.Client
 }
 
 func newOnpremNodeResource() resource.Resource { return &onpremNodeResource{} }
@@ -207,7 +208,7 @@ func (r *onpremNodeResource) Read(ctx context.Context, req resource.ReadRequest,
 		resp.Diagnostics.AddError("Node tokens not read", err.Error())
 		return
 	}
-	live := slices.IndexFunc(tokens, func(t admin.NodeToken) bool {
+	live := slices.IndexFunc(tokens, func(t adminwire.NodeToken) bool {
 		return strconv.FormatInt(t.ID, 10) == m.TokenID.ValueString() && t.RevokedAt == nil
 	})
 	if live < 0 {
@@ -281,7 +282,7 @@ func (r *onpremNodeResource) ImportState(ctx context.Context, req resource.Impor
 		resp.Diagnostics.AddError("Node tokens not read", err.Error())
 		return
 	}
-	var live *admin.NodeToken
+	var live *adminwire.NodeToken
 	for i := range tokens {
 		if tokens[i].RevokedAt == nil {
 			live = &tokens[i]

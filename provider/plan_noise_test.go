@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // TestAccAPIKeyPlanNoise: a limit change plans the key's status as it was
@@ -76,7 +76,7 @@ resource "llmplat_api_key" "plain" {
 				Config: config(200, in30, `rotation = "r1"`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("llmplat_api_key.k", plancheck.ResourceActionUpdate),
-					plancheck.ExpectKnownValue("llmplat_api_key.k", status, knownvalue.StringExact(admin.KeyActive)),
+					plancheck.ExpectKnownValue("llmplat_api_key.k", status, knownvalue.StringExact(adminwire.KeyActive)),
 					// A key that never had a rotation line: nothing of its
 					// secret is planned to change.
 					plancheck.ExpectResourceAction("llmplat_api_key.plain", plancheck.ResourceActionUpdate),
@@ -92,7 +92,7 @@ resource "llmplat_api_key" "plain" {
 					plancheck.ExpectUnknownValue("llmplat_api_key.k", status),
 				}},
 				Check: resource.ComposeAggregateTestCheckFunc(sameSecret,
-					resource.TestCheckResourceAttr("llmplat_api_key.k", "status", admin.KeyActive)),
+					resource.TestCheckResourceAttr("llmplat_api_key.k", "status", adminwire.KeyActive)),
 			},
 			{
 				// The rotation line removed: an empty plan.
@@ -139,7 +139,7 @@ func (g grantOutside) CheckPlan(ctx context.Context, _ plancheck.CheckPlanReques
 		resp.Error = err
 		return
 	}
-	_, err = g.p.client.AddCredit(ctx, admin.CreditRequest{TeamID: n, AmountMicrocredits: 7_000_000,
+	_, err = g.p.client.AddCredit(ctx, adminwire.CreditRequest{TeamID: n, AmountMicrocredits: 7_000_000,
 		IdempotencyKey: "between-plan-and-apply", Note: "outside"})
 	resp.Error = err
 }

@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
 )
 
 // Environment variables the provider falls back to.
@@ -55,7 +55,7 @@ type providerModel struct {
 
 // providerData is what the provider hands its resources and data sources.
 type providerData struct {
-	client *admin.Client
+	client *adminclient.Client
 	// readiness is the credentials check, made on first use of client.
 	readiness *readiness
 	// kube is the cluster's access; nil when the provider was given none.
@@ -130,7 +130,7 @@ func (p *llmplatProvider) Configure(ctx context.Context, req provider.ConfigureR
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	client, err := admin.NewClient(endpoint, token, &http.Client{Timeout: requestTimeout,
+	client, err := adminclient.NewClient(endpoint, token, &http.Client{Timeout: requestTimeout,
 		Transport: &apiTransport{next: http.DefaultTransport, userAgent: userAgent(p.version, req.TerraformVersion)}})
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("endpoint"), "Invalid llmplat endpoint", err.Error())

@@ -13,7 +13,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // errReadyTimeout is the cause of a readiness wait that ran out.
@@ -44,7 +45,7 @@ func parseReadyTimeout(s string) (time.Duration, error) {
 // offline data sources never make it, so rendering manifests or planning
 // capacity needs no platform.
 type readiness struct {
-	client   *admin.Client
+	client   *adminclient.Client
 	endpoint string
 	timeout  time.Duration
 
@@ -68,11 +69,11 @@ func (d *providerData) ready(ctx context.Context, diags *diag.Diagnostics) bool 
 // repeated while the platform is not there, for at most timeout. It
 // reports whether the platform answered; otherwise it has said why in
 // diags: a refused token at once, an unreachable platform after timeout.
-func waitReady(ctx context.Context, c *admin.Client, endpoint string, timeout time.Duration, diags *diag.Diagnostics) bool {
+func waitReady(ctx context.Context, c *adminclient.Client, endpoint string, timeout time.Duration, diags *diag.Diagnostics) bool {
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errReadyTimeout)
 	defer cancel()
 	err := c.WaitReady(ctx)
-	var ae *admin.APIError
+	var ae *adminwire.APIError
 	switch {
 	case err == nil:
 		return true

@@ -8,7 +8,7 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
 )
 
 // teamOnly is one team, the cheapest resource to plan.
@@ -61,7 +61,7 @@ func TestAccPlanFailsWhenPlatformDown(t *testing.T) {
 // waits for it, and the apply succeeds.
 func TestAccWaitsForGateway(t *testing.T) {
 	p := startPlatform(t)
-	starting := 2 * admin.DefaultMaxAttempts
+	starting := 2 * adminclient.DefaultMaxAttempts
 	proxy := newFaultProxy(t, p.base, func(*http.Request) fault {
 		if starting > 0 {
 			starting--
@@ -76,8 +76,8 @@ func TestAccWaitsForGateway(t *testing.T) {
 			Check:  resource.TestCheckResourceAttr("llmplat_team.t", "name", "ready-check"),
 		}},
 	})
-	if got := proxy.count(notReady); got != 2*admin.DefaultMaxAttempts {
-		t.Errorf("the proxy answered 503 %d times, want %d", got, 2*admin.DefaultMaxAttempts)
+	if got := proxy.count(notReady); got != 2*adminclient.DefaultMaxAttempts {
+		t.Errorf("the proxy answered 503 %d times, want %d", got, 2*adminclient.DefaultMaxAttempts)
 	}
 }
 

@@ -22,6 +22,8 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
@@ -69,7 +71,7 @@ func requireTerraform(t *testing.T) {
 type platform struct {
 	base    string
 	token   string
-	client  *admin.Client
+	client  *adminclient.Client
 	db      *store.DB
 	rdb     *redis.Client
 	prefix  string
@@ -125,7 +127,7 @@ func startPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	g.Go(func() error { return sim.Serve(gctx, ln) })
-	if _, _, err := admin.NewSQLStore(db).PutModel(ctx, testModel, admin.ModelSpec{ServedName: testModel,
+	if _, _, err := admin.NewSQLStore(db).PutModel(ctx, testModel, adminwire.ModelSpec{ServedName: testModel,
 		PromptPriceMicroPerMTok: 100_000, CompletionPriceMicroPerMTok: 400_000, MaxContextTokens: 8192, MaxOutputTokens: 1024}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +138,7 @@ func startPlatform(t *testing.T) *platform {
 	if err != nil {
 		t.Fatal(err)
 	}
-	client, err := admin.NewClient(front.Base, token, &http.Client{})
+	client, err := adminclient.NewClient(front.Base, token, &http.Client{})
 	if err != nil {
 		t.Fatal(err)
 	}

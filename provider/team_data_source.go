@@ -9,12 +9,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
 )
 
 // teamDataSource is llmplat_team: a team by name, with its balance.
 type teamDataSource struct {
-	client *admin.Client
+	client *adminclient.Client
 }
 
 func newTeamDataSource() datasource.DataSource { return &teamDataSource{} }

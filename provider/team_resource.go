@@ -13,12 +13,13 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // teamResource is llmplat_team.
 type teamResource struct {
-	client *admin.Client
+	client *adminclient.Client
 }
 
 func newTeamResource() resource.Resource { return &teamResource{} }
@@ -78,7 +79,7 @@ func (r *teamResource) Configure(ctx context.Context, req resource.ConfigureRequ
 }
 
 // set copies a team into m.
-func (m *teamModel) set(t admin.Team) {
+func (m *teamModel) set(t adminwire.Team) {
 	m.ID = types.StringValue(strconv.FormatInt(t.ID, 10))
 	m.Name = types.StringValue(t.Name)
 	m.Balance = types.Int64Value(t.BalanceMicrocredits)
@@ -159,7 +160,7 @@ func (r *teamResource) Update(ctx context.Context, req resource.UpdateRequest, r
 		return
 	}
 	name := plan.Name.ValueString()
-	t, err := r.client.UpdateTeam(ctx, id, admin.UpdateTeamRequest{Name: &name})
+	t, err := r.client.UpdateTeam(ctx, id, adminwire.UpdateTeamRequest{Name: &name})
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("name"), "Team not updated", err.Error())
 		return

@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // TestAccTeam: create, rename in place (same id), import by id, a credit
@@ -57,7 +57,7 @@ func TestAccTeam(t *testing.T) {
 				// balance, and the plan stays empty.
 				PreConfig: func() {
 					n, _ := strconv.ParseInt(id, 10, 64)
-					if _, err := p.client.AddCredit(context.Background(), admin.CreditRequest{TeamID: n, AmountMicrocredits: 5_000_000,
+					if _, err := p.client.AddCredit(context.Background(), adminwire.CreditRequest{TeamID: n, AmountMicrocredits: 5_000_000,
 						IdempotencyKey: "outside", Note: "outside"}); err != nil {
 						t.Fatal(err)
 					}

@@ -11,8 +11,9 @@ import (
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
 	"github.com/llmplat/llmplat/runtime/adminrules"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // refusalCase is one value the admin API refuses: the configuration that
@@ -23,7 +24,7 @@ type refusalCase struct {
 	hcl  string // one resource
 	attr string // the attribute line terraform must point at
 	msg  string // what both the plan and the API say
-	api  func(ctx context.Context, c *admin.Client) error
+	api  func(ctx context.Context, c *adminclient.Client) error
 }
 
 // keyHCL is an llmplat_api_key with one more line.
@@ -32,8 +33,8 @@ func keyHCL(line string) string {
 }
 
 // createKey sends a key create to the admin API.
-func createKey(r admin.CreateKeyRequest) func(context.Context, *admin.Client) error {
-	return func(ctx context.Context, c *admin.Client) error {
+func createKey(r adminwire.CreateKeyRequest) func(context.Context, *adminclient.Client) error {
+	return func(ctx context.Context, c *adminclient.Client) error {
 		if r.TeamID == 0 {
 			r.TeamID = 1
 		}
@@ -57,9 +58,9 @@ func modelHCL(served string, maxContext, output int64) string {
 }
 
 // putModel sends a model declaration to the admin API.
-func putModel(served string, maxContext, output int) func(context.Context, *admin.Client) error {
-	return func(ctx context.Context, c *admin.Client) error {
-		_, _, err := c.PutModel(ctx, "refused", admin.ModelSpec{ServedName: served, PromptPriceMicroPerMTok: 1,
+func putModel(served string, maxContext, output int) func(context.Context, *adminclient.Client) error {
+	return func(ctx context.Context, c *adminclient.Client) error {
+		_, _, err := c.PutModel(ctx, "refused", adminwire.ModelSpec{ServedName: served, PromptPriceMicroPerMTok: 1,
 			CompletionPriceMicroPerMTok: 1, MaxContextTokens: maxContext, MaxOutputTokens: output})
 		return err
 	}
@@ -71,30 +72,30 @@ func creditHCL(amount int64, note string) string {
 }
 
 // addCredit sends a credit grant to the admin API.
-func addCredit(amount int64, note string) func(context.Context, *admin.Client) error {
-	return func(ctx context.Context, c *admin.Client) error {
-		_, err := c.AddCredit(ctx, admin.CreditRequest{TeamID: 1, AmountMicrocredits: amount, Note: note, IdempotencyKey: "refusal-test"})
+func addCredit(amount int64, note string) func(context.Context, *adminclient.Client) error {
+	return func(ctx context.Context, c *adminclient.Client) error {
+		_, err := c.AddCredit(ctx, adminwire.CreditRequest{TeamID: 1, AmountMicrocredits: amount, Note: note, IdempotencyKey: "refusal-test"})
 		return err
 	}
 }
 
 var refusalCases = []refusalCase{
 	{"rpm over 2^31-1", keyHCL("rpm = 2147483648"), "rpm", "rpm must be between 0 (unlimited) and 2147483647",
-		createKey(admin.CreateKeyRequest{RPM: math.MaxInt32 + 1})},
+		createKey(adminwire.CreateKeyRequest{RPM: math.MaxInt32 + 1})},
 	{"max_streams over 2^31-1", keyHCL("max_streams = 2147483648"), "max_streams", "max_streams must be between 0 (unlimited) and 2147483647",
-		createKey(admin.CreateKeyRequest{MaxStreams: math.MaxInt32 + 1})},
+		createKey(adminwire.CreateKeyRequest{MaxStreams: math.MaxInt32 + 1})},
 	{"max_tokens over 2^31-1", keyHCL("max_tokens = 2147483648"), "max_tokens", "max_tokens must be between 0 (unlimited) and 2147483647",
-		createKey(admin.CreateKeyRequest{MaxTokens: math.MaxInt32 + 1})},
+		createKey(adminwire.CreateKeyRequest{MaxTokens: math.MaxInt32 + 1})},
 	{"key name too long", keyHCL(fmt.Sprintf("name = %q", strings.Repeat("n", adminrules.MaxKeyNameLen+1))), "name",
-		"name must be at most 200 bytes", createKey(admin.CreateKeyRequest{Name: strings.Repeat("n", adminrules.MaxKeyNameLen+1)})},
+		"name must be at most 200 bytes", createKey(adminwire.CreateKeyRequest{Name: strings.Repeat("n", adminrules.MaxKeyNameLen+1)})},
 	{"key name with a control character", keyHCL(`name = "ci\nkey"`), "name", "name must not contain control characters",
-		createKey(admin.CreateKeyRequest{Name: "ci\nkey"})},
+		createKey(adminwire.CreateKeyRequest{Name: "ci\nkey"})},
 	{"allowlist entry not a model name", keyHCL(`model_allowlist = ["meta/llama"]`), "model_allowlist",
-		`model name "meta/llama" must be 1 to 64 letters`, createKey(admin.CreateKeyRequest{ModelAllowlist: []string{"meta/llama"}})},
+		`model name "meta/llama" must be 1 to 64 letters`, createKey(adminwire.CreateKeyRequest{ModelAllowlist: []string{"meta/llama"}})},
 	{"team_id not numeric", `resource "llmplat_api_key" "k" {
   team_id = "team-a"
 }
-`, "team_id", "team_id must be a positive team id", createKey(admin.CreateKeyRequest{TeamID: -1})},
+`, "team_id", "team_id must be a positive team id", createKey(adminwire.CreateKeyRequest{TeamID: -1})},
 	{"credit over the bound", creditHCL(adminrules.MaxCreditMicro+1, "big"), "amount_microcredits",
 		"amount_microcredits must be non-zero and at most 1000000000000000 in absolute value", addCredit(adminrules.MaxCreditMicro+1, "big")},
 	{"credit of zero", creditHCL(0, "none"), "amount_microcredits",
@@ -118,7 +119,7 @@ func TestAccPlanRefusesWhatTheAPIRefuses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// The API's answer, first: the rule the plan must apply.
 			err := tt.api(t.Context(), p.client)
-			var apiErr *admin.APIError
+			var apiErr *adminwire.APIError
 			if !errors.As(err, &apiErr) || apiErr.Param != tt.attr || !strings.Contains(apiErr.Message, tt.msg) {
 				t.Fatalf("admin API answered %v, want a refusal of %s saying %q", err, tt.attr, tt.msg)
 			}

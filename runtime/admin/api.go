@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/openai"
@@ -57,7 +58,7 @@ type NodeTokenRevoker interface {
 // NodeView reports the live state of nodes by id, from the heartbeats the
 // orchestrator keeps in Redis.
 type NodeView interface {
-	Live(ctx context.Context) (map[string]NodeLive, error)
+	Live(ctx context.Context) (map[string]adminwire.NodeLive, error)
 }
 
 // Drainer stops new work for a node and lets its streams finish. It wraps

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -36,7 +37,7 @@ func errorShape(t *testing.T, body string) (typ, code, param string) {
 func TestAuthenticationAndRoles(t *testing.T) {
 	h := newHarness(t, testenv.Postgres(t), harnessOptions{})
 	team := h.team(t, "search")
-	key, err := h.client.CreateKey(t.Context(), CreateKeyRequest{TeamID: team}, "")
+	key, err := h.client.CreateKey(t.Context(), adminwire.CreateKeyRequest{TeamID: team}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestAuthenticationAndRoles(t *testing.T) {
 		{http.MethodPut, "/admin/models/llama-8b", `{}`},
 		{http.MethodPost, "/admin/nodes/n1/tokens", ""},
 	}
-	revoked, err := h.client.CreateKey(t.Context(), CreateKeyRequest{TeamID: team}, "")
+	revoked, err := h.client.CreateKey(t.Context(), adminwire.CreateKeyRequest{TeamID: team}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/credential"
 )
 
@@ -27,7 +28,7 @@ func TestClientMintedKeys(t *testing.T) {
 				return k.Secret
 			}
 			first := mint()
-			created, err := c.CreateKey(ctx, CreateKeyRequest{TeamID: team, Name: "wo", RPM: 5, Key: first}, "minted-1")
+			created, err := c.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team, Name: "wo", RPM: 5, Key: first}, "minted-1")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,7 +38,7 @@ func TestClientMintedKeys(t *testing.T) {
 			if p, err := h.authn.Authenticate(ctx, "Bearer "+first); err != nil || p.KeyID != created.ID {
 				t.Fatalf("the minted secret does not authenticate: %+v, %v", p, err)
 			}
-			replay, err := c.CreateKey(ctx, CreateKeyRequest{TeamID: team, Name: "wo", RPM: 5, Key: first}, "minted-1")
+			replay, err := c.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team, Name: "wo", RPM: 5, Key: first}, "minted-1")
 			if err != nil || replay.ID != created.ID || !replay.Replayed {
 				t.Errorf("replay = %+v, %v; want the same key, replayed", replay, err)
 			}
@@ -54,11 +55,11 @@ func TestClientMintedKeys(t *testing.T) {
 				t.Error("the replaced secret still authenticates")
 			}
 
-			_, err = c.CreateKey(ctx, CreateKeyRequest{TeamID: team, Key: second}, "")
+			_, err = c.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team, Key: second}, "")
 			wantAPIError(t, "a secret in use", err, http.StatusConflict, "key")
 			_, err = c.RotateKeyTo(ctx, created.ID, second)
 			wantAPIError(t, "rotating to the secret it has", err, http.StatusConflict, "key")
-			_, err = c.CreateKey(ctx, CreateKeyRequest{TeamID: team, Key: "llp_short"}, "")
+			_, err = c.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team, Key: "llp_short"}, "")
 			wantAPIError(t, "a malformed secret", err, http.StatusBadRequest, "key")
 			_, err = c.RotateKeyTo(ctx, created.ID, "sk-not-ours")
 			wantAPIError(t, "rotating to a malformed secret", err, http.StatusBadRequest, "key")

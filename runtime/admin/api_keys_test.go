@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/adminclient"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/credential"
 )
@@ -25,13 +27,13 @@ func TestKeyLifecycleAPI(t *testing.T) {
 			c := h.client
 			team := h.team(t, "search")
 			expires := h.clock.Now().Add(30 * 24 * time.Hour)
-			req := CreateKeyRequest{TeamID: team, Name: "ci", ModelAllowlist: []string{"llama-8b"}, RPM: 600,
+			req := adminwire.CreateKeyRequest{TeamID: team, Name: "ci", ModelAllowlist: []string{"llama-8b"}, RPM: 600,
 				TokensPerDay: 2_000_000, MaxStreams: 4, MaxTokens: 2048, ExpiresAt: &expires}
 			created, err := c.CreateKey(ctx, req, "tf-create-1")
 			if err != nil {
 				t.Fatalf("CreateKey: %v", err)
 			}
-			if !credential.LooksLikeKey(created.Secret) || created.Prefix != created.Secret[:12] || created.Status != KeyActive || created.Replayed {
+			if !credential.LooksLikeKey(created.Secret) || created.Prefix != created.Secret[:12] || created.Status != adminwire.KeyActive || created.Replayed {
 				t.Fatalf("CreateKey = %+v; want a fresh active key with its secret", created.Key)
 			}
 			rec, err := h.store.LookupKey(ctx, credential.HashKey(created.Secret))
@@ -46,13 +48,13 @@ func TestKeyLifecycleAPI(t *testing.T) {
 
 			t.Run("replay with the same Idempotency-Key", func(t *testing.T) {
 				replay, err := c.CreateKey(ctx, req, "tf-create-1")
-				if err != nil || replay.ID != created.ID || replay.Secret != "" || !replay.Replayed || replay.SecretNote != SecretNote {
+				if err != nil || replay.ID != created.ID || replay.Secret != "" || !replay.Replayed || replay.SecretNote != adminwire.SecretNote {
 					t.Errorf("replay = %+v, %v; want key %d, no secret, replayed with a note", replay, err, created.ID)
 				}
 				other := req
 				other.RPM = 1
 				_, err = c.CreateKey(ctx, other, "tf-create-1")
-				wantAPIError(t, "same Idempotency-Key, other body", err, http.StatusConflict, idempotencyHeader)
+				wantAPIError(t, "same Idempotency-Key, other body", err, http.StatusConflict, adminwire.IdempotencyHeader)
 				keys, err := c.ListKeys(ctx, team)
 				if err != nil || len(keys) != 1 {
 					t.Errorf("keys after replays = %d, %v; want 1", len(keys), err)
@@ -82,7 +84,7 @@ func TestKeyLifecycleAPI(t *testing.T) {
 			t.Run("patch changes limits and evicts the cached key", func(t *testing.T) {
 				rpm, streams := 0, 1
 				allow := []string{}
-				upd, err := c.UpdateKey(ctx, created.ID, UpdateKeyRequest{RPM: &rpm, MaxStreams: &streams, ModelAllowlist: &allow, ExpiresAt: ClearTime()})
+				upd, err := c.UpdateKey(ctx, created.ID, adminwire.UpdateKeyRequest{RPM: &rpm, MaxStreams: &streams, ModelAllowlist: &allow, ExpiresAt: adminwire.ClearTime()})
 				if err != nil || upd.RPM != 0 || upd.MaxStreams != 1 || len(upd.ModelAllowlist) != 0 || upd.ExpiresAt != nil ||
 					upd.TokensPerDay != 2_000_000 || upd.MaxTokens != 2048 {
 					t.Fatalf("UpdateKey = %+v, %v", upd, err)
@@ -93,7 +95,7 @@ func TestKeyLifecycleAPI(t *testing.T) {
 					t.Errorf("limits seen by the gateway after patch = %+v (expires %v), %v; want %+v", p.Limits, p.ExpiresAt, err, want)
 				}
 				name := "ci-renamed"
-				upd, err = c.UpdateKey(ctx, created.ID, UpdateKeyRequest{Name: &name})
+				upd, err = c.UpdateKey(ctx, created.ID, adminwire.UpdateKeyRequest{Name: &name})
 				if err != nil || upd.Name != name || upd.MaxStreams != 1 {
 					t.Errorf("name-only patch = %+v, %v; want other fields kept", upd, err)
 				}
@@ -164,7 +166,7 @@ func TestKeyLifecycleAPI(t *testing.T) {
 				}
 				before := len(h.revoker.Calls())
 				revoked, err := c.RevokeKey(ctx, created.ID)
-				if err != nil || revoked.RevokedAt == nil || revoked.Status != KeyRevoked {
+				if err != nil || revoked.RevokedAt == nil || revoked.Status != adminwire.KeyRevoked {
 					t.Fatalf("RevokeKey = %+v, %v", revoked, err)
 				}
 				calls := h.revoker.Calls()[before:]
@@ -189,7 +191,7 @@ func TestKeyLifecycleAPI(t *testing.T) {
 			})
 
 			t.Run("revocation broadcast failure answers 503 and the retry repairs it", func(t *testing.T) {
-				k, err := c.CreateKey(ctx, CreateKeyRequest{TeamID: team}, "")
+				k, err := c.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team}, "")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -197,7 +199,7 @@ func TestKeyLifecycleAPI(t *testing.T) {
 				_, err = c.RevokeKey(ctx, k.ID)
 				wantAPIError(t, "revoke with the broadcast down", err, http.StatusServiceUnavailable, "")
 				h.revoker.setFail(nil)
-				if got, err := c.RevokeKey(ctx, k.ID); err != nil || got.Status != KeyRevoked {
+				if got, err := c.RevokeKey(ctx, k.ID); err != nil || got.Status != adminwire.KeyRevoked {
 					t.Errorf("retried revoke = %+v, %v", got, err)
 				}
 				calls := h.revoker.Calls()
@@ -209,26 +211,26 @@ func TestKeyLifecycleAPI(t *testing.T) {
 			t.Run("missing keys", func(t *testing.T) {
 				for name, err := range map[string]error{
 					"get":    func() error { _, err := c.GetKey(ctx, 999); return err }(),
-					"patch":  func() error { _, err := c.UpdateKey(ctx, 999, UpdateKeyRequest{}); return err }(),
+					"patch":  func() error { _, err := c.UpdateKey(ctx, 999, adminwire.UpdateKeyRequest{}); return err }(),
 					"rotate": func() error { _, err := c.RotateKey(ctx, 999); return err }(),
 					"revoke": func() error { _, err := c.RevokeKey(ctx, 999); return err }(),
 				} {
 					wantAPIError(t, name+" a missing key", err, http.StatusNotFound, "id")
 				}
-				_, err := c.CreateKey(ctx, CreateKeyRequest{TeamID: 999}, "")
+				_, err := c.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: 999}, "")
 				wantAPIError(t, "create for a missing team", err, http.StatusNotFound, "team_id")
 			})
 
 			t.Run("expiry shows in the status", func(t *testing.T) {
 				soon := h.clock.Now().Add(time.Hour)
-				k, err := c.CreateKey(ctx, CreateKeyRequest{TeamID: team, ExpiresAt: &soon}, "")
+				k, err := c.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team, ExpiresAt: &soon}, "")
 				if err != nil {
 					t.Fatal(err)
 				}
 				h.clock.Advance(2 * time.Hour)
 				got, err := c.GetKey(ctx, k.ID)
-				if err != nil || got.Status != KeyExpired {
-					t.Errorf("status after expiry = %q, %v; want %q", got.Status, err, KeyExpired)
+				if err != nil || got.Status != adminwire.KeyExpired {
+					t.Errorf("status after expiry = %q, %v; want %q", got.Status, err, adminwire.KeyExpired)
 				}
 				if _, err := h.authn.Authenticate(ctx, "Bearer "+k.Secret); !errors.Is(err, auth.ErrExpired) {
 					t.Errorf("gateway with an expired key: error = %v, want ErrExpired", err)
@@ -236,11 +238,11 @@ func TestKeyLifecycleAPI(t *testing.T) {
 			})
 
 			t.Run("a user key cannot call the admin api", func(t *testing.T) {
-				k, err := c.CreateKey(ctx, CreateKeyRequest{TeamID: team}, "")
+				k, err := c.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team}, "")
 				if err != nil {
 					t.Fatal(err)
 				}
-				user, err := NewClient(h.url, k.Secret, nil)
+				user, err := adminclient.NewClient(h.url, k.Secret, nil)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -5,11 +5,13 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 func TestModelsAPI(t *testing.T) {
 	ctx := context.Background()
-	spec := ModelSpec{ServedName: "meta-llama/Llama-3.1-8B-Instruct", PromptPriceMicroPerMTok: 100_000,
+	spec := adminwire.ModelSpec{ServedName: "meta-llama/Llama-3.1-8B-Instruct", PromptPriceMicroPerMTok: 100_000,
 		CompletionPriceMicroPerMTok: 400_000, MaxContextTokens: 8192, MaxOutputTokens: 4096}
 	for _, dc := range dialectCases {
 		t.Run(dc.name, func(t *testing.T) {

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"reflect"
 	"testing"
+
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // TestNodeDeclarationAPI: a declaration is stored, read back whole (so an
@@ -14,10 +16,10 @@ import (
 func TestNodeDeclarationAPI(t *testing.T) {
 	ctx := context.Background()
 	gpus := int64(2)
-	spec := NodeDeclarationSpec{
+	spec := adminwire.NodeDeclarationSpec{
 		OrchestratorURL: "wss://orch.example.com/v1/nodes/connect",
 		EngineURL:       "http://127.0.0.1:8001",
-		Models: []NodeDeclaredModel{{Name: "llama-8b", ServedName: "meta-llama/Llama-3.1-8B-Instruct",
+		Models: []adminwire.NodeDeclaredModel{{Name: "llama-8b", ServedName: "meta-llama/Llama-3.1-8B-Instruct",
 			MaxNumSeqs: 32, MaxModelLen: 8192, KVCacheTokens: 200000}},
 		GPUCount: &gpus,
 		Labels:   map[string]string{"site": "basement", "rack": "r1"},
@@ -69,14 +71,14 @@ func TestNodeDeclarationAPI(t *testing.T) {
 
 			for _, tc := range []struct {
 				name, param string
-				edit        func(*NodeDeclarationSpec)
+				edit        func(*adminwire.NodeDeclarationSpec)
 			}{
-				{"no orchestrator", "orchestrator_url", func(s *NodeDeclarationSpec) { s.OrchestratorURL = "" }},
-				{"no models", "models", func(s *NodeDeclarationSpec) { s.Models = nil }},
-				{"zero gpus", "gpu_count", func(s *NodeDeclarationSpec) { z := int64(0); s.GPUCount = &z }},
-				{"control character in a label", "labels", func(s *NodeDeclarationSpec) { s.Labels = map[string]string{"a": "b\n"} }},
-				{"bad model name", "models[0].name", func(s *NodeDeclarationSpec) {
-					s.Models = []NodeDeclaredModel{{Name: "a b", ServedName: "x", MaxNumSeqs: 1, MaxModelLen: 1, KVCacheTokens: 1}}
+				{"no orchestrator", "orchestrator_url", func(s *adminwire.NodeDeclarationSpec) { s.OrchestratorURL = "" }},
+				{"no models", "models", func(s *adminwire.NodeDeclarationSpec) { s.Models = nil }},
+				{"zero gpus", "gpu_count", func(s *adminwire.NodeDeclarationSpec) { z := int64(0); s.GPUCount = &z }},
+				{"control character in a label", "labels", func(s *adminwire.NodeDeclarationSpec) { s.Labels = map[string]string{"a": "b\n"} }},
+				{"bad model name", "models[0].name", func(s *adminwire.NodeDeclarationSpec) {
+					s.Models = []adminwire.NodeDeclaredModel{{Name: "a b", ServedName: "x", MaxNumSeqs: 1, MaxModelLen: 1, KVCacheTokens: 1}}
 				}},
 			} {
 				bad := spec

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
@@ -33,8 +34,8 @@ func TestNodesAPI(t *testing.T) {
 			registerNode(t, h, "fra-gpu-07", "onprem", 8, `["llama-8b"]`)
 			registerNode(t, h, "vllm-8b-0", "cloud", 1, `["llama-8b"]`)
 			beat := h.clock.Now().Add(-2 * time.Second)
-			live := NodeLive{Healthy: true, QueueDepth: 3, Running: 28, KVCacheUsage: 0.62, GPUUtil: 0.91, Owner: "orch-1", BeatAt: beat}
-			h.nodes.set(map[string]NodeLive{"fra-gpu-07": live}, nil)
+			live := adminwire.NodeLive{Healthy: true, QueueDepth: 3, Running: 28, KVCacheUsage: 0.62, GPUUtil: 0.91, Owner: "orch-1", BeatAt: beat}
+			h.nodes.set(map[string]adminwire.NodeLive{"fra-gpu-07": live}, nil)
 			list, err := c.ListNodes(ctx)
 			if err != nil || len(list.Data) != 2 || list.LiveUnavailable {
 				t.Fatalf("ListNodes = %+v, %v", list, err)
@@ -64,7 +65,7 @@ func TestNodesAPI(t *testing.T) {
 			wantAPIError(t, "get an unregistered node", err, http.StatusNotFound, "id")
 
 			d, err := c.DrainNode(ctx, "fra-gpu-07")
-			if err != nil || d != (DrainResult{NodeID: "fra-gpu-07", State: "draining"}) || !slices.Equal(h.drainer.Drained(), []string{"fra-gpu-07"}) {
+			if err != nil || d != (adminwire.DrainResult{NodeID: "fra-gpu-07", State: "draining"}) || !slices.Equal(h.drainer.Drained(), []string{"fra-gpu-07"}) {
 				t.Errorf("DrainNode = %+v, %v; drained %v", d, err, h.drainer.Drained())
 			}
 			_, err = c.DrainNode(ctx, "nope")

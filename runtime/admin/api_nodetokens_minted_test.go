@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/credential"
 )
 
@@ -42,7 +43,7 @@ func TestClientMintedNodeTokens(t *testing.T) {
 				t.Errorf("Verify(minted) after the replay = %v", err)
 			}
 			_, err = c.IssueNodeTokenTo(ctx, "fra-gpu-08", mint(), "minted-node-1")
-			wantAPIError(t, "another token under the same Idempotency-Key", err, http.StatusConflict, idempotencyHeader)
+			wantAPIError(t, "another token under the same Idempotency-Key", err, http.StatusConflict, adminwire.IdempotencyHeader)
 			_, err = c.IssueNodeTokenTo(ctx, "fra-gpu-09", minted, "")
 			wantAPIError(t, "a token already issued", err, http.StatusConflict, "token")
 			for name, bad := range map[string]string{

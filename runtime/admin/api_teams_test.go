@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
@@ -22,7 +23,7 @@ func TestTeamsAPI(t *testing.T) {
 			if err != nil || created || again != first {
 				t.Errorf("CreateTeam again = %+v, created %v, %v; want %+v with 200", again, created, err, first)
 			}
-			if _, err := c.AddCredit(ctx, CreditRequest{TeamID: first.ID, AmountMicrocredits: 5_000_000, IdempotencyKey: "grant-1"}); err != nil {
+			if _, err := c.AddCredit(ctx, adminwire.CreditRequest{TeamID: first.ID, AmountMicrocredits: 5_000_000, IdempotencyKey: "grant-1"}); err != nil {
 				t.Fatal(err)
 			}
 			got, err := c.GetTeam(ctx, first.ID)
@@ -35,16 +36,16 @@ func TestTeamsAPI(t *testing.T) {
 				t.Errorf("ListTeams = %+v, %v", list, err)
 			}
 			name := "search-2"
-			renamed, err := c.UpdateTeam(ctx, first.ID, UpdateTeamRequest{Name: &name})
+			renamed, err := c.UpdateTeam(ctx, first.ID, adminwire.UpdateTeamRequest{Name: &name})
 			if err != nil || renamed.Name != name || renamed.ID != first.ID {
 				t.Errorf("UpdateTeam = %+v, %v", renamed, err)
 			}
 			taken := "ads"
-			_, err = c.UpdateTeam(ctx, first.ID, UpdateTeamRequest{Name: &taken})
+			_, err = c.UpdateTeam(ctx, first.ID, adminwire.UpdateTeamRequest{Name: &taken})
 			wantAPIError(t, "rename onto a taken name", err, http.StatusConflict, "name")
 			_, err = c.GetTeam(ctx, 999)
 			wantAPIError(t, "get a missing team", err, http.StatusNotFound, "id")
-			_, err = c.UpdateTeam(ctx, 999, UpdateTeamRequest{Name: &name})
+			_, err = c.UpdateTeam(ctx, 999, adminwire.UpdateTeamRequest{Name: &name})
 			wantAPIError(t, "rename a missing team", err, http.StatusNotFound, "id")
 			_, _, err = c.CreateTeam(ctx, "no spaces allowed")
 			wantAPIError(t, "team name with spaces", err, http.StatusBadRequest, "name")
@@ -59,7 +60,7 @@ func TestCreditsAPI(t *testing.T) {
 			h := newHarness(t, dc.dsn(t), harnessOptions{})
 			c := h.client
 			team := h.team(t, "search")
-			req := CreditRequest{TeamID: team, AmountMicrocredits: 2_500_000, IdempotencyKey: "invoice-42", Note: "march"}
+			req := adminwire.CreditRequest{TeamID: team, AmountMicrocredits: 2_500_000, IdempotencyKey: "invoice-42", Note: "march"}
 			first, err := c.AddCredit(ctx, req)
 			if err != nil || first.Replayed || first.ID == 0 || first.AmountMicrocredits != 2_500_000 || first.Note != "march" {
 				t.Fatalf("AddCredit = %+v, %v", first, err)
@@ -80,7 +81,7 @@ func TestCreditsAPI(t *testing.T) {
 			if ae := apiError(t, err); ae.Code != codeIdempotency {
 				t.Errorf("conflict code = %q, want %q", ae.Code, codeIdempotency)
 			}
-			correction, err := c.AddCredit(ctx, CreditRequest{TeamID: team, AmountMicrocredits: -500_000, IdempotencyKey: "fix-1"})
+			correction, err := c.AddCredit(ctx, adminwire.CreditRequest{TeamID: team, AmountMicrocredits: -500_000, IdempotencyKey: "fix-1"})
 			if err != nil || correction.Replayed {
 				t.Errorf("negative correction = %+v, %v", correction, err)
 			}
@@ -88,18 +89,18 @@ func TestCreditsAPI(t *testing.T) {
 			if err != nil || got.BalanceMicrocredits != 2_000_000 {
 				t.Errorf("balance after grant, replays, conflict and correction = %d, %v; want 2000000", got.BalanceMicrocredits, err)
 			}
-			_, err = c.AddCredit(ctx, CreditRequest{TeamID: 999, AmountMicrocredits: 1, IdempotencyKey: "x"})
+			_, err = c.AddCredit(ctx, adminwire.CreditRequest{TeamID: 999, AmountMicrocredits: 1, IdempotencyKey: "x"})
 			wantAPIError(t, "grant to a missing team", err, http.StatusNotFound, "team_id")
-			_, err = c.AddCredit(ctx, CreditRequest{TeamID: team, AmountMicrocredits: 0, IdempotencyKey: "y"})
+			_, err = c.AddCredit(ctx, adminwire.CreditRequest{TeamID: team, AmountMicrocredits: 0, IdempotencyKey: "y"})
 			wantAPIError(t, "zero grant", err, http.StatusBadRequest, "amount_microcredits")
-			_, err = c.AddCredit(ctx, CreditRequest{TeamID: team, AmountMicrocredits: 1})
+			_, err = c.AddCredit(ctx, adminwire.CreditRequest{TeamID: team, AmountMicrocredits: 1})
 			wantAPIError(t, "grant without a key", err, http.StatusBadRequest, "idempotency_key")
 			// A run of grants may not overflow the balance: the one that would
 			// pass ledger.MaxBalance is a 409 naming the amount, not a 500.
 			if _, err := h.db.ExecContext(ctx, "UPDATE teams SET balance_microcredits = $1 WHERE id = $2", int64(ledger.MaxBalance), team); err != nil {
 				t.Fatal(err)
 			}
-			_, err = c.AddCredit(ctx, CreditRequest{TeamID: team, AmountMicrocredits: 1_000_000, IdempotencyKey: "one-too-many"})
+			_, err = c.AddCredit(ctx, adminwire.CreditRequest{TeamID: team, AmountMicrocredits: 1_000_000, IdempotencyKey: "one-too-many"})
 			wantAPIError(t, "grant past the balance's range", err, http.StatusConflict, "amount_microcredits")
 			if ae := apiError(t, err); ae.Code != codeBalanceRange {
 				t.Errorf("overflow code = %q, want %q", ae.Code, codeBalanceRange)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/jsonvariant"
 	"github.com/llmplat/llmplat/runtime/strictjson"
 )
@@ -31,7 +32,7 @@ func FuzzDecodeBody(f *testing.F) {
 		w := httptest.NewRecorder()
 		c, _ := gin.CreateTestContext(w)
 		c.Request = httptest.NewRequest(http.MethodPost, "/admin/credits", bytes.NewReader(body))
-		var req CreditRequest
+		var req adminwire.CreditRequest
 		present, ok := decodeBody(c, &req)
 		if !ok {
 			if w.Code < 400 || w.Code > 499 {

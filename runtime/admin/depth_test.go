@@ -11,6 +11,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/strictjson"
 	"github.com/llmplat/llmplat/runtime/testenv"
@@ -86,7 +87,7 @@ func TestDecodeBodyMemoryIsLinear(t *testing.T) {
 			w := httptest.NewRecorder()
 			c, _ := gin.CreateTestContext(w)
 			c.Request = httptest.NewRequest(http.MethodPost, "/admin/keys", bytes.NewReader([]byte(body)))
-			var req CreateKeyRequest
+			var req adminwire.CreateKeyRequest
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)

@@ -1,5 +1,8 @@
-// Package admin is the platform's admin API, the typed Go client for it, and
-// the SQL stores behind it.
+// Package admin is the platform's admin API and the SQL stores behind it.
+// Its wire types (request and answer bodies, APIError) live in
+// runtime/adminwire and its typed client in runtime/adminclient, so that a
+// client (the Terraform provider) links neither this package's server nor
+// its stores.
 //
 // The API (API, mounted under /admin with Register or served alone by
 // Handler) manages teams, credit grants, API keys, models, on-prem node
@@ -33,10 +36,4 @@
 // registers, shown in the nodes view as "declared", and read back by the
 // provider's import; its gpu_count is shown beside the registered count,
 // never enforced.
-//
-// Client is the typed client the provider uses. It retries idempotent calls
-// on connection errors and 5xx answers with bounded, jittered backoff, and
-// returns refusals as *APIError. WaitReady repeats one cheap authenticated
-// call for as long as its context allows while the platform is not there
-// yet, and returns a refusal (a wrong token) at once.
 package admin

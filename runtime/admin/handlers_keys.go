@@ -7,26 +7,23 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
-// idempotencyHeader makes a create retry-safe: a repeat with the same
-// value returns the first answer, without its secret.
-const idempotencyHeader = "Idempotency-Key"
-
 // keyStatus is k's status at now.
-func keyStatus(k Key, now time.Time) string {
+func keyStatus(k adminwire.Key, now time.Time) string {
 	switch {
 	case k.RevokedAt != nil:
-		return KeyRevoked
+		return adminwire.KeyRevoked
 	case k.ExpiresAt != nil && !now.Before(*k.ExpiresAt):
-		return KeyExpired
+		return adminwire.KeyExpired
 	}
-	return KeyActive
+	return adminwire.KeyActive
 }
 
 // withStatus sets k's status at the API's clock.
-func (a *API) withStatus(k Key) Key {
+func (a *API) withStatus(k adminwire.Key) adminwire.Key {
 	k.Status = keyStatus(k, a.now())
 	return k
 }
@@ -34,8 +31,8 @@ func (a *API) withStatus(k Key) Key {
 // idempotencyKey reads and checks the Idempotency-Key header; on failure it
 // has answered 400.
 func idempotencyKey(c *gin.Context) (string, bool) {
-	k := c.GetHeader(idempotencyHeader)
-	if e := checkIdempotencyKey(idempotencyHeader, k); e != nil {
+	k := c.GetHeader(adminwire.IdempotencyHeader)
+	if e := checkIdempotencyKey(adminwire.IdempotencyHeader, k); e != nil {
 		badRequest(c, codeInvalidValue, e)
 		return "", false
 	}
@@ -49,7 +46,7 @@ func (a *API) createKey(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var req CreateKeyRequest
+	var req adminwire.CreateKeyRequest
 	if _, ok := decodeBody(c, &req); !ok {
 		return
 	}
@@ -59,7 +56,7 @@ func (a *API) createKey(c *gin.Context) {
 	}
 	out, err := a.store.CreateKey(c.Request.Context(), req, idem, a.now())
 	if err != nil {
-		a.fail(c, err, paramFor(err, "team_id", idempotencyHeader), "team")
+		a.fail(c, err, paramFor(err, "team_id", adminwire.IdempotencyHeader), "team")
 		return
 	}
 	out.Key = a.withStatus(out.Key)
@@ -98,7 +95,7 @@ func (a *API) listKeys(c *gin.Context) {
 	for i := range keys {
 		keys[i] = a.withStatus(keys[i])
 	}
-	writeJSON(c, http.StatusOK, List[Key]{Data: keys})
+	writeJSON(c, http.StatusOK, adminwire.List[adminwire.Key]{Data: keys})
 }
 
 // getKey is GET /admin/keys/{id}.
@@ -122,7 +119,7 @@ func (a *API) updateKey(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var req UpdateKeyRequest
+	var req adminwire.UpdateKeyRequest
 	if _, ok := decodeBody(c, &req); !ok {
 		return
 	}
@@ -150,7 +147,7 @@ func (a *API) rotateKey(c *gin.Context) {
 		return
 	}
 	// The body is optional: a client-minted secret, or none.
-	var req RotateKeyRequest
+	var req adminwire.RotateKeyRequest
 	if c.Request.ContentLength != 0 {
 		if _, ok := decodeBody(c, &req); !ok {
 			return

@@ -4,6 +4,8 @@ import (
 	"net/http"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // pathName reads the model or node name path parameter; on failure it has
@@ -24,7 +26,7 @@ func (a *API) putModel(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var spec ModelSpec
+	var spec adminwire.ModelSpec
 	present, ok := decodeBody(c, &spec)
 	if !ok {
 		return
@@ -52,7 +54,7 @@ func (a *API) listModels(c *gin.Context) {
 		a.fail(c, err, "", "model")
 		return
 	}
-	writeJSON(c, http.StatusOK, List[Model]{Data: models})
+	writeJSON(c, http.StatusOK, adminwire.List[adminwire.Model]{Data: models})
 }
 
 // getModel is GET /admin/models/{name}.

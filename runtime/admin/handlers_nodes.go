@@ -8,21 +8,14 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
-// NodeList is the answer to GET /admin/nodes. LiveUnavailable is set when
-// a NodeView is configured but failed: the registered nodes are listed
-// without live state rather than not at all.
-type NodeList struct {
-	Data            []Node `json:"data"`
-	LiveUnavailable bool   `json:"live_unavailable,omitempty"`
-}
-
 // live returns the live view, or nil when there is none or it failed (and
 // says which).
-func (a *API) live(c *gin.Context) (map[string]NodeLive, bool) {
+func (a *API) live(c *gin.Context) (map[string]adminwire.NodeLive, bool) {
 	if a.cfg.Nodes == nil {
 		return nil, true
 	}
@@ -35,7 +28,7 @@ func (a *API) live(c *gin.Context) (map[string]NodeLive, bool) {
 }
 
 // attachLive sets n.Live from live, when the node is in it.
-func attachLive(n *Node, live map[string]NodeLive) {
+func attachLive(n *adminwire.Node, live map[string]adminwire.NodeLive) {
 	if l, ok := live[n.ID]; ok {
 		n.Live = &l
 	}
@@ -60,7 +53,7 @@ func (a *API) listNodes(c *gin.Context) {
 			nodes[i].Declared = &d
 		}
 	}
-	writeJSON(c, http.StatusOK, NodeList{Data: nodes, LiveUnavailable: !ok})
+	writeJSON(c, http.StatusOK, adminwire.NodeList{Data: nodes, LiveUnavailable: !ok})
 }
 
 // getNode is GET /admin/nodes/{id}.
@@ -94,11 +87,11 @@ func (a *API) putNodeDeclaration(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var spec NodeDeclarationSpec
+	var spec adminwire.NodeDeclarationSpec
 	if _, ok := decodeBody(c, &spec); !ok {
 		return
 	}
-	if e := spec.validate(); e != nil {
+	if e := validateNodeDeclaration(&spec); e != nil {
 		badRequest(c, codeInvalidValue, e)
 		return
 	}
@@ -167,7 +160,7 @@ func (a *API) drainNode(c *gin.Context) {
 			"the drain could not be sent; retry")
 		return
 	}
-	writeJSON(c, http.StatusAccepted, DrainResult{NodeID: id, State: "draining"})
+	writeJSON(c, http.StatusAccepted, adminwire.DrainResult{NodeID: id, State: "draining"})
 }
 
 // issueNodeToken is POST /admin/nodes/{id}/tokens: 201 with the token,
@@ -183,7 +176,7 @@ func (a *API) issueNodeToken(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var req IssueNodeTokenRequest
+	var req adminwire.IssueNodeTokenRequest
 	if c.Request.ContentLength != 0 {
 		if _, ok := decodeBody(c, &req); !ok {
 			return
@@ -196,13 +189,13 @@ func (a *API) issueNodeToken(c *gin.Context) {
 	}
 	issue := a.tokens.Issue
 	if req.Token != "" {
-		issue = func(ctx context.Context, nodeID, idemKey string, now time.Time) (IssuedNodeToken, error) {
+		issue = func(ctx context.Context, nodeID, idemKey string, now time.Time) (adminwire.IssuedNodeToken, error) {
 			return a.tokens.IssueMinted(ctx, nodeID, req.Token, idemKey, now)
 		}
 	}
 	out, err := issue(c.Request.Context(), id, idem, a.now())
 	if err != nil {
-		a.fail(c, err, paramFor(err, "token", idempotencyHeader), "node")
+		a.fail(c, err, paramFor(err, "token", adminwire.IdempotencyHeader), "node")
 		return
 	}
 	status := http.StatusCreated
@@ -223,7 +216,7 @@ func (a *API) listNodeTokens(c *gin.Context) {
 		a.fail(c, err, "id", "node")
 		return
 	}
-	writeJSON(c, http.StatusOK, List[NodeToken]{Data: tokens})
+	writeJSON(c, http.StatusOK, adminwire.List[adminwire.NodeToken]{Data: tokens})
 }
 
 // revokeNodeToken is DELETE /admin/node-tokens/{token_id}: the token stops

@@ -7,6 +7,8 @@ import (
 	"strconv"
 
 	"github.com/gin-gonic/gin"
+
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // pathID parses the positive integer path parameter name; on failure it
@@ -21,10 +23,10 @@ func pathID(c *gin.Context, name string) (int64, bool) {
 }
 
 // withBalance fills t's money from the ledger.
-func (a *API) withBalance(ctx context.Context, t Team) (Team, error) {
+func (a *API) withBalance(ctx context.Context, t adminwire.Team) (adminwire.Team, error) {
 	b, err := a.cfg.Ledger.Balance(ctx, t.ID)
 	if err != nil {
-		return Team{}, fmt.Errorf("team %d balance: %w", t.ID, err)
+		return adminwire.Team{}, fmt.Errorf("team %d balance: %w", t.ID, err)
 	}
 	t.BalanceMicrocredits, t.ReservedMicrocredits, t.AvailableMicrocredits = b.Balance, b.Reserved, b.Available
 	return t, nil
@@ -33,7 +35,7 @@ func (a *API) withBalance(ctx context.Context, t Team) (Team, error) {
 // createTeam is POST /admin/teams: 201 with a new team, 200 with the
 // existing team of that name.
 func (a *API) createTeam(c *gin.Context) {
-	var req CreateTeamRequest
+	var req adminwire.CreateTeamRequest
 	present, ok := decodeBody(c, &req)
 	if !ok {
 		return
@@ -73,7 +75,7 @@ func (a *API) listTeams(c *gin.Context) {
 		a.fail(c, err, "", "team")
 		return
 	}
-	writeJSON(c, http.StatusOK, List[Team]{Data: teams})
+	writeJSON(c, http.StatusOK, adminwire.List[adminwire.Team]{Data: teams})
 }
 
 // getTeam is GET /admin/teams/{id}.
@@ -100,13 +102,13 @@ func (a *API) updateTeam(c *gin.Context) {
 	if !ok {
 		return
 	}
-	var req UpdateTeamRequest
+	var req adminwire.UpdateTeamRequest
 	if _, ok := decodeBody(c, &req); !ok {
 		return
 	}
 	ctx := c.Request.Context()
 	var (
-		t   Team
+		t   adminwire.Team
 		err error
 	)
 	if req.Name != nil {
@@ -131,7 +133,7 @@ func (a *API) updateTeam(c *gin.Context) {
 // addCredit is POST /admin/credits: 201 for a new entry, 200 for a replay
 // of the same idempotency key, 409 when the key was used otherwise.
 func (a *API) addCredit(c *gin.Context) {
-	var req CreditRequest
+	var req adminwire.CreditRequest
 	if _, ok := decodeBody(c, &req); !ok {
 		return
 	}
@@ -153,7 +155,7 @@ func (a *API) addCredit(c *gin.Context) {
 	if cr.Applied {
 		status = http.StatusCreated
 	}
-	writeJSON(c, status, Credit{
+	writeJSON(c, status, adminwire.Credit{
 		ID: cr.ID, TeamID: cr.TeamID, AmountMicrocredits: cr.Amount, IdempotencyKey: cr.IdempotencyKey,
 		Note: cr.Note, CreatedAt: cr.CreatedAt.UTC(), Replayed: !cr.Applied,
 	})

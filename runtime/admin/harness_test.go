@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/llmplat/llmplat/runtime/adminclient"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/store"
@@ -37,7 +39,7 @@ type harness struct {
 	drainer     *fakeDrainer
 	url         string
 	adminToken  string
-	client      *Client
+	client      *adminclient.Client
 }
 
 // harnessOptions turn optional hooks off.
@@ -85,7 +87,7 @@ func newHarness(t *testing.T, dsn string, opts harnessOptions) *harness {
 	srv := httptest.NewServer(api.Handler())
 	t.Cleanup(srv.Close)
 	h.url = srv.URL
-	if h.client, err = NewClient(srv.URL, h.adminToken, srv.Client()); err != nil {
+	if h.client, err = adminclient.NewClient(srv.URL, h.adminToken, srv.Client()); err != nil {
 		t.Fatal(err)
 	}
 	h.client.Retry.MaxAttempts = 1 // the server tests want each answer as it is
@@ -205,17 +207,17 @@ func (r *recordingNodeRevoker) Calls() []string {
 // fakeNodeView serves a fixed live map, or an error.
 type fakeNodeView struct {
 	mu   sync.Mutex
-	live map[string]NodeLive
+	live map[string]adminwire.NodeLive
 	err  error
 }
 
-func (v *fakeNodeView) set(live map[string]NodeLive, err error) {
+func (v *fakeNodeView) set(live map[string]adminwire.NodeLive, err error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.live, v.err = live, err
 }
 
-func (v *fakeNodeView) Live(context.Context) (map[string]NodeLive, error) {
+func (v *fakeNodeView) Live(context.Context) (map[string]adminwire.NodeLive, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.live, v.err
@@ -245,9 +247,9 @@ func (d *fakeDrainer) Drained() []string {
 }
 
 // apiError returns err as *APIError, failing t when it is not one.
-func apiError(t *testing.T, err error) *APIError {
+func apiError(t *testing.T, err error) *adminwire.APIError {
 	t.Helper()
-	var ae *APIError
+	var ae *adminwire.APIError
 	if !errors.As(err, &ae) {
 		t.Fatalf("error = %v, want an *APIError", err)
 	}
@@ -257,7 +259,7 @@ func apiError(t *testing.T, err error) *APIError {
 // wantAPIError fails t unless err is an *APIError with status and param.
 func wantAPIError(t *testing.T, what string, err error, status int, param string) {
 	t.Helper()
-	var ae *APIError
+	var ae *adminwire.APIError
 	if !errors.As(err, &ae) {
 		t.Errorf("%s: error = %v, want a %d *APIError", what, err, status)
 		return

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/strictjson"
 )
@@ -88,7 +89,7 @@ func fieldsOf(t reflect.Type) map[string]jsonField {
 		}
 		k := sf.Type.Kind()
 		fields[name] = jsonField{index: sf.Index, nullable: k == reflect.Pointer || k == reflect.Slice ||
-			k == reflect.Map || sf.Type == reflect.TypeFor[OptionalTime]()}
+			k == reflect.Map || sf.Type == reflect.TypeFor[adminwire.OptionalTime]()}
 	}
 	fieldCache.Store(t, fields)
 	return fields

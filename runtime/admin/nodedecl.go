@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/llmplat/llmplat/runtime/adminrules"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // Limits on a node declaration, each with its reason.
@@ -29,40 +30,9 @@ const (
 	maxLabelLen = 63
 )
 
-// NodeDeclaredModel is one model a node is declared to serve, with its
-// engine's limits: one -model flag of the node agent.
-type NodeDeclaredModel struct {
-	Name          string `json:"name"`
-	ServedName    string `json:"served_name"`
-	MaxNumSeqs    int64  `json:"max_num_seqs"`
-	MaxModelLen   int64  `json:"max_model_len"`
-	KVCacheTokens int64  `json:"kv_cache_tokens"`
-}
-
-// NodeDeclarationSpec is what an operator declares for a node (the body
-// of PUT /admin/nodes/{id}/declaration): the inputs of its agent's command
-// line, and inventory fields. GPUCount is shown beside what the agent
-// reports, never enforced: the agent counts the GPUs it can see
-// (CUDA_VISIBLE_DEVICES, MIG), which may differ from the hardware for good
-// reasons. Nil GPUCount or Labels means not declared.
-type NodeDeclarationSpec struct {
-	OrchestratorURL string              `json:"orchestrator_url"`
-	EngineURL       string              `json:"engine_url"`
-	Models          []NodeDeclaredModel `json:"models"`
-	GPUCount        *int64              `json:"gpu_count"`
-	Labels          map[string]string   `json:"labels"`
-}
-
-// NodeDeclaration is a stored declaration.
-type NodeDeclaration struct {
-	NodeID string `json:"node_id"`
-	NodeDeclarationSpec
-	UpdatedAt time.Time `json:"updated_at"`
-}
-
-// validate checks a declaration's bounds; the agent's own parser, not the
+// validateNodeDeclaration checks a declaration's bounds; the agent's own parser, not the
 // server, judges the URLs and names it will use.
-func (s *NodeDeclarationSpec) validate() *fieldError {
+func validateNodeDeclaration(s *adminwire.NodeDeclarationSpec) *fieldError {
 	switch {
 	case s.OrchestratorURL == "" || len(s.OrchestratorURL) > maxURLLen:
 		return invalid("orchestrator_url", "orchestrator_url must be 1 to %d bytes", maxURLLen)
@@ -105,22 +75,22 @@ func printableLabel(s string) bool {
 const nodeDeclColumns = "node_id, orchestrator_url, engine_url, models, gpu_count, labels, updated_at"
 
 // scanNodeDecl reads one declaration selected with nodeDeclColumns.
-func scanNodeDecl(r rowScanner) (NodeDeclaration, error) {
+func scanNodeDecl(r rowScanner) (adminwire.NodeDeclaration, error) {
 	var (
-		d      NodeDeclaration
+		d      adminwire.NodeDeclaration
 		models string
 		labels sql.NullString
 		gpus   sql.NullInt64
 	)
 	if err := r.Scan(&d.NodeID, &d.OrchestratorURL, &d.EngineURL, &models, &gpus, &labels, &d.UpdatedAt); err != nil {
-		return NodeDeclaration{}, err
+		return adminwire.NodeDeclaration{}, err
 	}
 	if err := json.Unmarshal([]byte(models), &d.Models); err != nil {
-		return NodeDeclaration{}, fmt.Errorf("models of node %s: %w", d.NodeID, err)
+		return adminwire.NodeDeclaration{}, fmt.Errorf("models of node %s: %w", d.NodeID, err)
 	}
 	if labels.Valid {
 		if err := json.Unmarshal([]byte(labels.String), &d.Labels); err != nil {
-			return NodeDeclaration{}, fmt.Errorf("labels of node %s: %w", d.NodeID, err)
+			return adminwire.NodeDeclaration{}, fmt.Errorf("labels of node %s: %w", d.NodeID, err)
 		}
 	}
 	if gpus.Valid {
@@ -131,16 +101,16 @@ func scanNodeDecl(r rowScanner) (NodeDeclaration, error) {
 }
 
 // PutNodeDeclaration stores spec as nodeID's declaration, replacing any.
-func (s *SQLStore) PutNodeDeclaration(ctx context.Context, nodeID string, spec NodeDeclarationSpec, now time.Time) (NodeDeclaration, error) {
+func (s *SQLStore) PutNodeDeclaration(ctx context.Context, nodeID string, spec adminwire.NodeDeclarationSpec, now time.Time) (adminwire.NodeDeclaration, error) {
 	models, err := json.Marshal(spec.Models)
 	if err != nil {
-		return NodeDeclaration{}, fmt.Errorf("put node declaration: %w", err)
+		return adminwire.NodeDeclaration{}, fmt.Errorf("put node declaration: %w", err)
 	}
 	var labels, gpus any
 	if spec.Labels != nil {
 		b, err := json.Marshal(spec.Labels)
 		if err != nil {
-			return NodeDeclaration{}, fmt.Errorf("put node declaration: %w", err)
+			return adminwire.NodeDeclaration{}, fmt.Errorf("put node declaration: %w", err)
 		}
 		labels = string(b)
 	}
@@ -155,31 +125,31 @@ func (s *SQLStore) PutNodeDeclaration(ctx context.Context, nodeID string, spec N
 		  labels = excluded.labels, updated_at = excluded.updated_at
 		RETURNING `+nodeDeclColumns, nodeID, spec.OrchestratorURL, spec.EngineURL, string(models), gpus, labels, now))
 	if err != nil {
-		return NodeDeclaration{}, fmt.Errorf("put node declaration: %w", err)
+		return adminwire.NodeDeclaration{}, fmt.Errorf("put node declaration: %w", err)
 	}
 	return d, nil
 }
 
 // GetNodeDeclaration returns nodeID's declaration, or ErrNotFound.
-func (s *SQLStore) GetNodeDeclaration(ctx context.Context, nodeID string) (NodeDeclaration, error) {
+func (s *SQLStore) GetNodeDeclaration(ctx context.Context, nodeID string) (adminwire.NodeDeclaration, error) {
 	d, err := scanNodeDecl(s.db.QueryRowContext(ctx, "SELECT "+nodeDeclColumns+" FROM node_declarations WHERE node_id = $1", nodeID))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return NodeDeclaration{}, fmt.Errorf("node declaration %q: %w", nodeID, ErrNotFound)
+		return adminwire.NodeDeclaration{}, fmt.Errorf("node declaration %q: %w", nodeID, ErrNotFound)
 	case err != nil:
-		return NodeDeclaration{}, fmt.Errorf("read node declaration: %w", err)
+		return adminwire.NodeDeclaration{}, fmt.Errorf("read node declaration: %w", err)
 	}
 	return d, nil
 }
 
 // ListNodeDeclarations returns every declaration by node id.
-func (s *SQLStore) ListNodeDeclarations(ctx context.Context) (map[string]NodeDeclaration, error) {
+func (s *SQLStore) ListNodeDeclarations(ctx context.Context) (map[string]adminwire.NodeDeclaration, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT "+nodeDeclColumns+" FROM node_declarations")
 	if err != nil {
 		return nil, fmt.Errorf("list node declarations: %w", err)
 	}
 	defer rows.Close()
-	out := map[string]NodeDeclaration{}
+	out := map[string]adminwire.NodeDeclaration{}
 	for rows.Next() {
 		d, err := scanNodeDecl(rows)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/store"
 )
@@ -38,26 +39,26 @@ func NewSQLNodeTokens(db *store.DB) *SQLNodeTokens {
 const nodeTokenColumns = "id, node_id, created_at, revoked_at"
 
 // scanNodeToken reads one token selected with nodeTokenColumns.
-func scanNodeToken(r rowScanner) (NodeToken, error) {
+func scanNodeToken(r rowScanner) (adminwire.NodeToken, error) {
 	var (
-		t       NodeToken
+		t       adminwire.NodeToken
 		revoked sql.NullTime
 	)
 	if err := r.Scan(&t.ID, &t.NodeID, &t.CreatedAt, &revoked); err != nil {
-		return NodeToken{}, err
+		return adminwire.NodeToken{}, err
 	}
 	t.CreatedAt, t.RevokedAt = t.CreatedAt.UTC(), nullTime(revoked)
 	return t, nil
 }
 
 // getNodeToken reads the token with id through q.
-func getNodeToken(ctx context.Context, q queryer, id int64) (NodeToken, error) {
+func getNodeToken(ctx context.Context, q queryer, id int64) (adminwire.NodeToken, error) {
 	t, err := scanNodeToken(q.QueryRowContext(ctx, "SELECT "+nodeTokenColumns+" FROM node_tokens WHERE id = $1", id))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return NodeToken{}, fmt.Errorf("node token %d: %w", id, ErrNotFound)
+		return adminwire.NodeToken{}, fmt.Errorf("node token %d: %w", id, ErrNotFound)
 	case err != nil:
-		return NodeToken{}, fmt.Errorf("read node token: %w", err)
+		return adminwire.NodeToken{}, fmt.Errorf("read node token: %w", err)
 	}
 	return t, nil
 }
@@ -65,7 +66,7 @@ func getNodeToken(ctx context.Context, q queryer, id int64) (NodeToken, error) {
 // Issue creates a token for nodeID, which need not have registered yet,
 // and returns it with its secret. With a non-empty idemKey, a repeat for
 // the same node returns the first token without its secret (Replayed).
-func (s *SQLNodeTokens) Issue(ctx context.Context, nodeID, idemKey string, now time.Time) (IssuedNodeToken, error) {
+func (s *SQLNodeTokens) Issue(ctx context.Context, nodeID, idemKey string, now time.Time) (adminwire.IssuedNodeToken, error) {
 	return s.issue(ctx, nodeID, nil, idemKey, now)
 }
 
@@ -73,22 +74,22 @@ func (s *SQLNodeTokens) Issue(ctx context.Context, nodeID, idemKey string, now t
 // hash and not answered, so the secret never travels back and a lost
 // answer loses nothing. A token of the wrong shape is
 // ErrMalformedNodeToken, one already issued ErrNodeTokenInUse.
-func (s *SQLNodeTokens) IssueMinted(ctx context.Context, nodeID, token, idemKey string, now time.Time) (IssuedNodeToken, error) {
+func (s *SQLNodeTokens) IssueMinted(ctx context.Context, nodeID, token, idemKey string, now time.Time) (adminwire.IssuedNodeToken, error) {
 	hash, err := nodeTokenFromSecret(token)
 	if err != nil {
-		return IssuedNodeToken{}, fmt.Errorf("issue node token: %w", err)
+		return adminwire.IssuedNodeToken{}, fmt.Errorf("issue node token: %w", err)
 	}
 	return s.issue(ctx, nodeID, hash, idemKey, now)
 }
 
 // issue is Issue with a generated token (hash nil) or IssueMinted.
-func (s *SQLNodeTokens) issue(ctx context.Context, nodeID string, hash []byte, idemKey string, now time.Time) (IssuedNodeToken, error) {
+func (s *SQLNodeTokens) issue(ctx context.Context, nodeID string, hash []byte, idemKey string, now time.Time) (adminwire.IssuedNodeToken, error) {
 	// A supplied token counts in the fingerprint by its hash only.
 	fp := fingerprint(struct {
 		NodeID string `json:"node_id"`
 		Hash   string `json:"hash,omitempty"`
 	}{nodeID, hex.EncodeToString(hash)})
-	var out IssuedNodeToken
+	var out adminwire.IssuedNodeToken
 	err := runIdempotent(func() error {
 		return s.db.InTx(ctx, func(tx *sql.Tx) error {
 			var err error
@@ -97,41 +98,41 @@ func (s *SQLNodeTokens) issue(ctx context.Context, nodeID string, hash []byte, i
 		})
 	})
 	if err != nil {
-		return IssuedNodeToken{}, fmt.Errorf("issue node token: %w", err)
+		return adminwire.IssuedNodeToken{}, fmt.Errorf("issue node token: %w", err)
 	}
 	return out, nil
 }
 
 // issueTx is Issue's transaction.
-func (s *SQLNodeTokens) issueTx(ctx context.Context, tx *sql.Tx, nodeID string, supplied []byte, idemKey, fp string, now time.Time) (IssuedNodeToken, error) {
+func (s *SQLNodeTokens) issueTx(ctx context.Context, tx *sql.Tx, nodeID string, supplied []byte, idemKey, fp string, now time.Time) (adminwire.IssuedNodeToken, error) {
 	if idemKey != "" {
 		id, err := lookupIdempotent(ctx, tx, scopeNodeToken, idemKey, fp)
 		if err != nil {
-			return IssuedNodeToken{}, err
+			return adminwire.IssuedNodeToken{}, err
 		}
 		if id != 0 {
 			t, err := getNodeToken(ctx, tx, id)
-			return IssuedNodeToken{NodeToken: t, Replayed: true, SecretNote: SecretNote}, err
+			return adminwire.IssuedNodeToken{NodeToken: t, Replayed: true, SecretNote: adminwire.SecretNote}, err
 		}
 	}
 	token, hash, err := newNodeToken(ctx, tx, supplied)
 	if err != nil {
-		return IssuedNodeToken{}, err
+		return adminwire.IssuedNodeToken{}, err
 	}
 	t, err := scanNodeToken(tx.QueryRowContext(ctx, `INSERT INTO node_tokens (node_id, hash, created_at)
 		VALUES ($1, $2, $3) RETURNING `+nodeTokenColumns, nodeID, hash, now))
 	if err != nil {
-		return IssuedNodeToken{}, fmt.Errorf("insert: %w", err)
+		return adminwire.IssuedNodeToken{}, fmt.Errorf("insert: %w", err)
 	}
 	if idemKey != "" {
 		if err := recordIdempotent(ctx, tx, scopeNodeToken, idemKey, fp, t.ID, now); err != nil {
 			if store.IsUniqueViolation(err) {
-				return IssuedNodeToken{}, errRaceLost
+				return adminwire.IssuedNodeToken{}, errRaceLost
 			}
-			return IssuedNodeToken{}, err
+			return adminwire.IssuedNodeToken{}, err
 		}
 	}
-	return IssuedNodeToken{NodeToken: t, Token: token}, nil
+	return adminwire.IssuedNodeToken{NodeToken: t, Token: token}, nil
 }
 
 // newNodeToken is a generated token and its hash, or, when supplied (a
@@ -153,13 +154,13 @@ func newNodeToken(ctx context.Context, q queryer, supplied []byte) (string, []by
 }
 
 // List returns the tokens of nodeID, revoked ones included, oldest first.
-func (s *SQLNodeTokens) List(ctx context.Context, nodeID string) ([]NodeToken, error) {
+func (s *SQLNodeTokens) List(ctx context.Context, nodeID string) ([]adminwire.NodeToken, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT "+nodeTokenColumns+" FROM node_tokens WHERE node_id = $1 ORDER BY id", nodeID)
 	if err != nil {
 		return nil, fmt.Errorf("list node tokens: %w", err)
 	}
 	defer rows.Close()
-	tokens := []NodeToken{}
+	tokens := []adminwire.NodeToken{}
 	for rows.Next() {
 		t, err := scanNodeToken(rows)
 		if err != nil {
@@ -176,9 +177,9 @@ func (s *SQLNodeTokens) List(ctx context.Context, nodeID string) ([]NodeToken, e
 // Revoke marks the token with id revoked at now and records a revoke event
 // for its node, in one transaction. It reports whether this call revoked
 // it: revoking a revoked token changes nothing.
-func (s *SQLNodeTokens) Revoke(ctx context.Context, id int64, now time.Time) (NodeToken, bool, error) {
+func (s *SQLNodeTokens) Revoke(ctx context.Context, id int64, now time.Time) (adminwire.NodeToken, bool, error) {
 	var (
-		t       NodeToken
+		t       adminwire.NodeToken
 		changed bool
 	)
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
@@ -204,7 +205,7 @@ func (s *SQLNodeTokens) Revoke(ctx context.Context, id int64, now time.Time) (No
 		return nil
 	})
 	if err != nil {
-		return NodeToken{}, false, fmt.Errorf("revoke node token: %w", err)
+		return adminwire.NodeToken{}, false, fmt.Errorf("revoke node token: %w", err)
 	}
 	return t, changed, nil
 }

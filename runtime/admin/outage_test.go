@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -42,7 +43,7 @@ func TestDatabaseOutageIs503(t *testing.T) {
 	}
 	// The client retries the outage, then reports the 503 itself.
 	_, err = h.client.GetTeam(context.Background(), team)
-	var ae *APIError
+	var ae *adminwire.APIError
 	if !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
 		t.Errorf("client during the outage: %v, want the 503", err)
 	}

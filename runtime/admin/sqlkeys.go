@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/store"
 )
@@ -41,13 +42,13 @@ func allowlistJSON(list []string) string {
 }
 
 // getKey reads the key with id through q (the pool or a transaction).
-func getKey(ctx context.Context, q queryer, id int64, forUpdate string) (Key, error) {
+func getKey(ctx context.Context, q queryer, id int64, forUpdate string) (adminwire.Key, error) {
 	k, err := scanKey(q.QueryRowContext(ctx, "SELECT "+keyColumns+" FROM api_keys k WHERE k.id = $1"+forUpdate, id))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return Key{}, fmt.Errorf("api key %d: %w", id, ErrNotFound)
+		return adminwire.Key{}, fmt.Errorf("api key %d: %w", id, ErrNotFound)
 	case err != nil:
-		return Key{}, fmt.Errorf("read api key: %w", err)
+		return adminwire.Key{}, fmt.Errorf("read api key: %w", err)
 	}
 	return k, nil
 }
@@ -57,7 +58,7 @@ func getKey(ctx context.Context, q queryer, id int64, forUpdate string) (Key, er
 // same request returns the key created first, without its secret
 // (Replayed); a different request under the same idemKey fails with
 // ErrIdempotencyConflict. A missing team is ErrTeamNotFound.
-func (s *SQLStore) CreateKey(ctx context.Context, req CreateKeyRequest, idemKey string, now time.Time) (CreatedKey, error) {
+func (s *SQLStore) CreateKey(ctx context.Context, req adminwire.CreateKeyRequest, idemKey string, now time.Time) (adminwire.CreatedKey, error) {
 	if req.ExpiresAt != nil {
 		t := req.ExpiresAt.UTC()
 		req.ExpiresAt = &t
@@ -68,7 +69,7 @@ func (s *SQLStore) CreateKey(ctx context.Context, req CreateKeyRequest, idemKey 
 		fpReq.Key = hex.EncodeToString(credential.HashKey(fpReq.Key))
 	}
 	fp := fingerprint(fpReq)
-	var out CreatedKey
+	var out adminwire.CreatedKey
 	err := runIdempotent(func() error {
 		return s.db.InTx(ctx, func(tx *sql.Tx) error {
 			var err error
@@ -77,29 +78,29 @@ func (s *SQLStore) CreateKey(ctx context.Context, req CreateKeyRequest, idemKey 
 		})
 	})
 	if err != nil {
-		return CreatedKey{}, fmt.Errorf("create api key: %w", err)
+		return adminwire.CreatedKey{}, fmt.Errorf("create api key: %w", err)
 	}
 	return out, nil
 }
 
 // createKeyTx is CreateKey's transaction.
-func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req CreateKeyRequest, idemKey, fp string, now time.Time) (CreatedKey, error) {
+func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req adminwire.CreateKeyRequest, idemKey, fp string, now time.Time) (adminwire.CreatedKey, error) {
 	if idemKey != "" {
 		id, err := lookupIdempotent(ctx, tx, scopeKeyCreate, idemKey, fp)
 		if err != nil {
-			return CreatedKey{}, err
+			return adminwire.CreatedKey{}, err
 		}
 		if id != 0 {
 			k, err := getKey(ctx, tx, id, "")
-			return CreatedKey{Key: k, Replayed: true, SecretNote: SecretNote}, err
+			return adminwire.CreatedKey{Key: k, Replayed: true, SecretNote: adminwire.SecretNote}, err
 		}
 	}
 	if err := teamExists(ctx, tx, req.TeamID); err != nil {
-		return CreatedKey{}, err
+		return adminwire.CreatedKey{}, err
 	}
 	secret, err := newSecret(ctx, tx, req.Key)
 	if err != nil {
-		return CreatedKey{}, err
+		return adminwire.CreatedKey{}, err
 	}
 	var id int64
 	err = tx.QueryRowContext(ctx, `INSERT INTO api_keys
@@ -109,21 +110,21 @@ func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req CreateKeyReq
 		nullIfZero(int64(req.RPM)), nullIfZero(req.TokensPerDay), nullIfZero(int64(req.MaxStreams)),
 		nullIfZero(int64(req.MaxTokens)), nullTimeParam(req.ExpiresAt), now).Scan(&id)
 	if err != nil {
-		return CreatedKey{}, fmt.Errorf("insert: %w", err)
+		return adminwire.CreatedKey{}, fmt.Errorf("insert: %w", err)
 	}
 	if idemKey != "" {
 		if err := recordIdempotent(ctx, tx, scopeKeyCreate, idemKey, fp, id, now); err != nil {
 			if store.IsUniqueViolation(err) {
-				return CreatedKey{}, errRaceLost
+				return adminwire.CreatedKey{}, errRaceLost
 			}
-			return CreatedKey{}, err
+			return adminwire.CreatedKey{}, err
 		}
 	}
 	k, err := getKey(ctx, tx, id, "")
 	if req.Key != "" {
-		return CreatedKey{Key: k}, err // the client has its secret
+		return adminwire.CreatedKey{Key: k}, err // the client has its secret
 	}
-	return CreatedKey{Key: k, Secret: secret.Secret}, err
+	return adminwire.CreatedKey{Key: k, Secret: secret.Secret}, err
 }
 
 // newSecret is the key's secret: supplied by the client (checked unused),
@@ -152,13 +153,13 @@ func newSecret(ctx context.Context, q queryer, supplied string) (credential.Key,
 }
 
 // GetKey returns the key with id, or ErrNotFound.
-func (s *SQLStore) GetKey(ctx context.Context, id int64) (Key, error) {
+func (s *SQLStore) GetKey(ctx context.Context, id int64) (adminwire.Key, error) {
 	return getKey(ctx, s.db, id, "")
 }
 
 // ListKeys returns the keys of the team with teamID (every key when
 // teamID is 0), revoked ones included, oldest first.
-func (s *SQLStore) ListKeys(ctx context.Context, teamID int64) ([]Key, error) {
+func (s *SQLStore) ListKeys(ctx context.Context, teamID int64) ([]adminwire.Key, error) {
 	q, args := "SELECT "+keyColumns+" FROM api_keys k ORDER BY k.id", []any(nil)
 	if teamID != 0 {
 		if err := teamExists(ctx, s.db, teamID); err != nil {
@@ -171,7 +172,7 @@ func (s *SQLStore) ListKeys(ctx context.Context, teamID int64) ([]Key, error) {
 		return nil, fmt.Errorf("list api keys: %w", err)
 	}
 	defer rows.Close()
-	keys := []Key{}
+	keys := []adminwire.Key{}
 	for rows.Next() {
 		k, err := scanKey(rows)
 		if err != nil {
@@ -186,8 +187,8 @@ func (s *SQLStore) ListKeys(ctx context.Context, teamID int64) ([]Key, error) {
 }
 
 // UpdateKey applies patch to the key with id and returns the result.
-func (s *SQLStore) UpdateKey(ctx context.Context, id int64, patch UpdateKeyRequest) (Key, error) {
-	var k Key
+func (s *SQLStore) UpdateKey(ctx context.Context, id int64, patch adminwire.UpdateKeyRequest) (adminwire.Key, error) {
+	var k adminwire.Key
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		if k, err = getKey(ctx, tx, id, s.db.Dialect().ForUpdate()); err != nil {
@@ -204,13 +205,13 @@ func (s *SQLStore) UpdateKey(ctx context.Context, id int64, patch UpdateKeyReque
 		return nil
 	})
 	if err != nil {
-		return Key{}, fmt.Errorf("update api key: %w", err)
+		return adminwire.Key{}, fmt.Errorf("update api key: %w", err)
 	}
 	return k, nil
 }
 
 // applyKeyPatch sets the fields patch carries.
-func applyKeyPatch(k *Key, p UpdateKeyRequest) {
+func applyKeyPatch(k *adminwire.Key, p adminwire.UpdateKeyRequest) {
 	if p.Name != nil {
 		k.Name = *p.Name
 	}
@@ -241,8 +242,8 @@ func applyKeyPatch(k *Key, p UpdateKeyRequest) {
 // RotateKey gives the key with id a new secret, keeping its id, team and
 // limits; the old secret stops matching as the transaction commits. A
 // revoked key cannot be rotated (ErrKeyRevoked).
-func (s *SQLStore) RotateKey(ctx context.Context, id int64, supplied string) (CreatedKey, error) {
-	var out CreatedKey
+func (s *SQLStore) RotateKey(ctx context.Context, id int64, supplied string) (adminwire.CreatedKey, error) {
+	var out adminwire.CreatedKey
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
 		k, err := getKey(ctx, tx, id, s.db.Dialect().ForUpdate())
 		if err != nil {
@@ -260,24 +261,24 @@ func (s *SQLStore) RotateKey(ctx context.Context, id int64, supplied string) (Cr
 			return fmt.Errorf("update: %w", err)
 		}
 		k.Prefix = secret.Display
-		out = CreatedKey{Key: k}
+		out = adminwire.CreatedKey{Key: k}
 		if supplied == "" {
 			out.Secret = secret.Secret
 		}
 		return nil
 	})
 	if err != nil {
-		return CreatedKey{}, fmt.Errorf("rotate api key: %w", err)
+		return adminwire.CreatedKey{}, fmt.Errorf("rotate api key: %w", err)
 	}
 	return out, nil
 }
 
 // RevokeKey marks the key with id revoked at now. Revoking a revoked key
 // changes nothing and returns it as it is.
-func (s *SQLStore) RevokeKey(ctx context.Context, id int64, now time.Time) (Key, error) {
+func (s *SQLStore) RevokeKey(ctx context.Context, id int64, now time.Time) (adminwire.Key, error) {
 	if _, err := s.db.ExecContext(ctx, "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
 		id, now); err != nil {
-		return Key{}, fmt.Errorf("revoke api key: %w", err)
+		return adminwire.Key{}, fmt.Errorf("revoke api key: %w", err)
 	}
 	return getKey(ctx, s.db, id, "")
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/store"
@@ -19,29 +20,29 @@ func TestLookupKeyContract(t *testing.T) {
 	expires := t0.Add(48 * time.Hour)
 	tests := []struct {
 		name       string
-		req        CreateKeyRequest
+		req        adminwire.CreateKeyRequest
 		wantLimits auth.Limits
 		wantExpiry time.Time
 	}{
 		{
 			name:       "every limit",
-			req:        CreateKeyRequest{Name: "ci", ModelAllowlist: []string{"llama-8b", "qwen-32b"}, RPM: 600, TokensPerDay: 1_000_000, MaxStreams: 8, MaxTokens: 2048, ExpiresAt: &expires},
+			req:        adminwire.CreateKeyRequest{Name: "ci", ModelAllowlist: []string{"llama-8b", "qwen-32b"}, RPM: 600, TokensPerDay: 1_000_000, MaxStreams: 8, MaxTokens: 2048, ExpiresAt: &expires},
 			wantLimits: auth.Limits{ModelAllowlist: []string{"llama-8b", "qwen-32b"}, RPM: 600, TokensPerDay: 1_000_000, MaxStreams: 8, MaxTokens: 2048},
 			wantExpiry: expires,
 		},
 		{
 			name:       "no limits read as zero and an empty allowlist",
-			req:        CreateKeyRequest{Name: "open"},
+			req:        adminwire.CreateKeyRequest{Name: "open"},
 			wantLimits: auth.Limits{ModelAllowlist: []string{}},
 		},
 		{
 			name:       "one limit",
-			req:        CreateKeyRequest{MaxStreams: 2},
+			req:        adminwire.CreateKeyRequest{MaxStreams: 2},
 			wantLimits: auth.Limits{ModelAllowlist: []string{}, MaxStreams: 2},
 		},
 		{
 			name:       "max_tokens alone",
-			req:        CreateKeyRequest{MaxTokens: 512},
+			req:        adminwire.CreateKeyRequest{MaxTokens: 512},
 			wantLimits: auth.Limits{ModelAllowlist: []string{}, MaxTokens: 512},
 		},
 	}
@@ -94,7 +95,7 @@ func TestKeyLifecycleContract(t *testing.T) {
 		t.Run(dc.name, func(t *testing.T) {
 			s := NewSQLStore(migratedDB(t, dc.dsn(t)))
 			team := mustTeam(t, s, "search")
-			created, err := s.CreateKey(ctx, CreateKeyRequest{TeamID: team, RPM: 60, ModelAllowlist: []string{"llama-8b"}}, "", t0)
+			created, err := s.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team, RPM: 60, ModelAllowlist: []string{"llama-8b"}}, "", t0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -131,7 +132,7 @@ func TestKeyLifecycleContract(t *testing.T) {
 			for name, err := range map[string]error{
 				"rotate": func() error { _, err := s.RotateKey(ctx, 999, ""); return err }(),
 				"revoke": func() error { _, err := s.RevokeKey(ctx, 999, t0); return err }(),
-				"update": func() error { _, err := s.UpdateKey(ctx, 999, UpdateKeyRequest{}); return err }(),
+				"update": func() error { _, err := s.UpdateKey(ctx, 999, adminwire.UpdateKeyRequest{}); return err }(),
 				"get":    func() error { _, err := s.GetKey(ctx, 999); return err }(),
 			} {
 				if !errors.Is(err, ErrNotFound) {
@@ -149,7 +150,7 @@ func TestCreateKeyIdempotencyContract(t *testing.T) {
 			db := migratedDB(t, dc.dsn(t))
 			s := NewSQLStore(db)
 			team := mustTeam(t, s, "search")
-			req := CreateKeyRequest{TeamID: team, Name: "tf", RPM: 10}
+			req := adminwire.CreateKeyRequest{TeamID: team, Name: "tf", RPM: 10}
 			first, err := s.CreateKey(ctx, req, "idem-1", t0)
 			if err != nil || first.Secret == "" || first.Replayed {
 				t.Fatalf("first create = %+v, %v", first, err)
@@ -169,7 +170,7 @@ func TestCreateKeyIdempotencyContract(t *testing.T) {
 			if err != nil || other.ID == first.ID {
 				t.Errorf("other idempotency key = id %d, %v; want a new key", other.ID, err)
 			}
-			if _, err := s.CreateKey(ctx, CreateKeyRequest{TeamID: 999}, "idem-3", t0); !errors.Is(err, ErrTeamNotFound) {
+			if _, err := s.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: 999}, "idem-3", t0); !errors.Is(err, ErrTeamNotFound) {
 				t.Errorf("create for a missing team: error = %v, want ErrTeamNotFound", err)
 			}
 		})
@@ -185,14 +186,14 @@ func TestConcurrentIdempotentCreatesMakeOneKey(t *testing.T) {
 			s := NewSQLStore(db)
 			team := mustTeam(t, s, "search")
 			warmPool(t, db, callers)
-			results := make([]CreatedKey, callers)
+			results := make([]adminwire.CreatedKey, callers)
 			errs := make([]error, callers)
 			start := make(chan struct{})
 			var wg sync.WaitGroup
 			for i := range callers {
 				wg.Go(func() {
 					<-start
-					results[i], errs[i] = s.CreateKey(ctx, CreateKeyRequest{TeamID: team}, "same", t0)
+					results[i], errs[i] = s.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team}, "same", t0)
 				})
 			}
 			close(start)

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // modelColumns are the models columns scanModel reads, in order.
@@ -13,24 +15,24 @@ const modelColumns = `name, served_name, prompt_price_micro_per_mtok, completion
 	max_context_tokens, max_output_tokens, created_at, updated_at`
 
 // scanModel reads one model selected with modelColumns.
-func scanModel(r rowScanner) (Model, error) {
-	var m Model
+func scanModel(r rowScanner) (adminwire.Model, error) {
+	var m adminwire.Model
 	if err := r.Scan(&m.Name, &m.ServedName, &m.PromptPriceMicroPerMTok, &m.CompletionPriceMicroPerMTok,
 		&m.MaxContextTokens, &m.MaxOutputTokens, &m.CreatedAt, &m.UpdatedAt); err != nil {
-		return Model{}, err
+		return adminwire.Model{}, err
 	}
 	m.CreatedAt, m.UpdatedAt = m.CreatedAt.UTC(), m.UpdatedAt.UTC()
 	return m, nil
 }
 
 // getModel reads the model called name through q.
-func getModel(ctx context.Context, q queryer, name, forUpdate string) (Model, error) {
+func getModel(ctx context.Context, q queryer, name, forUpdate string) (adminwire.Model, error) {
 	m, err := scanModel(q.QueryRowContext(ctx, "SELECT "+modelColumns+" FROM models WHERE name = $1"+forUpdate, name))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return Model{}, fmt.Errorf("model %q: %w", name, ErrNotFound)
+		return adminwire.Model{}, fmt.Errorf("model %q: %w", name, ErrNotFound)
 	case err != nil:
-		return Model{}, fmt.Errorf("read model: %w", err)
+		return adminwire.Model{}, fmt.Errorf("read model: %w", err)
 	}
 	return m, nil
 }
@@ -38,9 +40,9 @@ func getModel(ctx context.Context, q queryer, name, forUpdate string) (Model, er
 // PutModel creates the model called name (created true) or brings it to
 // spec. Putting the spec it already has changes nothing, updated_at
 // included, so a repeated apply is a no-op.
-func (s *SQLStore) PutModel(ctx context.Context, name string, spec ModelSpec, now time.Time) (Model, bool, error) {
+func (s *SQLStore) PutModel(ctx context.Context, name string, spec adminwire.ModelSpec, now time.Time) (adminwire.Model, bool, error) {
 	var (
-		m       Model
+		m       adminwire.Model
 		created bool
 	)
 	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
@@ -74,24 +76,24 @@ func (s *SQLStore) PutModel(ctx context.Context, name string, spec ModelSpec, no
 		return nil
 	})
 	if err != nil {
-		return Model{}, false, fmt.Errorf("put model: %w", err)
+		return adminwire.Model{}, false, fmt.Errorf("put model: %w", err)
 	}
 	return m, created, nil
 }
 
 // GetModel returns the model called name, or ErrNotFound.
-func (s *SQLStore) GetModel(ctx context.Context, name string) (Model, error) {
+func (s *SQLStore) GetModel(ctx context.Context, name string) (adminwire.Model, error) {
 	return getModel(ctx, s.db, name, "")
 }
 
 // ListModels returns every model by name.
-func (s *SQLStore) ListModels(ctx context.Context) ([]Model, error) {
+func (s *SQLStore) ListModels(ctx context.Context) ([]adminwire.Model, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT "+modelColumns+" FROM models ORDER BY name")
 	if err != nil {
 		return nil, fmt.Errorf("list models: %w", err)
 	}
 	defer rows.Close()
-	models := []Model{}
+	models := []adminwire.Model{}
 	for rows.Next() {
 		m, err := scanModel(rows)
 		if err != nil {

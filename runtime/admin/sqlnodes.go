@@ -6,25 +6,27 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // nodeColumns are the nodes columns scanNode reads, in order.
 const nodeColumns = `id, location, gpus, gpu_model, models, service_url, last_seen, orchestrator_id, state, created_at`
 
 // scanNode reads one node selected with nodeColumns.
-func scanNode(r rowScanner) (Node, error) {
+func scanNode(r rowScanner) (adminwire.Node, error) {
 	var (
-		n                  Node
+		n                  adminwire.Node
 		models             string
 		serviceURL, orchID sql.NullString
 		lastSeen           sql.NullTime
 	)
 	if err := r.Scan(&n.ID, &n.Location, &n.GPUs, &n.GPUModel, &models, &serviceURL, &lastSeen, &orchID,
 		&n.State, &n.CreatedAt); err != nil {
-		return Node{}, err
+		return adminwire.Node{}, err
 	}
 	if !json.Valid([]byte(models)) {
-		return Node{}, fmt.Errorf("models of node %s are not JSON", n.ID)
+		return adminwire.Node{}, fmt.Errorf("models of node %s are not JSON", n.ID)
 	}
 	n.Models = json.RawMessage(models)
 	n.ServiceURL, n.OrchestratorID = serviceURL.String, orchID.String
@@ -34,13 +36,13 @@ func scanNode(r rowScanner) (Node, error) {
 }
 
 // ListNodes returns every registered node by id, without live state.
-func (s *SQLStore) ListNodes(ctx context.Context) ([]Node, error) {
+func (s *SQLStore) ListNodes(ctx context.Context) ([]adminwire.Node, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT "+nodeColumns+" FROM nodes ORDER BY id")
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	defer rows.Close()
-	nodes := []Node{}
+	nodes := []adminwire.Node{}
 	for rows.Next() {
 		n, err := scanNode(rows)
 		if err != nil {
@@ -55,13 +57,13 @@ func (s *SQLStore) ListNodes(ctx context.Context) ([]Node, error) {
 }
 
 // GetNode returns the registered node with id, or ErrNodeNotFound.
-func (s *SQLStore) GetNode(ctx context.Context, id string) (Node, error) {
+func (s *SQLStore) GetNode(ctx context.Context, id string) (adminwire.Node, error) {
 	n, err := scanNode(s.db.QueryRowContext(ctx, "SELECT "+nodeColumns+" FROM nodes WHERE id = $1", id))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return Node{}, fmt.Errorf("node %q: %w", id, ErrNodeNotFound)
+		return adminwire.Node{}, fmt.Errorf("node %q: %w", id, ErrNodeNotFound)
 	case err != nil:
-		return Node{}, fmt.Errorf("read node: %w", err)
+		return adminwire.Node{}, fmt.Errorf("read node: %w", err)
 	}
 	return n, nil
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/store"
 )
@@ -40,9 +41,9 @@ type rowScanner interface{ Scan(dest ...any) error }
 // scanKey reads one key selected with keyColumns, then extra columns into
 // extra. NULL limits read as 0, which auth.Limits and the API both define
 // as unlimited.
-func scanKey(r rowScanner, extra ...any) (Key, error) {
+func scanKey(r rowScanner, extra ...any) (adminwire.Key, error) {
 	var (
-		k                            Key
+		k                            adminwire.Key
 		allow                        string
 		rpm, tpd, streams, maxTokens sql.NullInt64
 		expires, revoked             sql.NullTime
@@ -50,10 +51,10 @@ func scanKey(r rowScanner, extra ...any) (Key, error) {
 	dest := []any{&k.ID, &k.TeamID, &k.Name, &k.Prefix, &allow, &rpm, &tpd, &streams, &maxTokens,
 		&expires, &revoked, &k.CreatedAt}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
-		return Key{}, err
+		return adminwire.Key{}, err
 	}
 	if err := json.Unmarshal([]byte(allow), &k.ModelAllowlist); err != nil {
-		return Key{}, fmt.Errorf("decode model_allowlist of key %d: %w", k.ID, err)
+		return adminwire.Key{}, fmt.Errorf("decode model_allowlist of key %d: %w", k.ID, err)
 	}
 	if k.ModelAllowlist == nil {
 		k.ModelAllowlist = []string{}

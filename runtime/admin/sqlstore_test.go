@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/store"
@@ -67,7 +68,7 @@ func TestTeamsContract(t *testing.T) {
 
 func TestModelsContract(t *testing.T) {
 	ctx := context.Background()
-	spec := ModelSpec{ServedName: "meta-llama/Llama-3.1-8B-Instruct", PromptPriceMicroPerMTok: 100_000,
+	spec := adminwire.ModelSpec{ServedName: "meta-llama/Llama-3.1-8B-Instruct", PromptPriceMicroPerMTok: 100_000,
 		CompletionPriceMicroPerMTok: 400_000, MaxContextTokens: 8192, MaxOutputTokens: 4096}
 	for _, dc := range dialectCases {
 		t.Run(dc.name, func(t *testing.T) {
@@ -177,7 +178,7 @@ func TestSecretsAreStoredOnlyAsHashes(t *testing.T) {
 			db := migratedDB(t, dc.dsn(t))
 			s := NewSQLStore(db)
 			team := mustTeam(t, s, "search")
-			key, err := s.CreateKey(ctx, CreateKeyRequest{TeamID: team}, "idem", t0)
+			key, err := s.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team}, "idem", t0)
 			if err != nil {
 				t.Fatal(err)
 			}

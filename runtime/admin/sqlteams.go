@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/store"
 )
 
@@ -15,10 +16,10 @@ const teamColumns = "id, name, balance_microcredits, created_at"
 
 // scanTeam reads one team selected with teamColumns. Reserved and available
 // money come from the ledger, not from here.
-func scanTeam(r rowScanner) (Team, error) {
-	var t Team
+func scanTeam(r rowScanner) (adminwire.Team, error) {
+	var t adminwire.Team
 	if err := r.Scan(&t.ID, &t.Name, &t.BalanceMicrocredits, &t.CreatedAt); err != nil {
-		return Team{}, err
+		return adminwire.Team{}, err
 	}
 	t.CreatedAt = t.CreatedAt.UTC()
 	return t, nil
@@ -26,42 +27,42 @@ func scanTeam(r rowScanner) (Team, error) {
 
 // CreateTeam creates the team called name, or returns the existing one
 // with created false: creating a team is idempotent by name.
-func (s *SQLStore) CreateTeam(ctx context.Context, name string, now time.Time) (Team, bool, error) {
+func (s *SQLStore) CreateTeam(ctx context.Context, name string, now time.Time) (adminwire.Team, bool, error) {
 	t, err := scanTeam(s.db.QueryRowContext(ctx, `INSERT INTO teams (name, created_at) VALUES ($1, $2)
 		ON CONFLICT (name) DO NOTHING RETURNING `+teamColumns, name, now))
 	switch {
 	case err == nil:
 		return t, true, nil
 	case !errors.Is(err, sql.ErrNoRows):
-		return Team{}, false, fmt.Errorf("create team: %w", err)
+		return adminwire.Team{}, false, fmt.Errorf("create team: %w", err)
 	}
 	t, err = scanTeam(s.db.QueryRowContext(ctx, "SELECT "+teamColumns+" FROM teams WHERE name = $1", name))
 	if err != nil {
-		return Team{}, false, fmt.Errorf("read existing team: %w", err)
+		return adminwire.Team{}, false, fmt.Errorf("read existing team: %w", err)
 	}
 	return t, false, nil
 }
 
 // GetTeam returns the team with id, or ErrTeamNotFound.
-func (s *SQLStore) GetTeam(ctx context.Context, id int64) (Team, error) {
+func (s *SQLStore) GetTeam(ctx context.Context, id int64) (adminwire.Team, error) {
 	t, err := scanTeam(s.db.QueryRowContext(ctx, "SELECT "+teamColumns+" FROM teams WHERE id = $1", id))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return Team{}, fmt.Errorf("team %d: %w", id, ErrTeamNotFound)
+		return adminwire.Team{}, fmt.Errorf("team %d: %w", id, ErrTeamNotFound)
 	case err != nil:
-		return Team{}, fmt.Errorf("read team: %w", err)
+		return adminwire.Team{}, fmt.Errorf("read team: %w", err)
 	}
 	return t, nil
 }
 
 // ListTeams returns every team, oldest first.
-func (s *SQLStore) ListTeams(ctx context.Context) ([]Team, error) {
+func (s *SQLStore) ListTeams(ctx context.Context) ([]adminwire.Team, error) {
 	rows, err := s.db.QueryContext(ctx, "SELECT "+teamColumns+" FROM teams ORDER BY id")
 	if err != nil {
 		return nil, fmt.Errorf("list teams: %w", err)
 	}
 	defer rows.Close()
-	teams := []Team{}
+	teams := []adminwire.Team{}
 	for rows.Next() {
 		t, err := scanTeam(rows)
 		if err != nil {
@@ -77,16 +78,16 @@ func (s *SQLStore) ListTeams(ctx context.Context) ([]Team, error) {
 
 // RenameTeam renames the team with id: ErrTeamNotFound when it does not
 // exist, ErrNameTaken when another team has the name.
-func (s *SQLStore) RenameTeam(ctx context.Context, id int64, name string) (Team, error) {
+func (s *SQLStore) RenameTeam(ctx context.Context, id int64, name string) (adminwire.Team, error) {
 	res, err := s.db.ExecContext(ctx, "UPDATE teams SET name = $2 WHERE id = $1", id, name)
 	switch {
 	case store.IsUniqueViolation(err):
-		return Team{}, fmt.Errorf("rename team %d to %q: %w", id, name, ErrNameTaken)
+		return adminwire.Team{}, fmt.Errorf("rename team %d to %q: %w", id, name, ErrNameTaken)
 	case err != nil:
-		return Team{}, fmt.Errorf("rename team: %w", err)
+		return adminwire.Team{}, fmt.Errorf("rename team: %w", err)
 	}
 	if n, err := res.RowsAffected(); err == nil && n == 0 {
-		return Team{}, fmt.Errorf("team %d: %w", id, ErrTeamNotFound)
+		return adminwire.Team{}, fmt.Errorf("team %d: %w", id, ErrTeamNotFound)
 	}
 	return s.GetTeam(ctx, id)
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/adminrules"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/credential"
 )
 
@@ -46,7 +47,7 @@ func checkIdempotencyKey(param, k string) *fieldError {
 }
 
 // validateCreateKey checks a key create at now.
-func validateCreateKey(r *CreateKeyRequest, now time.Time) *fieldError {
+func validateCreateKey(r *adminwire.CreateKeyRequest, now time.Time) *fieldError {
 	if e := firstRefusal(adminrules.TeamID(r.TeamID), adminrules.KeyName(r.Name),
 		adminrules.Allowlist(r.ModelAllowlist)); e != nil {
 		return e
@@ -79,7 +80,7 @@ func checkSuppliedKey(k string) *fieldError {
 }
 
 // validateUpdateKey checks a key patch.
-func validateUpdateKey(r *UpdateKeyRequest) *fieldError {
+func validateUpdateKey(r *adminwire.UpdateKeyRequest) *fieldError {
 	if r.Name != nil {
 		if e := refused(adminrules.KeyName(*r.Name)); e != nil {
 			return e
@@ -124,7 +125,7 @@ var modelFields = []string{"served_name", "prompt_price_micro_per_mtok", "comple
 
 // validateModel checks a model spec whose JSON carried the fields in
 // present.
-func validateModel(s *ModelSpec, present map[string]bool) *fieldError {
+func validateModel(s *adminwire.ModelSpec, present map[string]bool) *fieldError {
 	for _, f := range modelFields {
 		if !present[f] {
 			return invalid(f, "%s is required", f)
@@ -138,7 +139,7 @@ func validateModel(s *ModelSpec, present map[string]bool) *fieldError {
 }
 
 // validateCredit checks a credit grant.
-func validateCredit(r *CreditRequest) *fieldError {
+func validateCredit(r *adminwire.CreditRequest) *fieldError {
 	if e := firstRefusal(adminrules.TeamID(r.TeamID), adminrules.CreditAmount(r.AmountMicrocredits)); e != nil {
 		return e
 	}

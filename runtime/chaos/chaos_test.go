@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/loadgen"
@@ -120,7 +120,7 @@ func TestEngineKilledMidStream(t *testing.T) {
 	// engine dies.
 	node := p.StartNode("node-1", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 1,
 		MeanAnswerTokens: 1_000_000}, 2*n)
-	key, client := tenant(t, p, admin.CreateKeyRequest{})
+	key, client := tenant(t, p, adminwire.CreateKeyRequest{})
 
 	var (
 		wg              sync.WaitGroup
@@ -204,7 +204,7 @@ func TestMaxStreamsHolds(t *testing.T) {
 	// admitted streams stay open until their clients leave.
 	p.StartNode("node-1", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 5,
 		Faults: enginesim.Faults{StallAfterTokens: 1}}, 2*n)
-	key, client := tenant(t, p, admin.CreateKeyRequest{MaxStreams: limit})
+	key, client := tenant(t, p, adminwire.CreateKeyRequest{MaxStreams: limit})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -315,7 +315,7 @@ func TestAbandonedStreams(t *testing.T) {
 	platformtest.StartNodeProcess(t, platformtest.NodeProcess{Model: model, NodeID: "node-1", ServerURL: p.WSURL,
 		Token: p.NodeToken("node-1"), EngineURL: engineURL, MaxNumSeqs: 2 * n})
 	p.WaitNode("node-1")
-	key, _ := tenant(t, p, admin.CreateKeyRequest{MaxStreams: 2 * n})
+	key, _ := tenant(t, p, adminwire.CreateKeyRequest{MaxStreams: 2 * n})
 	baseLive, baseG := testenv.LiveBytes()
 
 	held, leave := platformtest.StartClientProcess(t, platformtest.ClientProcess{
@@ -373,7 +373,7 @@ func TestSocketCut(t *testing.T) {
 		MeanAnswerTokens: 1_000_000}, 2*n)
 	other := p.StartNode("node-other", model, enginesim.Config{ServedModelName: model, Seed: 2, TimeScale: 1,
 		MeanAnswerTokens: 1_000_000}, 4*n)
-	key, client := tenant(t, p, admin.CreateKeyRequest{})
+	key, client := tenant(t, p, adminwire.CreateKeyRequest{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/platformtest"
@@ -42,8 +42,8 @@ func TestKVCacheFull(t *testing.T) {
 				MeanAnswerTokens: 1_000_000}, 2*n)
 			kv := node.Sim.Stats().KVBlocksTotal * 16
 			team := p.Team("t", 1_000_000_000)
-			free := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "uncapped"})
-			capKey := p.Key(admin.CreateKeyRequest{TeamID: team, Name: "capped", MaxTokens: capped})
+			free := p.Key(adminwire.CreateKeyRequest{TeamID: team, Name: "uncapped"})
+			capKey := p.Key(adminwire.CreateKeyRequest{TeamID: team, Name: "capped", MaxTokens: capped})
 			client := loadgen.NewClient()
 			defer client.CloseIdleConnections()
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
@@ -56,7 +56,7 @@ func TestSpotDrain(t *testing.T) {
 	p := platformtest.Start(t, platformtest.Options{StreamIdleTimeout: time.Hour, RedisTimeout: time.Minute,
 		Cloud: []orchestrator.CloudNode{cloudNode("spot-a", spotURL, spot), cloudNode("ondemand-b", onDemandURL, onDemand)}})
 	p.Model(model, model)
-	key, client := tenant(t, p, admin.CreateKeyRequest{})
+	key, client := tenant(t, p, adminwire.CreateKeyRequest{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	waitServed(t, client, p.URL, key, "before the drain")
@@ -107,7 +107,7 @@ func TestUnresponsiveNode(t *testing.T) {
 	link := p.NodeLink()
 	p.StartNodeVia(link, "node-hung", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 50}, 4*n)
 	t.Cleanup(link.Thaw) // before the agent stops: its shutdown must reach nobody, not wait on a frozen link
-	key, client := tenant(t, p, admin.CreateKeyRequest{})
+	key, client := tenant(t, p, adminwire.CreateKeyRequest{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	waitServed(t, client, p.URL, key, "before the hang")
@@ -202,7 +202,7 @@ func TestScaledToZero(t *testing.T) {
 	queueLimit := time.Duration(size(t, 3, 30)) * time.Second // the required 30 s at full size
 	p := platformtest.Start(t, platformtest.Options{StreamIdleTimeout: time.Hour, RedisTimeout: time.Minute, QueueLimit: queueLimit})
 	p.Model(big, big)
-	key, client := tenant(t, p, admin.CreateKeyRequest{})
+	key, client := tenant(t, p, adminwire.CreateKeyRequest{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 
@@ -318,7 +318,7 @@ func TestOrchestratorRestart(t *testing.T) {
 	wg.Wait()
 	within := time.Duration(nodes/rate)*time.Second*4 + 2*time.Minute
 	epochs := waitAll(t, p, nodes, nil, within)
-	key, client := tenant(t, p, admin.CreateKeyRequest{})
+	key, client := tenant(t, p, adminwire.CreateKeyRequest{})
 	waitServed(t, client, p.URL, key, "before the restart")
 
 	restart := time.Now()

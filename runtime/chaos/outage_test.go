@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/platformtest"
@@ -65,7 +65,7 @@ func TestDatastoreOutage(t *testing.T) {
 			p := platformtest.Start(t, platformtest.Options{StreamIdleTimeout: time.Hour, Proxied: true})
 			p.Model(model, model)
 			p.StartNode("node-1", model, enginesim.Config{ServedModelName: model, Seed: 1, TimeScale: 50}, 256)
-			key, client := tenant(t, p, admin.CreateKeyRequest{RPM: 1_000_000, MaxStreams: 1000})
+			key, client := tenant(t, p, adminwire.CreateKeyRequest{RPM: 1_000_000, MaxStreams: 1000})
 			proxy := p.RedisProxy
 			if which != "redis" {
 				proxy = p.PostgresProxy

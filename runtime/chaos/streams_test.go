@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/openai"
@@ -152,7 +152,7 @@ func shortBody(model, tag string, i int) string {
 // tenant makes team "t" with ample credit and its key "k", with the
 // limits req asks, and a client whose idle connections close when the
 // test ends.
-func tenant(t *testing.T, p *platformtest.Platform, req admin.CreateKeyRequest) (string, *http.Client) {
+func tenant(t *testing.T, p *platformtest.Platform, req adminwire.CreateKeyRequest) (string, *http.Client) {
 	t.Helper()
 	req.TeamID, req.Name = p.Team("t", 1_000_000_000), "k"
 	key := p.Key(req)

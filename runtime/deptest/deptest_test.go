@@ -19,11 +19,13 @@ const module = "github.com/llmplat/llmplat/"
 var layers = [][]string{
 	// 0: primitives and wire formats; they import nothing of ours.
 	{"runtime/openai", "runtime/jsonscan", "runtime/strictjson", "runtime/hoptrace", "runtime/httpserve",
-		"runtime/auth", "runtime/capacity", "runtime/store", "runtime/quota", "runtime/registry",
+		"runtime/capacity", "runtime/store", "runtime/quota", "runtime/registry",
 		"runtime/routing", "runtime/wsconn", "runtime/modelsync", "runtime/enginemetrics",
-		"runtime/k8sschema", "runtime/rdssecret", "runtime/adminrules", "runtime/coldstart", "runtime/credential", "templates", "modules/eks-llm"},
-	// 1: parsing and protocols built on them.
-	{"runtime/jsonvariant", "runtime/urlguard", "runtime/tokens", "runtime/nodeproto", "runtime/dispatch"},
+		"runtime/k8sschema", "runtime/rdssecret", "runtime/adminrules", "runtime/coldstart", "runtime/credential",
+		"runtime/adminwire", "templates", "modules/eks-llm"},
+	// 1: parsing, protocols and authentication built on them.
+	{"runtime/jsonvariant", "runtime/urlguard", "runtime/tokens", "runtime/nodeproto", "runtime/dispatch",
+		"runtime/auth", "runtime/adminclient"},
 	// 2: the ledger, the cost report and the manifests.
 	{"runtime/ledger", "runtime/render", "runtime/costreport", "runtime/agentflags"},
 	// 3: what is built on the ledger.
@@ -66,6 +68,17 @@ var forbidden = map[string]map[string]string{
 		"github.com/gin-gonic/gin": "the provider links the admin API's rules, never its server",
 		"github.com/jackc/pgx":     "the provider links the admin API's rules, never its store",
 		"modernc.org/sqlite":       "the provider links the admin API's rules, never its store",
+	},
+	"provider/cmd/terraform-provider-llmplat": {
+		"github.com/gin-gonic/gin":      "the provider is a client of the admin API, never its server",
+		"github.com/jackc/pgx":          "the provider reaches the platform only through the admin API",
+		"modernc.org/sqlite":            "the provider keeps no database",
+		"github.com/redis/go-redis":     "the provider never reaches Redis",
+		module + "runtime/admin":        "the provider links the admin API's client (runtime/adminclient), never its server",
+		module + "runtime/ledger":       "money moves only in the gateway",
+		module + "runtime/store":        "the provider reaches the platform only through the admin API",
+		module + "runtime/gateway":      "the provider serves no traffic",
+		module + "runtime/orchestrator": "the provider schedules nothing",
 	},
 	"runtime/agentflags": {
 		"github.com/gin-gonic/gin": "the provider links the agent's flag rules, never a server",

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
@@ -50,7 +51,7 @@ func bootstrap(ctx context.Context, adm *admin.SQLStore, led *ledger.Ledger, sec
 		if !ok {
 			p = devPrices["llama-8b"]
 		}
-		spec := admin.ModelSpec{ServedName: name, PromptPriceMicroPerMTok: p.prompt, CompletionPriceMicroPerMTok: p.completion,
+		spec := adminwire.ModelSpec{ServedName: name, PromptPriceMicroPerMTok: p.prompt, CompletionPriceMicroPerMTok: p.completion,
 			MaxContextTokens: int(maxLen), MaxOutputTokens: int(maxLen / 2)}
 		if _, _, err := adm.PutModel(ctx, name, spec, now); err != nil {
 			return credentials{}, fmt.Errorf("declare model %s: %w", name, err)

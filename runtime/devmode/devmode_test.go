@@ -21,7 +21,8 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
@@ -192,7 +193,7 @@ func TestLocalModeEnforcesKeysAndOpensAdmin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var nodes admin.NodeList
+	var nodes adminwire.NodeList
 	err = json.NewDecoder(resp.Body).Decode(&nodes)
 	resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK {
@@ -317,9 +318,9 @@ func TestLocalModeRestartsOnItsDataDir(t *testing.T) {
 }
 
 // adminClient is an admin API client on r's printed URL and token.
-func adminClient(t *testing.T, r *devRun) *admin.Client {
+func adminClient(t *testing.T, r *devRun) *adminclient.Client {
 	t.Helper()
-	c, err := admin.NewClient(strings.TrimSuffix(r.baseURL, "/v1"), r.adminToken, nil)
+	c, err := adminclient.NewClient(strings.TrimSuffix(r.baseURL, "/v1"), r.adminToken, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -328,9 +329,9 @@ func adminClient(t *testing.T, r *devRun) *admin.Client {
 
 // waitNodesLive waits until the nodes view lists n nodes, each live and
 // healthy.
-func waitNodesLive(ctx context.Context, t *testing.T, adm *admin.Client, n int) {
+func waitNodesLive(ctx context.Context, t *testing.T, adm *adminclient.Client, n int) {
 	t.Helper()
-	var last admin.NodeList
+	var last adminwire.NodeList
 	for {
 		nodes, err := adm.ListNodes(ctx)
 		if err == nil {

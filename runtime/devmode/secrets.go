@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/credential"
 )
@@ -122,7 +123,7 @@ func (s *secrets) apiKey(ctx context.Context, adm *admin.SQLStore, teamID int64,
 	if err := s.save(); err != nil {
 		return "", err
 	}
-	if _, err := adm.CreateKey(ctx, admin.CreateKeyRequest{TeamID: teamID, Name: "dev", RPM: 600, TokensPerDay: 10_000_000,
+	if _, err := adm.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: teamID, Name: "dev", RPM: 600, TokensPerDay: 10_000_000,
 		MaxStreams: 64, Key: s.APIKey}, "", now); err != nil {
 		return "", fmt.Errorf("create key: %w", err)
 	}

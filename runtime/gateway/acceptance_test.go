@@ -16,7 +16,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 )
@@ -34,7 +34,7 @@ func chatBody(model string, stream bool, maxTokens int) string {
 func TestOfficialClientSettlesExactly(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	teamID := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: teamID, Name: "k"})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: teamID, Name: "k"})
 
 	var httpResp *http.Response
 	client := openai.NewClient(option.WithBaseURL(s.url+"/v1"), option.WithAPIKey(key))
@@ -139,12 +139,12 @@ func TestRefusals(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	rich := s.team("rich", 10*credit)
 	poor := s.team("poor", 0)
-	key := s.key(admin.CreateKeyRequest{TeamID: rich, ModelAllowlist: []string{"llama-8b"}})
-	poorKey := s.key(admin.CreateKeyRequest{TeamID: poor})
-	rpmKey := s.key(admin.CreateKeyRequest{TeamID: rich, RPM: 1})
-	tpdKey := s.key(admin.CreateKeyRequest{TeamID: rich, TokensPerDay: 5})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: rich, ModelAllowlist: []string{"llama-8b"}})
+	poorKey := s.key(adminwire.CreateKeyRequest{TeamID: poor})
+	rpmKey := s.key(adminwire.CreateKeyRequest{TeamID: rich, RPM: 1})
+	tpdKey := s.key(adminwire.CreateKeyRequest{TeamID: rich, TokensPerDay: 5})
 	past := time.Now().Add(-time.Hour)
-	expired := s.key(admin.CreateKeyRequest{TeamID: rich, ExpiresAt: &past})
+	expired := s.key(adminwire.CreateKeyRequest{TeamID: rich, ExpiresAt: &past})
 
 	// Use up the rpm and tokens-per-day budgets first.
 	// Each answer tells the limits it passed.
@@ -206,8 +206,8 @@ func TestRefusals(t *testing.T) {
 func TestStreamLimitAndQueueTimeout(t *testing.T) {
 	s := newStack(t, stackOpts{maxInFlight: 1, queueLimit: 300 * time.Millisecond, faults: enginesim.Faults{Hang: true}})
 	team := s.team("t", 10*credit)
-	one := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 1})
-	other := s.key(admin.CreateKeyRequest{TeamID: team})
+	one := s.key(adminwire.CreateKeyRequest{TeamID: team, MaxStreams: 1})
+	other := s.key(adminwire.CreateKeyRequest{TeamID: team})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -237,7 +237,7 @@ func TestStreamLimitAndQueueTimeout(t *testing.T) {
 func TestMaxStreamsUnderAttack(t *testing.T) {
 	s := newStack(t, stackOpts{timeScale: 20, redisTimeout: time.Minute})
 	team := s.team("t", 1000*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 10})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team, MaxStreams: 10})
 	keyID := int64(1)
 	rdb := s.redis.Client()
 
@@ -317,7 +317,7 @@ func TestRPMAcrossTwoGateways(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	second := s.gateway()
 	team := s.team("t", 100*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team, RPM: 5})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team, RPM: 5})
 	var ok, limited atomic.Int64
 	var wg sync.WaitGroup
 	for i := range 20 {
@@ -355,7 +355,7 @@ func TestRPMAcrossTwoGateways(t *testing.T) {
 func TestClientDisconnectSettlesPartial(t *testing.T) {
 	s := newStack(t, stackOpts{timeScale: 1})
 	team := s.team("t", 100*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 2})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team, MaxStreams: 2})
 	ctx, cancel := context.WithCancel(context.Background())
 	resp, err := s.post(ctx, s.url, key, chatBody("llama-8b", true, 2000))
 	if err != nil {
@@ -394,7 +394,7 @@ func TestHungEngineTimesOutTheFirstToken(t *testing.T) {
 	s := newStack(t, stackOpts{timeScale: 20, firstTokenTimeout: 300 * time.Millisecond,
 		faults: enginesim.Faults{Hang: true}})
 	team := s.team("t", 100*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 1})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team, MaxStreams: 1})
 	for _, streamed := range []bool{true, false} {
 		resp, err := s.post(context.Background(), s.url, key, fmt.Sprintf(
 			`{"model":"llama-8b","stream":%t,"max_tokens":50,"messages":[{"role":"user","content":"hello"}]}`, streamed))
@@ -429,7 +429,7 @@ func TestHungEngineTimesOutTheFirstToken(t *testing.T) {
 func TestMaxRequestDurationEndsTheStream(t *testing.T) {
 	s := newStack(t, stackOpts{timeScale: 1, maxRequestDuration: 500 * time.Millisecond, streamIdleTimeout: time.Hour})
 	team := s.team("t", 100*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	// In real time the engine streams about 40 tokens a second: 2,000
 	// tokens take far longer than the limit.
 	resp, err := s.post(context.Background(), s.url, key,
@@ -475,7 +475,7 @@ func TestStalledEngineEndsTheStream(t *testing.T) {
 	s := newStack(t, stackOpts{timeScale: 20, streamIdleTimeout: 300 * time.Millisecond,
 		faults: enginesim.Faults{StallAfterTokens: 5}})
 	team := s.team("t", 100*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	start := time.Now()
 	// The client asks for the running usage, so it sees the count the
 	// engine had reached when it stalled.
@@ -537,8 +537,8 @@ func TestTenantIsolation(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	a := s.team("a", 10*credit)
 	b := s.team("b", 10*credit)
-	keyA := s.key(admin.CreateKeyRequest{TeamID: a, ModelAllowlist: []string{"llama-8b", "qwen-32b"}})
-	keyB := s.key(admin.CreateKeyRequest{TeamID: b, ModelAllowlist: []string{"llama-8b"}})
+	keyA := s.key(adminwire.CreateKeyRequest{TeamID: a, ModelAllowlist: []string{"llama-8b", "qwen-32b"}})
+	keyB := s.key(adminwire.CreateKeyRequest{TeamID: b, ModelAllowlist: []string{"llama-8b"}})
 	resp, body := s.do(keyA, chatBody("qwen-32b", false, 5))
 	if resp.StatusCode != 200 {
 		t.Fatalf("team A: %d %s", resp.StatusCode, body)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/quota"
@@ -43,7 +43,7 @@ func (l heldLedger) Cancel(_ context.Context, id string) (ledger.Outcome, error)
 func TestResponseEndsBeforeTheSettle(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	held := heldLedger{closing: make(chan string, 2), release: make(chan struct{})}
 	base := s.gateway(func(cfg *Config) { held.Ledger = cfg.Ledger; cfg.Ledger = held })
 	released := false
@@ -135,7 +135,7 @@ func (d panicDispatcher) Dispatch(ctx context.Context, job *dispatch.Job) (dispa
 func TestPanicInTheRelayStillSettles(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	base := s.gateway(func(cfg *Config) { cfg.Dispatcher = panicDispatcher{cfg.Dispatcher} })
 	resp, err := s.post(context.Background(), base, key, chatBody("llama-8b", true, 200))
 	if err != nil {
@@ -186,7 +186,7 @@ func TestFailedSlotReleaseIsRetried(t *testing.T) {
 	f.failures.Store(3)
 	s := newStack(t, stackOpts{wrapLimits: func(l Limiter) Limiter { f.Limiter = l; return f }})
 	team := s.team("t", 100*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 1})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team, MaxStreams: 1})
 	for i := range 2 { // the second request needs the first one's slot
 		resp, err := s.post(context.Background(), s.url, key,
 			`{"model":"llama-8b","max_tokens":5,"messages":[{"role":"user","content":"hello"}]}`)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
@@ -34,7 +34,7 @@ func (c *fakeClock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.
 func TestModelAtZero(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team, RPM: 1, MaxStreams: 1})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team, RPM: 1, MaxStreams: 1})
 	clock := &fakeClock{t: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
 	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, clock.now)
 	if err != nil {
@@ -132,7 +132,7 @@ func (c *countingColdStarts) Refuse(ctx context.Context, model, caller string) (
 func TestServingModelSkipsTheRecord(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, nil)
 	if err != nil {
 		t.Fatal(err)

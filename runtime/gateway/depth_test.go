@@ -12,7 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/jsonvariant"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/strictjson"
@@ -43,7 +43,7 @@ func withContent(content string) string {
 func TestDeepBodyRefused(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	const levels = 20000
 	for _, tt := range []struct{ name, body string }{
 		{"arrays in a message's content", withContent(nest(`[`, `]`, levels))},

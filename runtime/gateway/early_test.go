@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
@@ -189,7 +189,7 @@ func newEarlyStack(t *testing.T) *earlyStack {
 	frozen := time.Now()
 	s.servers[len(s.servers)-1].balances.now = func() time.Time { return frozen }
 	e.team = s.team("alpha", 1000*credit)
-	e.key = s.key(admin.CreateKeyRequest{TeamID: e.team, MaxStreams: 4})
+	e.key = s.key(adminwire.CreateKeyRequest{TeamID: e.team, MaxStreams: 4})
 	// The first request of the team reserves before its dispatch, and
 	// shows the gateway the team's balance.
 	if resp, body := s.do(e.key, chatBody("llama-8b", false, 20)); resp.StatusCode != http.StatusOK {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 )
@@ -189,7 +189,7 @@ func TestHeadersGoFirstWhenTheEventIsNotThere(t *testing.T) {
 // slot already free.
 func TestClientStoppingAtDoneKeepsItsConnection(t *testing.T) {
 	s := newStack(t, stackOpts{})
-	key := s.key(admin.CreateKeyRequest{TeamID: s.team("t", 10*credit), MaxStreams: 1})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: s.team("t", 10*credit), MaxStreams: 1})
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	body := `{"model":"llama-8b","stream":true,"max_tokens":4,"messages":[{"role":"user","content":"hi"}]}`

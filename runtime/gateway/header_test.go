@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -16,7 +16,7 @@ import (
 func TestTwoAuthorizationHeaders(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	for _, path := range []string{"/v1/chat/completions", "/v1/models", "/v1/usage"} {
 		t.Run(path, func(t *testing.T) {
 			method, body := http.MethodGet, io.Reader(nil)

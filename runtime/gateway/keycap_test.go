@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/tokens"
@@ -93,8 +93,8 @@ func TestKeyMaxTokensClampsTheAsk(t *testing.T) {
 	engine := newRecordingEngine()
 	s := newStack(t, stackOpts{engine: engine})
 	team := s.team("alpha", 10*credit)
-	capped := s.key(admin.CreateKeyRequest{TeamID: team, MaxTokens: limit})
-	open := s.key(admin.CreateKeyRequest{TeamID: team})
+	capped := s.key(adminwire.CreateKeyRequest{TeamID: team, MaxTokens: limit})
+	open := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	const msgs = `"messages":[{"role":"user","content":"tell me about llamas"}]`
 	tests := []struct {
 		name, key, body string
@@ -152,7 +152,7 @@ func TestKeyMaxTokensComposesWithTokensPerDay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			key := s.key(admin.CreateKeyRequest{TeamID: team, MaxTokens: tt.limit, TokensPerDay: tt.tokensPerDay})
+			key := s.key(adminwire.CreateKeyRequest{TeamID: team, MaxTokens: tt.limit, TokensPerDay: tt.tokensPerDay})
 			resp, got := s.do(key, body)
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("status %d: %s", resp.StatusCode, got)
@@ -175,7 +175,7 @@ func TestKeyMaxTokensCapsTheAnswer(t *testing.T) {
 	const limit = 37
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team, MaxTokens: limit})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team, MaxTokens: limit})
 	body := `{"model":"llama-8b","max_tokens":4000,"ignore_eos":true,"messages":[{"role":"user","content":"hello there"}]}`
 	resp, got := s.do(key, body)
 	if resp.StatusCode != http.StatusOK {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/jsonscan"
 	"github.com/llmplat/llmplat/runtime/jsonvariant"
 )
@@ -63,7 +63,7 @@ func servedNameEngine() http.Handler {
 func TestResponsesNameTheRequestedModel(t *testing.T) {
 	s := newStack(t, stackOpts{engine: servedNameEngine()})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	for _, stream := range []bool{false, true} {
 		t.Run(fmt.Sprintf("stream=%v", stream), func(t *testing.T) {
 			resp, body := s.do(key, chatBody("llama-8b", stream, 5))

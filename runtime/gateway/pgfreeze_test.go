@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/settlelog"
 )
@@ -71,7 +71,7 @@ func TestFrozenPostgres(t *testing.T) {
 	started, release := make(chan struct{}, 4), make(chan struct{})
 	s := newStack(t, stackOpts{engine: freezeEngine(started, release)})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	proxy, led := s.ledgerBehindProxy()
 	log := settlelog.New(s.redis.Client(), s.redis.Prefix, nil)
 	const grace = 200 * time.Millisecond

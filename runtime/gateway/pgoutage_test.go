@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/settlelog"
 )
@@ -49,7 +49,7 @@ func TestStreamDuringPostgresOutageIsBilledOnce(t *testing.T) {
 			started, release := make(chan struct{}, 1), make(chan struct{})
 			s := newStack(t, stackOpts{engine: heldEngine(started, release)})
 			team := s.team("alpha", 10*credit)
-			key := s.key(admin.CreateKeyRequest{TeamID: team})
+			key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 
 			// This gateway reaches the database through a proxy the test
 			// takes down; the test itself reads the database directly.

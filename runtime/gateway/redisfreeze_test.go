@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/testenv"
@@ -26,8 +26,8 @@ import (
 func TestFrozenRedis(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
-	limited := s.key(admin.CreateKeyRequest{TeamID: team, MaxStreams: 5, RPM: 1000, TokensPerDay: 1_000_000})
-	free := s.key(admin.CreateKeyRequest{TeamID: team})
+	limited := s.key(adminwire.CreateKeyRequest{TeamID: team, MaxStreams: 5, RPM: 1000, TokensPerDay: 1_000_000})
+	free := s.key(adminwire.CreateKeyRequest{TeamID: team})
 
 	opts, err := redis.ParseURL(s.redis.URL)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/tokens"
@@ -26,7 +26,7 @@ import (
 // asked; both settle exactly.
 func TestUsageChunkOnlyWhenAsked(t *testing.T) {
 	s := newStack(t, stackOpts{})
-	key := s.key(admin.CreateKeyRequest{TeamID: s.team("t", 10*credit)})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: s.team("t", 10*credit)})
 	for _, tc := range []struct {
 		name      string
 		body      string

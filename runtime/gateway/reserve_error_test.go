@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
@@ -27,7 +27,7 @@ func (l lostAckLedger) Reserve(ctx context.Context, r ledger.Reservation) (ledge
 func TestReserveErrorLeavesNoHold(t *testing.T) {
 	s := newStack(t, stackOpts{wrapLedger: func(l Ledger) Ledger { return lostAckLedger{l} }})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	resp, body := s.do(key, chatBody("llama-8b", false, 100))
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d: %s; want 503", resp.StatusCode, body)

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/jsonvariant"
 )
 
@@ -62,7 +62,7 @@ func TestPythonEngineIsBilled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStack(t, stackOpts{engine: pythonEngine(chunks, tc.broken)})
 			team := s.team("alpha", 10*credit)
-			key := s.key(admin.CreateKeyRequest{TeamID: team})
+			key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 			resp, body := s.do(key, chatBody("llama-8b", tc.stream, 100))
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)

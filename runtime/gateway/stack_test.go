@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
@@ -118,7 +119,7 @@ func newStack(t *testing.T, o stackOpts) *stack {
 		sims: map[string]*enginesim.Sim{}, opts: o, logs: &syncBuffer{}}
 	targets := map[string][]dispatch.Target{}
 	for _, name := range []string{"llama-8b", "qwen-32b"} {
-		_, _, err := s.adm.PutModel(ctx, name, admin.ModelSpec{ServedName: name, PromptPriceMicroPerMTok: promptPrice,
+		_, _, err := s.adm.PutModel(ctx, name, adminwire.ModelSpec{ServedName: name, PromptPriceMicroPerMTok: promptPrice,
 			CompletionPriceMicroPerMTok: completionPrice, MaxContextTokens: 8192, MaxOutputTokens: 4096}, time.Now())
 		if err != nil {
 			t.Fatal(err)
@@ -256,7 +257,7 @@ func (s *stack) team(name string, credits int64) int64 {
 }
 
 // key creates an API key and returns its secret.
-func (s *stack) key(req admin.CreateKeyRequest) string {
+func (s *stack) key(req adminwire.CreateKeyRequest) string {
 	s.t.Helper()
 	k, err := s.adm.CreateKey(context.Background(), req, "", time.Now())
 	if err != nil {

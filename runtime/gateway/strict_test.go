@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -21,7 +21,7 @@ import (
 func TestLookAlikeKeysRefused(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	msgs := `"messages":[{"role":"user","content":"hi"}]`
 	tests := []struct{ name, body, code, param string }{
 		{"kelvin max_tokens beside the real one", `{"model":"llama-8b","max_tokens":1,"max_to` + "\u212a" + `ens":8000,` + msgs + `}`, "duplicate_key", "max_tokens"},
@@ -57,7 +57,7 @@ func TestLookAlikeKeysRefused(t *testing.T) {
 func TestUnknownFieldsBounded(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	big := strings.Repeat("x", MaxExtraBytes)
 	resp, body := s.do(key, `{"model":"llama-8b","max_tokens":3,"padding":"`+big+`","messages":[{"role":"user","content":"hi"}]}`)
 	checkError(t, resp, body, errorCase{"big extra", 400, oa.TypeInvalidRequest, "unknown_fields_too_large", false})
@@ -99,7 +99,7 @@ func overrunEngine() http.Handler {
 func TestRelayCutsAtTheReservation(t *testing.T) {
 	s := newStack(t, stackOpts{engine: overrunEngine()})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	for _, streamed := range []bool{true, false} {
 		resp, err := s.post(context.Background(), s.url, key, chatBody("llama-8b", streamed, 5))
 		if err != nil {

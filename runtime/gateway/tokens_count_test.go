@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/quota"
 )
@@ -50,7 +50,7 @@ func TestLostSettleAckStillCountsTokens(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := newStack(t, stackOpts{wrapLedger: func(l Ledger) Ledger { return &lostSettleAck{Ledger: l} }, wrapLimits: tt.limits})
 			team := s.team("alpha", 10*credit)
-			key := s.key(admin.CreateKeyRequest{TeamID: team, TokensPerDay: 1_000_000, MaxStreams: 2})
+			key := s.key(adminwire.CreateKeyRequest{TeamID: team, TokensPerDay: 1_000_000, MaxStreams: 2})
 			resp, body := s.do(key, chatBody("llama-8b", false, 20))
 			if resp.StatusCode != 200 {
 				t.Fatalf("status %d: %s", resp.StatusCode, body)

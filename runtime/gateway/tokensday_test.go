@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/tokens"
 )
@@ -16,7 +16,7 @@ func TestTokensPerDayCapsTheAnswer(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
 	const perDay = 60
-	key := s.key(admin.CreateKeyRequest{TeamID: team, TokensPerDay: perDay})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team, TokensPerDay: perDay})
 	// ignore_eos makes the simulator write up to max_tokens: without the
 	// cap it would write 4,000.
 	body := `{"model":"llama-8b","max_tokens":4000,"ignore_eos":true,"messages":[{"role":"user","content":"hello there"}]}`

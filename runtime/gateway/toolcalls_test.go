@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // toolCallEngine streams a role chunk and n tool-call chunks, then drops
@@ -36,7 +36,7 @@ func TestBrokenToolCallStreamIsBilled(t *testing.T) {
 	const chunks = 200
 	s := newStack(t, stackOpts{engine: toolCallEngine(chunks)})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	resp, body := s.do(key, chatBody("llama-8b", true, 1000))
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)
@@ -75,7 +75,7 @@ func wholeToolCallEngine() http.Handler {
 func TestNonStreamedToolCalls(t *testing.T) {
 	s := newStack(t, stackOpts{engine: wholeToolCallEngine()})
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	resp, body := s.do(key, chatBody("llama-8b", false, 100))
 	if resp.StatusCode != 200 {
 		t.Fatalf("status %d: %s", resp.StatusCode, body)

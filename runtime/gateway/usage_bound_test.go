@@ -8,7 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
@@ -79,7 +79,7 @@ func TestHugeReportedUsageIsBounded(t *testing.T) {
 	s := newStack(t, stackOpts{engine: usageEngine(5, hugeTokens, hugeTokens)})
 	m := s.meteredGateway()
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team, TokensPerDay: 1_000_000})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team, TokensPerDay: 1_000_000})
 	var prompt, completion, cost int64
 	for _, stream := range []bool{true, false} {
 		resp, body := s.do(key, chatBody("llama-8b", stream, maxTokens))
@@ -120,7 +120,7 @@ func TestNegativeReportedUsageSettles(t *testing.T) {
 	s := newStack(t, stackOpts{engine: usageEngine(chunks, -5, -hugeTokens)})
 	m := s.meteredGateway()
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	for _, stream := range []bool{true, false} {
 		resp, body := s.do(key, chatBody("llama-8b", stream, 100))
 		if resp.StatusCode != 200 {
@@ -148,7 +148,7 @@ func TestUnderReportedUsageBillsRelayed(t *testing.T) {
 	s := newStack(t, stackOpts{engine: usageEngine(chunks, 20, 1)})
 	m := s.meteredGateway()
 	team := s.team("alpha", 10*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team, TokensPerDay: 1_000_000})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team, TokensPerDay: 1_000_000})
 	for i, stream := range []bool{true, false} {
 		resp, body := s.do(key, chatBody("llama-8b", stream, 100))
 		if resp.StatusCode != 200 {

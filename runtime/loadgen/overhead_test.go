@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/hoptrace"
@@ -457,7 +457,7 @@ func startPlatform(tb testing.TB, opts platformOpts, startNode nodeStarter) (str
 	for i := range max(1, opts.teams) {
 		team := p.Team(fmt.Sprintf("bench-%d", i), 1_000_000_000_000)
 		// Limits far above the load, so that every check runs and none refuses.
-		keys = append(keys, p.Key(admin.CreateKeyRequest{TeamID: team, Name: "bench",
+		keys = append(keys, p.Key(adminwire.CreateKeyRequest{TeamID: team, Name: "bench",
 			RPM: 1_000_000, TokensPerDay: 1_000_000_000_000, MaxStreams: 10_000}))
 	}
 	if opts.keys != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/registry"
 )
@@ -72,15 +73,15 @@ func (c *Control) RevokeNodeToken(ctx context.Context, nodeID string, tokenID in
 }
 
 // Live implements admin.NodeView from the registry's records.
-func (c *Control) Live(ctx context.Context) (map[string]admin.NodeLive, error) {
+func (c *Control) Live(ctx context.Context) (map[string]adminwire.NodeLive, error) {
 	nodes, err := c.reg.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
-	out := make(map[string]admin.NodeLive, len(nodes))
+	out := make(map[string]adminwire.NodeLive, len(nodes))
 	now := time.Now()
 	for _, n := range nodes {
-		l := admin.NodeLive{Healthy: n.Healthy(now), QueueDepth: n.QueueDepth, Running: n.Running,
+		l := adminwire.NodeLive{Healthy: n.Healthy(now), QueueDepth: n.QueueDepth, Running: n.Running,
 			KVCacheUsage: n.KVCacheUsage, Draining: n.State == registry.StateDraining, Owner: n.Owner, BeatAt: n.LastSeen,
 			EngineDown: n.EngineDown}
 		if n.GPUUtil != nil {

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
@@ -41,7 +42,7 @@ func (c *cluster) gatewayFor(d dispatch.Dispatcher) (string, string) {
 	}
 	adm := admin.NewSQLStore(c.db)
 	now := time.Now()
-	if _, _, err := adm.PutModel(ctx, testModel, admin.ModelSpec{ServedName: testModel, PromptPriceMicroPerMTok: 200_000,
+	if _, _, err := adm.PutModel(ctx, testModel, adminwire.ModelSpec{ServedName: testModel, PromptPriceMicroPerMTok: 200_000,
 		CompletionPriceMicroPerMTok: 800_000, MaxContextTokens: 8192, MaxOutputTokens: 2048}, now); err != nil {
 		c.t.Fatal(err)
 	}
@@ -52,7 +53,7 @@ func (c *cluster) gatewayFor(d dispatch.Dispatcher) (string, string) {
 	if _, err := led.AddCredit(ctx, team.ID, "e2e-credit", 100_000_000, "test"); err != nil {
 		c.t.Fatal(err)
 	}
-	key, err := adm.CreateKey(ctx, admin.CreateKeyRequest{TeamID: team.ID, Name: "e2e", RPM: 600, TokensPerDay: 1_000_000, MaxStreams: 16}, "", now)
+	key, err := adm.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team.ID, Name: "e2e", RPM: 600, TokensPerDay: 1_000_000, MaxStreams: 16}, "", now)
 	if err != nil {
 		c.t.Fatal(err)
 	}

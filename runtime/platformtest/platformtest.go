@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
@@ -200,7 +201,7 @@ func Start(tb testing.TB, opts Options) *Platform {
 // at the package's prices.
 func (p *Platform) Model(name, served string) {
 	p.tb.Helper()
-	if _, _, err := p.Admin.PutModel(context.Background(), name, admin.ModelSpec{ServedName: served,
+	if _, _, err := p.Admin.PutModel(context.Background(), name, adminwire.ModelSpec{ServedName: served,
 		PromptPriceMicroPerMTok: PromptPrice, CompletionPriceMicroPerMTok: CompletionPrice,
 		MaxContextTokens: 8192, MaxOutputTokens: 4096}, time.Now()); err != nil {
 		p.tb.Fatal(err)
@@ -224,7 +225,7 @@ func (p *Platform) Team(name string, credit int64) int64 {
 }
 
 // Key creates an API key as req asks and returns its secret.
-func (p *Platform) Key(req admin.CreateKeyRequest) string {
+func (p *Platform) Key(req adminwire.CreateKeyRequest) string {
 	p.tb.Helper()
 	key, err := p.Admin.CreateKey(context.Background(), req, "", time.Now())
 	if err != nil {

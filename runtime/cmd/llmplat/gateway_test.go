@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
@@ -89,7 +89,7 @@ func TestGatewayCommand(t *testing.T) {
 		}
 	}
 
-	cl, err := admin.NewClient(base, adminToken, nil)
+	cl, err := adminclient.NewClient(base, adminToken, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

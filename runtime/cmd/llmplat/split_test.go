@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminclient"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
@@ -86,7 +88,7 @@ func TestSplitDeployment(t *testing.T) {
 	base := field(gw, "serving")
 
 	ctx := t.Context()
-	cl, err := admin.NewClient(base, adminToken, nil)
+	cl, err := adminclient.NewClient(base, adminToken, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,9 +116,9 @@ func TestSplitDeployment(t *testing.T) {
 
 // bootstrapKey declares the llama-8b model and a team with credit through
 // the admin API, and returns a new API key of the team.
-func bootstrapKey(ctx context.Context, t *testing.T, cl *admin.Client) string {
+func bootstrapKey(ctx context.Context, t *testing.T, cl *adminclient.Client) string {
 	t.Helper()
-	if _, _, err := cl.PutModel(ctx, "llama-8b", admin.ModelSpec{ServedName: "llama-8b", PromptPriceMicroPerMTok: 100_000,
+	if _, _, err := cl.PutModel(ctx, "llama-8b", adminwire.ModelSpec{ServedName: "llama-8b", PromptPriceMicroPerMTok: 100_000,
 		CompletionPriceMicroPerMTok: 500_000, MaxContextTokens: 8192, MaxOutputTokens: 4096}); err != nil {
 		t.Fatal(err)
 	}
@@ -124,10 +126,10 @@ func bootstrapKey(ctx context.Context, t *testing.T, cl *admin.Client) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.AddCredit(ctx, admin.CreditRequest{TeamID: team.ID, AmountMicrocredits: 5_000_000, IdempotencyKey: "g1"}); err != nil {
+	if _, err := cl.AddCredit(ctx, adminwire.CreditRequest{TeamID: team.ID, AmountMicrocredits: 5_000_000, IdempotencyKey: "g1"}); err != nil {
 		t.Fatal(err)
 	}
-	key, err := cl.CreateKey(ctx, admin.CreateKeyRequest{TeamID: team.ID, Name: "ci"}, "")
+	key, err := cl.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team.ID, Name: "ci"}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package admin
+package adminclient
 
 import (
 	"context"
@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // TestClientWaitReady: the readiness wait outlasts the client's retry
@@ -72,7 +74,7 @@ func TestClientWaitReady(t *testing.T) {
 			return ctx.Err()
 		}
 		err := c.WaitReady(ctx)
-		var ae *APIError
+		var ae *adminwire.APIError
 		if n, _ := s.requests(); n != 5 || !errors.Is(err, context.Canceled) || !errors.As(err, &ae) || ae.Status != 503 {
 			t.Errorf("after the deadline: %d requests, error %v; want 5, the cause and the last 503", n, err)
 		}

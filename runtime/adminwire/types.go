@@ -1,4 +1,4 @@
-package admin
+package adminwire
 
 import (
 	"encoding/json"
@@ -6,9 +6,8 @@ import (
 	"time"
 )
 
-// The types below are the admin API's wire format, shared by the server
-// and Client. Money is integer micro-credits; a limit of 0 means unlimited;
-// times are RFC 3339 in UTC.
+// The types below are the bodies of the admin API's requests and
+// answers; the package documentation gives their units.
 
 // List is the envelope of every list answer: {"data":[…]}.
 type List[T any] struct {

@@ -1,4 +1,4 @@
-package admin
+package adminclient
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // idPath is prefix followed by the decimal id.
@@ -29,41 +31,41 @@ func idemHeader(key string) http.Header {
 	if key == "" {
 		key = newIdempotencyKey()
 	}
-	return http.Header{idempotencyHeader: {key}}
+	return http.Header{adminwire.IdempotencyHeader: {key}}
 }
 
 // CreateTeam creates the team called name, or returns the existing one;
 // created reports which.
-func (c *Client) CreateTeam(ctx context.Context, name string) (t Team, created bool, err error) {
-	status, err := c.do(ctx, call{method: http.MethodPost, path: "/admin/teams", body: CreateTeamRequest{Name: name}, out: &t})
+func (c *Client) CreateTeam(ctx context.Context, name string) (t adminwire.Team, created bool, err error) {
+	status, err := c.do(ctx, call{method: http.MethodPost, path: "/admin/teams", body: adminwire.CreateTeamRequest{Name: name}, out: &t})
 	return t, status == http.StatusCreated, err
 }
 
 // ListTeams returns every team.
-func (c *Client) ListTeams(ctx context.Context) ([]Team, error) {
-	var l List[Team]
+func (c *Client) ListTeams(ctx context.Context) ([]adminwire.Team, error) {
+	var l adminwire.List[adminwire.Team]
 	_, err := c.do(ctx, call{method: http.MethodGet, path: "/admin/teams", out: &l})
 	return l.Data, err
 }
 
 // GetTeam returns the team with id and its balance.
-func (c *Client) GetTeam(ctx context.Context, id int64) (Team, error) {
-	var t Team
+func (c *Client) GetTeam(ctx context.Context, id int64) (adminwire.Team, error) {
+	var t adminwire.Team
 	_, err := c.do(ctx, call{method: http.MethodGet, path: idPath("/admin/teams/", id), out: &t})
 	return t, err
 }
 
 // UpdateTeam changes the fields req sets.
-func (c *Client) UpdateTeam(ctx context.Context, id int64, req UpdateTeamRequest) (Team, error) {
-	var t Team
+func (c *Client) UpdateTeam(ctx context.Context, id int64, req adminwire.UpdateTeamRequest) (adminwire.Team, error) {
+	var t adminwire.Team
 	_, err := c.do(ctx, call{method: http.MethodPatch, path: idPath("/admin/teams/", id), body: req, out: &t})
 	return t, err
 }
 
 // AddCredit records a credit entry once per req.IdempotencyKey; a replay
 // returns the first entry with Replayed set.
-func (c *Client) AddCredit(ctx context.Context, req CreditRequest) (Credit, error) {
-	var cr Credit
+func (c *Client) AddCredit(ctx context.Context, req adminwire.CreditRequest) (adminwire.Credit, error) {
+	var cr adminwire.Credit
 	_, err := c.do(ctx, call{method: http.MethodPost, path: "/admin/credits", body: req, out: &cr})
 	return cr, err
 }
@@ -72,65 +74,65 @@ func (c *Client) AddCredit(ctx context.Context, req CreditRequest) (Credit, erro
 // reuse idempotencyKey (a random one when empty), so a retried create never
 // makes a second key: a replay answers without the secret (Replayed). Pass
 // a key kept across process restarts to extend that guarantee.
-func (c *Client) CreateKey(ctx context.Context, req CreateKeyRequest, idempotencyKey string) (CreatedKey, error) {
-	var k CreatedKey
+func (c *Client) CreateKey(ctx context.Context, req adminwire.CreateKeyRequest, idempotencyKey string) (adminwire.CreatedKey, error) {
+	var k adminwire.CreatedKey
 	_, err := c.do(ctx, call{method: http.MethodPost, path: "/admin/keys", body: req, header: idemHeader(idempotencyKey), out: &k})
 	return k, err
 }
 
 // ListKeys returns the keys of the team with teamID, or every key when it
 // is 0. No secret or hash is ever listed.
-func (c *Client) ListKeys(ctx context.Context, teamID int64) ([]Key, error) {
+func (c *Client) ListKeys(ctx context.Context, teamID int64) ([]adminwire.Key, error) {
 	var q url.Values
 	if teamID != 0 {
 		q = url.Values{"team_id": {strconv.FormatInt(teamID, 10)}}
 	}
-	var l List[Key]
+	var l adminwire.List[adminwire.Key]
 	_, err := c.do(ctx, call{method: http.MethodGet, path: "/admin/keys", query: q, out: &l})
 	return l.Data, err
 }
 
 // GetKey returns the key with id.
-func (c *Client) GetKey(ctx context.Context, id int64) (Key, error) {
-	var k Key
+func (c *Client) GetKey(ctx context.Context, id int64) (adminwire.Key, error) {
+	var k adminwire.Key
 	_, err := c.do(ctx, call{method: http.MethodGet, path: idPath("/admin/keys/", id), out: &k})
 	return k, err
 }
 
 // UpdateKey changes the fields req sets.
-func (c *Client) UpdateKey(ctx context.Context, id int64, req UpdateKeyRequest) (Key, error) {
-	var k Key
+func (c *Client) UpdateKey(ctx context.Context, id int64, req adminwire.UpdateKeyRequest) (adminwire.Key, error) {
+	var k adminwire.Key
 	_, err := c.do(ctx, call{method: http.MethodPatch, path: idPath("/admin/keys/", id), body: req, out: &k})
 	return k, err
 }
 
 // RotateKey gives the key a new secret, returned once; the old one stops
 // working.
-func (c *Client) RotateKey(ctx context.Context, id int64) (CreatedKey, error) {
-	var k CreatedKey
+func (c *Client) RotateKey(ctx context.Context, id int64) (adminwire.CreatedKey, error) {
+	var k adminwire.CreatedKey
 	_, err := c.do(ctx, call{method: http.MethodPost, path: idPath("/admin/keys/", id) + "/rotate", out: &k})
 	return k, err
 }
 
 // RotateKeyTo replaces the key's secret with one the client minted: the
 // answer holds no secret. Rotating to the secret it already has is a 409.
-func (c *Client) RotateKeyTo(ctx context.Context, id int64, secret string) (CreatedKey, error) {
-	var k CreatedKey
+func (c *Client) RotateKeyTo(ctx context.Context, id int64, secret string) (adminwire.CreatedKey, error) {
+	var k adminwire.CreatedKey
 	_, err := c.do(ctx, call{method: http.MethodPost, path: idPath("/admin/keys/", id) + "/rotate",
-		body: RotateKeyRequest{Key: secret}, out: &k})
+		body: adminwire.RotateKeyRequest{Key: secret}, out: &k})
 	return k, err
 }
 
 // RevokeKey revokes the key; revoking a revoked key is a no-op.
-func (c *Client) RevokeKey(ctx context.Context, id int64) (Key, error) {
-	var k Key
+func (c *Client) RevokeKey(ctx context.Context, id int64) (adminwire.Key, error) {
+	var k adminwire.Key
 	_, err := c.do(ctx, call{method: http.MethodDelete, path: idPath("/admin/keys/", id), out: &k})
 	return k, err
 }
 
 // PutModel creates or updates the model called name; created reports
 // which.
-func (c *Client) PutModel(ctx context.Context, name string, spec ModelSpec) (m Model, created bool, err error) {
+func (c *Client) PutModel(ctx context.Context, name string, spec adminwire.ModelSpec) (m adminwire.Model, created bool, err error) {
 	status, err := c.do(ctx, call{method: http.MethodPut, path: namePath("/admin/models/", name), body: spec, out: &m})
 	return m, status == http.StatusCreated, err
 }
@@ -143,7 +145,7 @@ func (c *Client) PutModel(ctx context.Context, name string, spec ModelSpec) (m M
 // the platform) returns at once as an *APIError; when ctx ends first the
 // error wraps both ctx's and the last try's.
 func (c *Client) WaitReady(ctx context.Context) error {
-	cl := call{method: http.MethodGet, path: "/admin/models", out: &List[Model]{}}
+	cl := call{method: http.MethodGet, path: "/admin/models", out: &adminwire.List[adminwire.Model]{}}
 	target := c.base + cl.path
 	for n := 1; ; n++ {
 		_, retryAfter, err := c.once(ctx, cl, target, nil)
@@ -160,15 +162,15 @@ func (c *Client) WaitReady(ctx context.Context) error {
 }
 
 // ListModels returns every model.
-func (c *Client) ListModels(ctx context.Context) ([]Model, error) {
-	var l List[Model]
+func (c *Client) ListModels(ctx context.Context) ([]adminwire.Model, error) {
+	var l adminwire.List[adminwire.Model]
 	_, err := c.do(ctx, call{method: http.MethodGet, path: "/admin/models", out: &l})
 	return l.Data, err
 }
 
 // GetModel returns the model called name.
-func (c *Client) GetModel(ctx context.Context, name string) (Model, error) {
-	var m Model
+func (c *Client) GetModel(ctx context.Context, name string) (adminwire.Model, error) {
+	var m adminwire.Model
 	_, err := c.do(ctx, call{method: http.MethodGet, path: namePath("/admin/models/", name), out: &m})
 	return m, err
 }
@@ -181,31 +183,31 @@ func (c *Client) DeleteModel(ctx context.Context, name string) error {
 }
 
 // ListNodes returns the registered nodes with their live state.
-func (c *Client) ListNodes(ctx context.Context) (NodeList, error) {
-	var l NodeList
+func (c *Client) ListNodes(ctx context.Context) (adminwire.NodeList, error) {
+	var l adminwire.NodeList
 	_, err := c.do(ctx, call{method: http.MethodGet, path: "/admin/nodes", out: &l})
 	return l, err
 }
 
 // GetNode returns the registered node with id.
-func (c *Client) GetNode(ctx context.Context, id string) (Node, error) {
-	var n Node
+func (c *Client) GetNode(ctx context.Context, id string) (adminwire.Node, error) {
+	var n adminwire.Node
 	_, err := c.do(ctx, call{method: http.MethodGet, path: namePath("/admin/nodes/", id), out: &n})
 	return n, err
 }
 
 // PutNodeDeclaration stores what is declared for the node, replacing any
 // declaration; a repeat is harmless.
-func (c *Client) PutNodeDeclaration(ctx context.Context, nodeID string, spec NodeDeclarationSpec) (NodeDeclaration, error) {
-	var d NodeDeclaration
+func (c *Client) PutNodeDeclaration(ctx context.Context, nodeID string, spec adminwire.NodeDeclarationSpec) (adminwire.NodeDeclaration, error) {
+	var d adminwire.NodeDeclaration
 	_, err := c.do(ctx, call{method: http.MethodPut, path: namePath("/admin/nodes/", nodeID) + "/declaration", body: spec, out: &d})
 	return d, err
 }
 
 // GetNodeDeclaration returns what is declared for the node; an *APIError
 // with status 404 when nothing is.
-func (c *Client) GetNodeDeclaration(ctx context.Context, nodeID string) (NodeDeclaration, error) {
-	var d NodeDeclaration
+func (c *Client) GetNodeDeclaration(ctx context.Context, nodeID string) (adminwire.NodeDeclaration, error) {
+	var d adminwire.NodeDeclaration
 	_, err := c.do(ctx, call{method: http.MethodGet, path: namePath("/admin/nodes/", nodeID) + "/declaration", out: &d})
 	return d, err
 }
@@ -217,16 +219,16 @@ func (c *Client) DeleteNodeDeclaration(ctx context.Context, nodeID string) error
 }
 
 // DrainNode asks the orchestrator to drain the node.
-func (c *Client) DrainNode(ctx context.Context, id string) (DrainResult, error) {
-	var d DrainResult
+func (c *Client) DrainNode(ctx context.Context, id string) (adminwire.DrainResult, error) {
+	var d adminwire.DrainResult
 	_, err := c.do(ctx, call{method: http.MethodPost, path: namePath("/admin/nodes/", id) + "/drain", out: &d})
 	return d, err
 }
 
 // IssueNodeToken issues a token for the node; the answer holds it once.
 // idempotencyKey works as in CreateKey.
-func (c *Client) IssueNodeToken(ctx context.Context, nodeID, idempotencyKey string) (IssuedNodeToken, error) {
-	var t IssuedNodeToken
+func (c *Client) IssueNodeToken(ctx context.Context, nodeID, idempotencyKey string) (adminwire.IssuedNodeToken, error) {
+	var t adminwire.IssuedNodeToken
 	_, err := c.do(ctx, call{method: http.MethodPost, path: namePath("/admin/nodes/", nodeID) + "/tokens",
 		header: idemHeader(idempotencyKey), out: &t})
 	return t, err
@@ -235,23 +237,23 @@ func (c *Client) IssueNodeToken(ctx context.Context, nodeID, idempotencyKey stri
 // IssueNodeTokenTo issues the token the client minted (see
 // GenerateNodeToken) for the node: the answer holds no token, so a lost
 // answer loses nothing. idempotencyKey works as in CreateKey.
-func (c *Client) IssueNodeTokenTo(ctx context.Context, nodeID, token, idempotencyKey string) (IssuedNodeToken, error) {
-	var t IssuedNodeToken
+func (c *Client) IssueNodeTokenTo(ctx context.Context, nodeID, token, idempotencyKey string) (adminwire.IssuedNodeToken, error) {
+	var t adminwire.IssuedNodeToken
 	_, err := c.do(ctx, call{method: http.MethodPost, path: namePath("/admin/nodes/", nodeID) + "/tokens",
-		body: IssueNodeTokenRequest{Token: token}, header: idemHeader(idempotencyKey), out: &t})
+		body: adminwire.IssueNodeTokenRequest{Token: token}, header: idemHeader(idempotencyKey), out: &t})
 	return t, err
 }
 
 // ListNodeTokens returns the node's tokens, never their secrets.
-func (c *Client) ListNodeTokens(ctx context.Context, nodeID string) ([]NodeToken, error) {
-	var l List[NodeToken]
+func (c *Client) ListNodeTokens(ctx context.Context, nodeID string) ([]adminwire.NodeToken, error) {
+	var l adminwire.List[adminwire.NodeToken]
 	_, err := c.do(ctx, call{method: http.MethodGet, path: namePath("/admin/nodes/", nodeID) + "/tokens", out: &l})
 	return l.Data, err
 }
 
 // RevokeNodeToken revokes the token with id; revoking twice is a no-op.
-func (c *Client) RevokeNodeToken(ctx context.Context, id int64) (NodeToken, error) {
-	var t NodeToken
+func (c *Client) RevokeNodeToken(ctx context.Context, id int64) (adminwire.NodeToken, error) {
+	var t adminwire.NodeToken
 	_, err := c.do(ctx, call{method: http.MethodDelete, path: idPath("/admin/node-tokens/", id), out: &t})
 	return t, err
 }

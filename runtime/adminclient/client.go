@@ -1,4 +1,4 @@
-package admin
+package adminclient
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -84,7 +85,7 @@ func NewClient(baseURL, token string, httpClient *http.Client) (*Client, error) 
 }
 
 // String names the client without its token, so printing it leaks nothing.
-func (c *Client) String() string { return "admin.Client(" + c.base + ")" }
+func (c *Client) String() string { return "adminclient.Client(" + c.base + ")" }
 
 // GoString is String, for %#v.
 func (c *Client) GoString() string { return c.String() }
@@ -188,7 +189,7 @@ func retryable(err error) bool {
 	if errors.As(err, &te) {
 		return true
 	}
-	var ae *APIError
+	var ae *adminwire.APIError
 	if errors.As(err, &ae) {
 		switch ae.Status {
 		// Not 500: the server answers outages with 503, so a 500 is a
@@ -229,8 +230,8 @@ func parseRetryAfter(v string) time.Duration {
 
 // decodeAPIError turns an error answer into an *APIError; a body that is
 // not the OpenAI shape (a proxy's page) keeps the status and a short note.
-func decodeAPIError(status int, body []byte) *APIError {
-	e := &APIError{Status: status, Message: http.StatusText(status)}
+func decodeAPIError(status int, body []byte) *adminwire.APIError {
+	e := &adminwire.APIError{Status: status, Message: http.StatusText(status)}
 	var eb openai.ErrorBody
 	if json.Unmarshal(body, &eb) != nil || eb.Error.Message == "" {
 		return e

@@ -1,4 +1,4 @@
-package admin
+package adminclient
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/testenv"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // scriptedServer answers the nth request with script[n] (the last entry
@@ -27,7 +27,7 @@ func (s *scriptedServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	step := s.script[min(s.n, len(s.script)-1)]
 	s.n++
-	s.idem = append(s.idem, r.Header.Get(idempotencyHeader))
+	s.idem = append(s.idem, r.Header.Get(adminwire.IdempotencyHeader))
 	s.mu.Unlock()
 	step(w, r)
 }
@@ -166,7 +166,7 @@ func TestClientStopsRetryingWhenContextEnds(t *testing.T) {
 func TestClientCreateRetriesReuseOneIdempotencyKey(t *testing.T) {
 	s := &scriptedServer{script: []func(http.ResponseWriter, *http.Request){hangUp, answer(503, `{}`), answer(201, `{"id":1,"key":"x"}`)}}
 	c, _ := scriptedClient(t, s)
-	if _, err := c.CreateKey(context.Background(), CreateKeyRequest{TeamID: 1}, ""); err != nil {
+	if _, err := c.CreateKey(context.Background(), adminwire.CreateKeyRequest{TeamID: 1}, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.IssueNodeToken(context.Background(), "n1", ""); err != nil {
@@ -190,7 +190,7 @@ func TestClientErrorsAndPrinting(t *testing.T) {
 	}
 	_, err = c.GetTeam(context.Background(), 1)
 	ae := apiError(t, err)
-	want := APIError{Status: 400, Type: "BadRequestError", Code: "400", Param: "input_tokens", Message: "context too long"}
+	want := adminwire.APIError{Status: 400, Type: "BadRequestError", Code: "400", Param: "input_tokens", Message: "context too long"}
 	if *ae != want {
 		t.Errorf("APIError = %+v, want %+v", *ae, want)
 	}
@@ -206,65 +206,12 @@ func TestClientErrorsAndPrinting(t *testing.T) {
 	}
 }
 
-// lossyProxy forwards to next but, for the first call of each method and
-// path, throws the answer away and answers 502: the create happened, the
-// caller never heard.
-type lossyProxy struct {
-	next http.Handler
-	mu   sync.Mutex
-	seen map[string]bool
-}
-
-func (p *lossyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	k := r.Method + " " + r.URL.Path
-	p.mu.Lock()
-	first := !p.seen[k]
-	p.seen[k] = true
-	p.mu.Unlock()
-	if !first {
-		p.next.ServeHTTP(w, r)
-		return
+// apiError returns the *APIError in err, or fails t.
+func apiError(t *testing.T, err error) *adminwire.APIError {
+	t.Helper()
+	var ae *adminwire.APIError
+	if !errors.As(err, &ae) {
+		t.Fatalf("error = %v, want an *APIError", err)
 	}
-	p.next.ServeHTTP(httptest.NewRecorder(), r)
-	w.WriteHeader(http.StatusBadGateway)
-}
-
-func TestRetriesAfterLostAnswersApplyOnce(t *testing.T) {
-	ctx := context.Background()
-	h := newHarness(t, testenv.Postgres(t), harnessOptions{})
-	api, err := New(Config{DB: h.db, Ledger: h.ledger, Authenticate: h.authenticate, Now: h.clock.Now, Logger: h.logs.logger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(&lossyProxy{next: api.Handler(), seen: map[string]bool{}})
-	defer srv.Close()
-	c, err := NewClient(srv.URL, h.adminToken, srv.Client())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.sleep = func(context.Context, time.Duration) error { return nil }
-
-	team, created, err := c.CreateTeam(ctx, "search")
-	if err != nil || created {
-		t.Fatalf("CreateTeam through a lost answer = %+v, created %v, %v; want the team, found on retry", team, created, err)
-	}
-	credit, err := c.AddCredit(ctx, CreditRequest{TeamID: team.ID, AmountMicrocredits: 1_000_000, IdempotencyKey: "g1"})
-	if err != nil || !credit.Replayed {
-		t.Errorf("AddCredit through a lost answer = %+v, %v; want the replayed entry", credit, err)
-	}
-	key, err := c.CreateKey(ctx, CreateKeyRequest{TeamID: team.ID}, "")
-	if err != nil || !key.Replayed || key.Secret != "" {
-		t.Errorf("CreateKey through a lost answer = %+v, %v; want the replayed key without its secret", key, err)
-	}
-	if _, _, err := c.PutModel(ctx, "llama-8b", ModelSpec{ServedName: "m", MaxContextTokens: 10, MaxOutputTokens: 5}); err != nil {
-		t.Errorf("PutModel through a lost answer: %v", err)
-	}
-	teams, _ := h.client.ListTeams(ctx)
-	keys, _ := h.client.ListKeys(ctx, 0)
-	if len(teams) != 1 || len(keys) != 1 {
-		t.Fatalf("after retried creates: %d teams, %d keys; want 1 and 1", len(teams), len(keys))
-	}
-	if teams[0].BalanceMicrocredits != 1_000_000 {
-		t.Errorf("balance after a retried grant = %d, want 1000000", teams[0].BalanceMicrocredits)
-	}
+	return ae
 }
