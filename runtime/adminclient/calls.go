@@ -4,7 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -145,20 +145,9 @@ func (c *Client) PutModel(ctx context.Context, name string, spec adminwire.Model
 // the platform) returns at once as an *APIError; when ctx ends first the
 // error wraps both ctx's and the last try's.
 func (c *Client) WaitReady(ctx context.Context) error {
-	cl := call{method: http.MethodGet, path: "/admin/models", out: &adminwire.List[adminwire.Model]{}}
-	target := c.base + cl.path
-	for n := 1; ; n++ {
-		_, retryAfter, err := c.once(ctx, cl, target, nil)
-		if err == nil || !retryable(err) {
-			return err
-		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("%w; last try: %w", context.Cause(ctx), err)
-		}
-		if serr := c.sleep(ctx, c.backoff(n, retryAfter)); serr != nil {
-			return fmt.Errorf("%w; last try: %w", context.Cause(ctx), err)
-		}
-	}
+	// Tries without end: ctx alone bounds the wait.
+	_, err := c.send(ctx, call{method: http.MethodGet, path: "/admin/models", out: &adminwire.List[adminwire.Model]{}}, math.MaxInt)
+	return err
 }
 
 // ListModels returns every model.
@@ -235,7 +224,7 @@ func (c *Client) IssueNodeToken(ctx context.Context, nodeID, idempotencyKey stri
 }
 
 // IssueNodeTokenTo issues the token the client minted (see
-// GenerateNodeToken) for the node: the answer holds no token, so a lost
+// credential.GenerateNodeToken) for the node: the answer holds no token, so a lost
 // answer loses nothing. idempotencyKey works as in CreateKey.
 func (c *Client) IssueNodeTokenTo(ctx context.Context, nodeID, token, idempotencyKey string) (adminwire.IssuedNodeToken, error) {
 	var t adminwire.IssuedNodeToken

@@ -7,12 +7,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/openai"
@@ -48,9 +51,19 @@ type RetryPolicy struct {
 // (creates are idempotent by name, idempotency key or Idempotency-Key;
 // updates set values; revokes and drains repeat harmlessly; a repeated
 // rotate returns a newer working secret), so the Client retries each on
-// connection errors and on 429, 502, 503 and 504 (the API answers outages
-// with 503; a 500 would fail again). It never logs, and
-// its errors never contain the token or a secret.
+// connection errors, on an answer cut short, and on 429, 502, 503 and 504
+// (the API answers outages with 503; a 500 would fail again). It never
+// logs, and its errors never contain the token or a secret.
+//
+// The retry loop is go-retryablehttp's (it rewinds the body and waits on
+// the context); this package supplies the three parts its defaults get
+// wrong for the admin API: which failures to repeat (its default policy
+// repeats a 500, and not a 2xx answer cut short, which is decoded here
+// inside the loop), the backoff (its default has no jitter and obeys a
+// 429's or 503's Retry-After without a cap; here full jitter, a
+// Retry-After on any retried status, capped at MaxDelay), and the error
+// when the context ends during a wait (it returns the context's error
+// alone; here the last try's refusal is kept beside it).
 type Client struct {
 	base  string // without a trailing slash
 	token string
@@ -58,8 +71,10 @@ type Client struct {
 	// Retry bounds the retries; NewClient sets the defaults.
 	Retry RetryPolicy
 
-	sleep  func(ctx context.Context, d time.Duration) error // injected by tests
-	jitter func(n int64) int64                              // uniform in [0, n)
+	// wait maps a backoff to the time actually waited; tests record the
+	// backoff and wait less.
+	wait   func(ctx context.Context, d time.Duration) time.Duration
+	jitter func(n int64) int64 // uniform in [0, n)
 }
 
 // NewClient returns a client for the admin API at baseURL (the server's
@@ -79,7 +94,7 @@ func NewClient(baseURL, token string, httpClient *http.Client) (*Client, error) 
 	return &Client{
 		base: strings.TrimSuffix(u.String(), "/"), token: token, hc: httpClient,
 		Retry:  RetryPolicy{MaxAttempts: DefaultMaxAttempts, BaseDelay: DefaultBaseDelay, MaxDelay: DefaultMaxDelay},
-		sleep:  sleepCtx,
+		wait:   func(_ context.Context, d time.Duration) time.Duration { return d },
 		jitter: rand.Int64N,
 	}, nil
 }
@@ -89,18 +104,6 @@ func (c *Client) String() string { return "adminclient.Client(" + c.base + ")" }
 
 // GoString is String, for %#v.
 func (c *Client) GoString() string { return c.String() }
-
-// sleepCtx waits d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
 
 // call is one admin API request.
 type call struct {
@@ -112,13 +115,61 @@ type call struct {
 }
 
 // do sends cl, retrying as the policy allows, and returns the final
-// status. A refusal is an *APIError.
+// status. A refusal is an *adminwire.APIError.
 func (c *Client) do(ctx context.Context, cl call) (int, error) {
+	return c.send(ctx, cl, max(c.Retry.MaxAttempts, 1))
+}
+
+// send sends cl in up to attempts tries and returns the final status. When
+// ctx ends first the error wraps both ctx's cause and the last try's error.
+func (c *Client) send(ctx context.Context, cl call, attempts int) (int, error) {
+	req, err := c.request(ctx, cl)
+	if err != nil {
+		return 0, err
+	}
+	var last error // the latest try's failure; nil after a success
+	rc := &retryablehttp.Client{
+		HTTPClient: c.hc,
+		RetryMax:   attempts - 1,
+		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
+			last = c.failure(cl, resp, err)
+			return last != nil && retryable(last) && ctx.Err() == nil, nil
+		},
+		Backoff: func(_, _ time.Duration, n int, resp *http.Response) time.Duration {
+			return c.wait(ctx, c.backoff(n+1, retryAfter(resp)))
+		},
+		// The last answer comes back as it is: send turns it into the
+		// error, and closes it.
+		ErrorHandler: retryablehttp.PassthroughErrorHandler,
+	}
+	resp, err := rc.Do(req)
+	status := 0
+	if resp != nil {
+		status = resp.StatusCode
+		defer resp.Body.Close()
+	}
+	switch {
+	case err == nil && last == nil:
+		return status, nil
+	case last != nil && !retryable(last): // a refusal
+		return status, last
+	case ctx.Err() != nil && last != nil:
+		return status, fmt.Errorf("admin api %s %s: %w; last try: %w", cl.method, cl.path, context.Cause(ctx), last)
+	case ctx.Err() != nil:
+		return status, fmt.Errorf("admin api %s %s: %w", cl.method, cl.path, context.Cause(ctx))
+	case last != nil:
+		return status, last
+	}
+	return status, fmt.Errorf("admin api %s %s: %w", cl.method, cl.path, err)
+}
+
+// request builds cl's request; its body is replayed on every try.
+func (c *Client) request(ctx context.Context, cl call) (*retryablehttp.Request, error) {
 	var body []byte
 	if cl.body != nil {
 		b, err := json.Marshal(cl.body)
 		if err != nil {
-			return 0, fmt.Errorf("admin api %s %s: encode request: %w", cl.method, cl.path, err)
+			return nil, fmt.Errorf("admin api %s %s: encode request: %w", cl.method, cl.path, err)
 		}
 		body = b
 	}
@@ -126,28 +177,13 @@ func (c *Client) do(ctx context.Context, cl call) (int, error) {
 	if len(cl.query) > 0 {
 		target += "?" + cl.query.Encode()
 	}
-	attempts := max(c.Retry.MaxAttempts, 1)
-	for n := 1; ; n++ {
-		status, retryAfter, err := c.once(ctx, cl, target, body)
-		if err == nil || n >= attempts || !retryable(err) || ctx.Err() != nil {
-			return status, err
-		}
-		if err := c.sleep(ctx, c.backoff(n, retryAfter)); err != nil {
-			return status, fmt.Errorf("admin api %s %s: %w", cl.method, cl.path, err)
-		}
-	}
-}
-
-// once sends one try of cl and returns its status and the server's
-// Retry-After advice.
-func (c *Client) once(ctx context.Context, cl call, target string, body []byte) (int, time.Duration, error) {
-	var rd io.Reader
+	var raw any // retryablehttp wants an untyped nil for no body
 	if body != nil {
-		rd = bytes.NewReader(body)
+		raw = body
 	}
-	req, err := http.NewRequestWithContext(ctx, cl.method, target, rd)
+	req, err := retryablehttp.NewRequestWithContext(ctx, cl.method, target, raw)
 	if err != nil {
-		return 0, 0, fmt.Errorf("admin api %s %s: %w", cl.method, cl.path, err)
+		return nil, fmt.Errorf("admin api %s %s: %w", cl.method, cl.path, err)
 	}
 	for k, vs := range cl.header {
 		req.Header[k] = vs
@@ -157,23 +193,38 @@ func (c *Client) once(ctx context.Context, cl call, target string, body []byte) 
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return 0, 0, &transportError{err: fmt.Errorf("admin api %s %s: %w", cl.method, cl.path, err)}
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		if cl.out == nil || resp.StatusCode == http.StatusNoContent {
-			_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes))
-			return resp.StatusCode, 0, nil
+	// A 2xx answer is decoded inside the loop, so that one cut short is
+	// retried like a lost connection.
+	req.SetResponseHandler(func(resp *http.Response) error {
+		if resp.StatusCode < 200 || resp.StatusCode > 299 || cl.out == nil || resp.StatusCode == http.StatusNoContent {
+			return nil
 		}
 		if err := json.NewDecoder(io.LimitReader(resp.Body, maxResponseBytes)).Decode(cl.out); err != nil {
-			return resp.StatusCode, 0, &transportError{err: fmt.Errorf("admin api %s %s: decode answer: %w", cl.method, cl.path, err)}
+			return &transportError{err: fmt.Errorf("admin api %s %s: decode answer: %w", cl.method, cl.path, err)}
 		}
-		return resp.StatusCode, 0, nil
+		return nil
+	})
+	return req, nil
+}
+
+// failure is the error of one try: err when the try failed (the
+// connection, or decoding the answer), a refusal decoded from a non-2xx
+// answer, or nil for a success. A refusal's body is read and put back, so
+// that reading it twice gives the same error.
+func (c *Client) failure(cl call, resp *http.Response, err error) error {
+	var te *transportError
+	switch {
+	case errors.As(err, &te):
+		return err
+	case err != nil:
+		return &transportError{err: fmt.Errorf("admin api %s %s: %w", cl.method, cl.path, err)}
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		return nil
 	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
-	return resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After")), decodeAPIError(resp.StatusCode, b)
+	_ = resp.Body.Close()
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	return decodeAPIError(resp.StatusCode, b)
 }
 
 // transportError is a failure to reach the server or read its answer: the
@@ -219,17 +270,22 @@ func (c *Client) backoff(n int, retryAfter time.Duration) time.Duration {
 	return min(d, c.Retry.MaxDelay)
 }
 
-// parseRetryAfter reads a Retry-After of whole seconds; 0 when absent.
-func parseRetryAfter(v string) time.Duration {
-	s, err := strconv.Atoi(strings.TrimSpace(v))
-	if err != nil || s < 0 {
+// retryAfter reads the Retry-After of resp in whole seconds; 0 when there
+// is no answer or no advice.
+func retryAfter(resp *http.Response) time.Duration {
+	if resp == nil {
+		return 0
+	}
+	s, err := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
+	if err != nil || s < 0 || s > math.MaxInt32 {
 		return 0
 	}
 	return time.Duration(s) * time.Second
 }
 
-// decodeAPIError turns an error answer into an *APIError; a body that is
-// not the OpenAI shape (a proxy's page) keeps the status and a short note.
+// decodeAPIError turns an error answer into an *adminwire.APIError; a body
+// that is not the OpenAI shape (a proxy's page) keeps the status and a
+// short note.
 func decodeAPIError(status int, body []byte) *adminwire.APIError {
 	e := &adminwire.APIError{Status: status, Message: http.StatusText(status)}
 	var eb openai.ErrorBody

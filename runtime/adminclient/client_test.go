@@ -58,7 +58,7 @@ func hangUp(w http.ResponseWriter, _ *http.Request) {
 }
 
 // scriptedClient is a client of s that records its backoffs instead of
-// sleeping, with the largest jitter.
+// waiting them, with the largest jitter.
 func scriptedClient(t *testing.T, s *scriptedServer) (*Client, *[]time.Duration) {
 	t.Helper()
 	srv := httptest.NewServer(s)
@@ -68,7 +68,7 @@ func scriptedClient(t *testing.T, s *scriptedServer) (*Client, *[]time.Duration)
 		t.Fatal(err)
 	}
 	var sleeps []time.Duration
-	c.sleep = func(_ context.Context, d time.Duration) error { sleeps = append(sleeps, d); return nil }
+	c.wait = func(_ context.Context, d time.Duration) time.Duration { sleeps = append(sleeps, d); return 0 }
 	c.jitter = func(n int64) int64 { return n - 1 }
 	return c, &sleeps
 }
@@ -88,6 +88,7 @@ func TestClientRetries(t *testing.T) {
 		{"503 twice, honouring Retry-After", []func(http.ResponseWriter, *http.Request){unavailable, unavailable, answer(200, teamJSON)},
 			3, 0, []time.Duration{2 * time.Second, 2 * time.Second}},
 		{"connection dropped", []func(http.ResponseWriter, *http.Request){hangUp, answer(200, teamJSON)}, 2, 0, []time.Duration{DefaultBaseDelay - 1}},
+		{"200 cut short", []func(http.ResponseWriter, *http.Request){answer(200, teamJSON[:len(teamJSON)/2]), answer(200, teamJSON)}, 2, 0, []time.Duration{DefaultBaseDelay - 1}},
 		{"502 from a proxy, not json", []func(http.ResponseWriter, *http.Request){answer(502, "<html>bad gateway</html>"), answer(200, teamJSON)}, 2, 0, []time.Duration{DefaultBaseDelay - 1}},
 		{"504 until the attempts run out", []func(http.ResponseWriter, *http.Request){answer(504, `{"error":{"message":"slow","type":"server_error","param":null,"code":"timeout"}}`)},
 			DefaultMaxAttempts, 504, []time.Duration{DefaultBaseDelay - 1, 2*DefaultBaseDelay - 1, 4*DefaultBaseDelay - 1}},
@@ -156,10 +157,12 @@ func TestClientStopsRetryingWhenContextEnds(t *testing.T) {
 	s := &scriptedServer{script: []func(http.ResponseWriter, *http.Request){answer(503, `{}`)}}
 	c, _ := scriptedClient(t, s)
 	ctx, cancel := context.WithCancel(context.Background())
-	c.sleep = func(ctx context.Context, _ time.Duration) error { cancel(); return ctx.Err() }
+	// The wait outlasts the test, so only the context can end it.
+	c.wait = func(context.Context, time.Duration) time.Duration { cancel(); return time.Hour }
 	_, err := c.GetTeam(ctx, 7)
-	if n, _ := s.requests(); n != 1 || !errors.Is(err, context.Canceled) {
-		t.Errorf("after cancel: %d requests, error %v; want 1 and context.Canceled", n, err)
+	var ae *adminwire.APIError
+	if n, _ := s.requests(); n != 1 || !errors.Is(err, context.Canceled) || !errors.As(err, &ae) || ae.Status != 503 {
+		t.Errorf("after cancel: %d requests, error %v; want 1, context.Canceled and the last try's 503", n, err)
 	}
 }
 

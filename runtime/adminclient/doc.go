@@ -3,8 +3,9 @@
 // Terraform provider, local mode, the command line and the tests use it; it
 // links neither the server nor its stores.
 //
-// Client retries every call on connection errors and 429, 502, 503 and 504
-// answers with bounded, jittered backoff (every admin call is safe to
+// Client retries every call, through go-retryablehttp, on connection
+// errors, answers cut short and 429, 502, 503 and 504 answers with
+// bounded, jittered backoff (every admin call is safe to
 // repeat: creates are idempotent by name, idempotency key or
 // Idempotency-Key), and returns refusals as *adminwire.APIError. WaitReady
 // repeats one cheap authenticated call for as long as its context allows

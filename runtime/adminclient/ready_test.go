@@ -67,11 +67,12 @@ func TestClientWaitReady(t *testing.T) {
 		c, _ := scriptedClient(t, s)
 		ctx, cancel := context.WithTimeoutCause(context.Background(), time.Hour, errors.New("ready_timeout passed"))
 		tries := 0
-		c.sleep = func(ctx context.Context, _ time.Duration) error {
+		c.wait = func(context.Context, time.Duration) time.Duration {
 			if tries++; tries == 5 {
 				cancel()
+				return time.Hour // only the context can end this wait
 			}
-			return ctx.Err()
+			return 0
 		}
 		err := c.WaitReady(ctx)
 		var ae *adminwire.APIError
