@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/quota"
@@ -24,7 +24,7 @@ func TestAdmissionCloseFromEveryState(t *testing.T) {
 	s, rig, gw := newLifecycleStack(t)
 	ctx := context.Background()
 	team := s.team("close", 1000*credit)
-	k, err := s.adm.CreateKey(ctx, admin.CreateKeyRequest{TeamID: team, MaxStreams: 1}, "", time.Now())
+	k, err := s.adm.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: team, MaxStreams: 1}, "", time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

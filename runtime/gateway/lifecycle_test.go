@@ -12,7 +12,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/openai"
@@ -101,7 +101,7 @@ func TestAdmissionLifecycle(t *testing.T) {
 				credits = 0
 			}
 			team := s.team("lifecycle-"+itoa(int64(i)), credits)
-			k, err := s.adm.CreateKey(context.Background(), admin.CreateKeyRequest{TeamID: team, MaxStreams: 1}, "", time.Now())
+			k, err := s.adm.CreateKey(context.Background(), adminwire.CreateKeyRequest{TeamID: team, MaxStreams: 1}, "", time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}

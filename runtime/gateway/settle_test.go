@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
@@ -71,7 +71,7 @@ func TestSettleRetries(t *testing.T) {
 	}
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 100*credit)
-	key := s.key(admin.CreateKeyRequest{TeamID: team})
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			led := &blippingLedger{failures: tt.failures}
