@@ -9,7 +9,7 @@
 //
 // The KeyCache is the gateway's cheapest admission step. It keeps found
 // keys for DefaultKeyCacheTTL and unknown hashes for DefaultNegativeTTL,
-// both bounded in number, makes one KeyStore lookup for any number of
+// each bounded in number with the least recently used evicted first, makes one KeyStore lookup for any number of
 // concurrent misses on a key, and checks expiry and revocation on every use
 // against its injected clock. Revoking a key publishes on the Redis channel
 // RevocationChannel(prefix), "{prefix}auth:revoked"; every replica's

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"container/list"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
 )
@@ -102,9 +102,16 @@ func setDefault[T comparable](v *T, def T) {
 
 // KeyCache is the gateway's local cache of API keys by hash: the cheapest
 // admission step. Found keys are kept for TTL, unknown hashes for
-// NegativeTTL; concurrent misses on one hash make one store lookup; expiry
-// and revocation are checked on every use. Revocations published by any
-// replica evict the key everywhere once Run is running.
+// NegativeTTL, each kind in its own least-recently-used bound; concurrent
+// misses on one hash make one store lookup; expiry and revocation are
+// checked on every use. Revocations published by any replica evict the key
+// everywhere once Run is running.
+//
+// The bounds are golang-lru's simplelru under the cache's own lock. Its
+// expirable variant does not fit: it reads the wall clock rather than
+// KeyCacheConfig.Now, has one TTL per cache where found and unknown keys
+// need two, and starts a cleanup goroutine per cache that cannot be
+// stopped. Freshness is therefore checked here, against the injected clock.
 type KeyCache struct {
 	cfg     KeyCacheConfig
 	channel string
@@ -112,22 +119,18 @@ type KeyCache struct {
 	flushes atomic.Int64
 
 	mu      sync.Mutex
-	entries map[string]*cacheEntry
-	byID    map[int64]*cacheEntry
-	found   *list.List // entries with a record, oldest first
-	missing *list.List // unknown hashes, oldest first
+	found   *simplelru.LRU[string, cacheEntry] // keys with a record, by hash
+	missing *simplelru.LRU[string, time.Time]  // unknown hashes → when stored
+	byID    map[int64]string                   // hash of each found key, by id
 	// gen counts evictions; a lookup that started before one does not
 	// cache its possibly stale answer.
 	gen uint64
 }
 
-// cacheEntry is one cached answer of the store.
+// cacheEntry is one cached key the store found.
 type cacheEntry struct {
-	hash     string
 	rec      KeyRecord
-	found    bool
 	storedAt time.Time
-	elem     *list.Element
 }
 
 // lookupResult is what one store lookup shares with every waiter.
@@ -142,14 +145,23 @@ func NewKeyCache(cfg KeyCacheConfig) (*KeyCache, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &KeyCache{
-		cfg:     cfg,
-		channel: RevocationChannel(cfg.Prefix),
-		entries: make(map[string]*cacheEntry),
-		byID:    make(map[int64]*cacheEntry),
-		found:   list.New(),
-		missing: list.New(),
-	}, nil
+	c := &KeyCache{cfg: cfg, channel: RevocationChannel(cfg.Prefix), byID: make(map[int64]string)}
+	// The sizes are positive after withDefaults, so NewLRU cannot fail.
+	if c.found, err = simplelru.NewLRU(cfg.MaxKeys, c.forgetID); err != nil {
+		return nil, fmt.Errorf("key cache: %w", err)
+	}
+	if c.missing, err = simplelru.NewLRU[string, time.Time](cfg.MaxNegative, nil); err != nil {
+		return nil, fmt.Errorf("key cache: %w", err)
+	}
+	return c, nil
+}
+
+// forgetID drops the id index of a found key leaving the cache; c.mu is
+// held (simplelru calls it from Add, Remove and Purge).
+func (c *KeyCache) forgetID(hash string, e cacheEntry) {
+	if c.byID[e.rec.ID] == hash {
+		delete(c.byID, e.rec.ID)
+	}
 }
 
 // Lookup returns the record of the usable key whose hash is hash. It
@@ -158,13 +170,9 @@ func NewKeyCache(cfg KeyCacheConfig) (*KeyCache, error) {
 func (c *KeyCache) Lookup(ctx context.Context, hash []byte) (KeyRecord, error) {
 	k := string(hash)
 	now := c.cfg.Now()
-	c.mu.Lock()
-	if e, ok := c.entries[k]; ok && c.fresh(e, now) {
-		res := lookupResult{rec: e.rec, found: e.found}
-		c.mu.Unlock()
+	if res, ok := c.cached(k, now); ok {
 		return usable(res, now)
 	}
-	c.mu.Unlock()
 	ch := c.flight.DoChan(k, func() (any, error) { return c.fetch(ctx, k) })
 	select {
 	case r := <-ch:
@@ -177,13 +185,17 @@ func (c *KeyCache) Lookup(ctx context.Context, hash []byte) (KeyRecord, error) {
 	}
 }
 
-// fresh reports whether e may still be used at now; c.mu is held.
-func (c *KeyCache) fresh(e *cacheEntry, now time.Time) bool {
-	ttl := c.cfg.NegativeTTL
-	if e.found {
-		ttl = c.cfg.TTL
+// cached returns the fresh answer cached for hash k at now, if any.
+func (c *KeyCache) cached(k string, now time.Time) (lookupResult, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.found.Get(k); ok && now.Sub(e.storedAt) < c.cfg.TTL {
+		return lookupResult{rec: e.rec, found: true}, true
 	}
-	return now.Sub(e.storedAt) < ttl
+	if storedAt, ok := c.missing.Get(k); ok && now.Sub(storedAt) < c.cfg.NegativeTTL {
+		return lookupResult{}, true
+	}
+	return lookupResult{}, false
 }
 
 // usable turns a store answer into Lookup's result at now.
@@ -222,38 +234,22 @@ func (c *KeyCache) fetch(ctx context.Context, k string) (any, error) {
 	return res, nil
 }
 
-// insert caches res under k, evicting the oldest entry of its kind when
-// full; c.mu is held.
+// insert caches res under k, evicting the least recently used entry of
+// its kind when full; c.mu is held.
 func (c *KeyCache) insert(k string, res lookupResult, now time.Time) {
-	if old, ok := c.entries[k]; ok {
-		c.remove(old)
-	}
-	l, limit := c.missing, c.cfg.MaxNegative
-	if res.found {
-		l, limit = c.found, c.cfg.MaxKeys
-	}
-	for l.Len() >= limit {
-		c.remove(l.Front().Value.(*cacheEntry))
-	}
-	e := &cacheEntry{hash: k, rec: res.rec, found: res.found, storedAt: now}
-	e.elem = l.PushBack(e)
-	c.entries[k] = e
-	if res.found {
-		c.byID[res.rec.ID] = e
-	}
-}
-
-// remove drops e from the cache; c.mu is held.
-func (c *KeyCache) remove(e *cacheEntry) {
-	delete(c.entries, e.hash)
-	if e.found {
-		c.found.Remove(e.elem)
-		if c.byID[e.rec.ID] == e {
-			delete(c.byID, e.rec.ID)
-		}
+	c.remove(k)
+	if !res.found {
+		c.missing.Add(k, now)
 		return
 	}
-	c.missing.Remove(e.elem)
+	c.found.Add(k, cacheEntry{rec: res.rec, storedAt: now})
+	c.byID[res.rec.ID] = k
+}
+
+// remove drops the entry of hash k, of either kind; c.mu is held.
+func (c *KeyCache) remove(k string) {
+	c.found.Remove(k)
+	c.missing.Remove(k)
 }
 
 // evictHash drops the entry of hash k, if any.
@@ -261,9 +257,7 @@ func (c *KeyCache) evictHash(k string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	if e, ok := c.entries[k]; ok {
-		c.remove(e)
-	}
+	c.remove(k)
 }
 
 // evictID drops the entry of the key with id, if any.
@@ -271,8 +265,8 @@ func (c *KeyCache) evictID(id int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	if e, ok := c.byID[id]; ok {
-		c.remove(e)
+	if k, ok := c.byID[id]; ok {
+		c.remove(k)
 	}
 }
 
@@ -282,10 +276,8 @@ func (c *KeyCache) Flush() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.gen++
-	clear(c.entries)
-	clear(c.byID)
-	c.found.Init()
-	c.missing.Init()
+	c.found.Purge()
+	c.missing.Purge()
 	c.flushes.Add(1)
 }
 

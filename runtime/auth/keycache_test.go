@@ -235,6 +235,45 @@ func TestKeyCachePositiveIsBounded(t *testing.T) {
 	}
 }
 
+// TestKeyCacheEvictsLeastRecentlyUsed checks that a full cache drops the
+// key least recently used, not the oldest stored: a key in constant use
+// is not looked up again because newer keys arrived.
+func TestKeyCacheEvictsLeastRecentlyUsed(t *testing.T) {
+	const limit = 3
+	store := NewMemKeyStore()
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: newFakeClock().Now, MaxKeys: limit})
+	ctx := context.Background()
+	var keys []Key
+	for i := range limit + 1 {
+		keys = append(keys, newTestKey(t, store, KeyRecord{ID: int64(i + 1)}))
+	}
+	// keys[0] is stored first but used again before keys[limit] arrives,
+	// so keys[1] is the least recently used when the cache overflows.
+	for _, k := range append(keys[:limit:limit], keys[0], keys[limit]) {
+		if _, err := cache.Lookup(ctx, k.Hash); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name        string
+		key         Key
+		wantLookups int64
+	}{
+		{name: "recently used stays cached", key: keys[0], wantLookups: limit + 1},
+		{name: "least recently used is evicted", key: keys[1], wantLookups: limit + 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := cache.Lookup(ctx, tt.key.Hash); err != nil {
+				t.Fatal(err)
+			}
+			if got := store.Lookups(); got != tt.wantLookups {
+				t.Errorf("store lookups = %d, want %d", got, tt.wantLookups)
+			}
+		})
+	}
+}
+
 func TestKeyCacheStoreFailure(t *testing.T) {
 	store := NewMemKeyStore()
 	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: newFakeClock().Now})
@@ -379,4 +418,32 @@ func TestRunWithoutRedisWaitsForContext(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v, want nil", err)
 	}
+}
+
+// BenchmarkKeyCacheHit measures the admission step every API-key request
+// takes: a lookup answered from the cache.
+func BenchmarkKeyCacheHit(b *testing.B) {
+	store := NewMemKeyStore()
+	cache, err := NewKeyCache(KeyCacheConfig{Store: store})
+	if err != nil {
+		b.Fatal(err)
+	}
+	k, err := GenerateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	store.Put(k.Hash, KeyRecord{ID: 1, Prefix: k.Display})
+	ctx := context.Background()
+	if _, err := cache.Lookup(ctx, k.Hash); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := cache.Lookup(ctx, k.Hash); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 }
