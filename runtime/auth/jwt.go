@@ -143,6 +143,10 @@ func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
+	teams, err := newTeamCache(cfg.Teams, cfg.Now)
+	if err != nil {
+		return nil, err
+	}
 	return &JWTVerifier{
 		cfg: cfg,
 		parser: jwt.NewParser(
@@ -158,7 +162,7 @@ func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
 			url: cfg.JWKSURL, client: cfg.HTTPClient, now: cfg.Now, logger: cfg.Logger, onFailure: cfg.OnJWKSFailure,
 			refresh: cfg.RefreshInterval, minRefetch: cfg.MinRefetchInterval, timeout: cfg.FetchTimeout,
 		},
-		teams: &teamCache{store: cfg.Teams, now: cfg.Now, entries: make(map[string]teamEntry)},
+		teams: teams,
 	}, nil
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // ErrTeamNotFound is returned by a TeamStore for a name no team has.
@@ -18,7 +20,8 @@ const (
 	// resolving within a minute.
 	teamCacheTTL = time.Minute
 	// maxTeamCacheEntries bounds the team cache. Only names inside
-	// verified tokens reach it; past the bound it starts over.
+	// verified tokens reach it; past the bound the least recently used
+	// name is dropped.
 	maxTeamCacheEntries = 10_000
 )
 
@@ -74,13 +77,17 @@ func (s *MemTeamStore) TeamByName(ctx context.Context, name string) (int64, erro
 	return id, nil
 }
 
-// teamCache remembers team ids found by name for teamCacheTTL.
+// teamCache remembers team ids found by name for teamCacheTTL, the
+// maxTeamCacheEntries most recently used. The bound is golang-lru's
+// simplelru; freshness is checked here against the injected clock, which
+// the library's expirable variant cannot take (it reads the wall clock and
+// starts a cleanup goroutine that cannot be stopped).
 type teamCache struct {
 	store TeamStore
 	now   func() time.Time
 
 	mu      sync.Mutex
-	entries map[string]teamEntry
+	entries *simplelru.LRU[string, teamEntry]
 }
 
 // teamEntry is one cached team id.
@@ -89,12 +96,21 @@ type teamEntry struct {
 	storedAt time.Time
 }
 
+// newTeamCache returns an empty team cache over store.
+func newTeamCache(store TeamStore, now func() time.Time) (*teamCache, error) {
+	entries, err := simplelru.NewLRU[string, teamEntry](maxTeamCacheEntries, nil)
+	if err != nil {
+		return nil, fmt.Errorf("team cache: %w", err)
+	}
+	return &teamCache{store: store, now: now, entries: entries}, nil
+}
+
 // id returns the id of the team called name: ErrInvalidCredential when no
 // team has it, ErrUnavailable when the store fails.
 func (c *teamCache) id(ctx context.Context, name string) (int64, error) {
 	now := c.now()
 	c.mu.Lock()
-	e, ok := c.entries[name]
+	e, ok := c.entries.Get(name)
 	c.mu.Unlock()
 	if ok && now.Sub(e.storedAt) < teamCacheTTL {
 		return e.id, nil
@@ -110,9 +126,6 @@ func (c *teamCache) id(ctx context.Context, name string) (int64, error) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.entries) >= maxTeamCacheEntries {
-		clear(c.entries)
-	}
-	c.entries[name] = teamEntry{id: id, storedAt: now}
+	c.entries.Add(name, teamEntry{id: id, storedAt: now})
 	return id, nil
 }
