@@ -146,6 +146,12 @@ func ecKey(k jwk) (*ecdsa.PublicKey, error) {
 // minRefetch; after a failed fetch no other starts for minRefetch either.
 // Concurrent callers share one fetch, and when a fetch fails the last good
 // keys stay in use.
+//
+// It is not a TTL map, so golang-lru's expirable cache does not fit: the
+// key set is replaced whole, never entry by entry, and must outlive its
+// refresh time while the issuer is unreachable (an expiring entry would
+// turn an issuer outage into refused tokens); the refetch limits and the
+// background refresh are the part that needs code, and no cache holds them.
 type jwksCache struct {
 	url        string
 	client     *http.Client
