@@ -21,7 +21,7 @@ var layers = [][]string{
 	{"runtime/openai", "runtime/jsonscan", "runtime/strictjson", "runtime/hoptrace", "runtime/httpserve",
 		"runtime/capacity", "runtime/store", "runtime/quota", "runtime/registry",
 		"runtime/routing", "runtime/wsconn", "runtime/modelsync", "runtime/enginemetrics",
-		"runtime/k8sschema", "runtime/rdssecret", "runtime/adminrules", "runtime/coldstart", "runtime/credential",
+		"runtime/k8sschema", "runtime/rdssecret", "runtime/adminrules", "runtime/coldstart", "runtime/credential", "runtime/backoff",
 		"runtime/adminwire", "templates", "modules/eks-llm"},
 	// 1: parsing, protocols and authentication built on them.
 	{"runtime/jsonvariant", "runtime/urlguard", "runtime/tokens", "runtime/nodeproto", "runtime/dispatch",

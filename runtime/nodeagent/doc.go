@@ -28,7 +28,7 @@
 // A drain refuses new work, lets in-flight requests finish (or cancels
 // those still running at its deadline), waits briefly for the last acks
 // and then ends Run. When the link drops the agent reconnects with
-// nodeproto.Backoff, honouring the server's retry_after and reconnect
+// nodeproto.NewBackoff's schedule, honouring the server's retry_after and reconnect
 // advice, until its context ends.
 //
 // Not yet done: load_model, which is answered with a connection error 501.

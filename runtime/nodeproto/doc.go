@@ -47,7 +47,8 @@
 // whole seconds. Node and request ids are 1 to 128 bytes of [A-Za-z0-9._-]
 // because they become Redis keys and channel names.
 //
-// Backoff is the agent's reconnect schedule: full jitter, uniform in
-// [0, min(BackoffCap, BackoffBase·2ⁿ)), reset only after a link stayed up
-// for BackoffResetAfter, and overridden by a server's retry_after.
+// ReconnectSchedule is the agent's reconnect schedule for package backoff:
+// full jitter, uniform in [0, min(BackoffCap, BackoffBase·2ⁿ)), reset only
+// after a link stayed up for BackoffResetAfter, and overridden by a
+// server's retry_after; NewBackoff returns one.
 package nodeproto
