@@ -210,17 +210,26 @@ func (c *scheduler) emit(s *sequence, at time.Time) {
 	}
 }
 
-// abort ends a sequence whose client went away and frees its KV at once;
-// the gauges move now, not at the next step.
-func (c *scheduler) abort(s *sequence) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// detach takes s out of the schedule if it is still waiting or running,
+// freeing its KV, and reports whether it was; c.mu is held.
+func (c *scheduler) detach(s *sequence) bool {
 	switch s.state {
 	case stateWaiting:
 		c.waiting = slices.DeleteFunc(c.waiting, func(x *sequence) bool { return x == s })
 	case stateRunning:
 		c.release(s)
 	default:
+		return false
+	}
+	return true
+}
+
+// abort ends a sequence whose client went away and frees its KV at once;
+// the gauges move now, not at the next step.
+func (c *scheduler) abort(s *sequence) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.detach(s) {
 		return
 	}
 	s.state = stateAborted

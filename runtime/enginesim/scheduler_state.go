@@ -1,7 +1,5 @@
 package enginesim
 
-import "slices"
-
 // This file holds the scheduler's ways out of normal operation: failing
 // sequences when the engine dies or stops, reviving it, and the snapshot
 // of its state.
@@ -10,12 +8,7 @@ import "slices"
 func (c *scheduler) failOne(s *sequence, err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	switch s.state {
-	case stateWaiting:
-		c.waiting = slices.DeleteFunc(c.waiting, func(x *sequence) bool { return x == s })
-	case stateRunning:
-		c.release(s)
-	default:
+	if !c.detach(s) {
 		return
 	}
 	s.state = stateFailed
