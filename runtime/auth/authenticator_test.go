@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/llmplat/llmplat/runtime/credential"
 )
@@ -19,7 +20,7 @@ type authFixture struct {
 	auth   *Authenticator
 	store  *MemKeyStore
 	jwt    *jwtFixture
-	clock  *fakeClock
+	clock  *testingclock.FakeClock
 	admin  string
 	valid  credential.Key
 	logs   *bytes.Buffer

@@ -23,7 +23,7 @@ func TestJWKSDownNewKidIsUnavailable(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.server.setFail(true)
-	f.clock.Advance(DefaultMinRefetchInterval)
+	f.clock.Step(DefaultMinRefetchInterval)
 	rotated := sign(t, jwt.SigningMethodRS256, k.rsaB, "rsa-b", f.claims(nil))
 	for _, step := range []string{"the fetch fails", "within the back-off"} {
 		_, err := f.verifier.Verify(context.Background(), rotated)
@@ -41,7 +41,7 @@ func TestJWKSDownNewKidIsUnavailable(t *testing.T) {
 	// Back, with the new key: the rotated token passes after the back-off.
 	f.server.setFail(false)
 	f.server.setKeys(rsaJWK("rsa-a", "RS256", &k.rsaA.PublicKey), rsaJWK("rsa-b", "RS256", &k.rsaB.PublicKey))
-	f.clock.Advance(DefaultMinRefetchInterval)
+	f.clock.Step(DefaultMinRefetchInterval)
 	if _, err := f.verifier.Verify(context.Background(), rotated); err != nil {
 		t.Errorf("after the issuer came back: %v", err)
 	}
@@ -59,7 +59,7 @@ func TestSlowJWKSDoesNotDelayCachedKeys(t *testing.T) {
 	}
 	release := f.server.hold()
 	defer release()
-	f.clock.Advance(DefaultRefreshInterval)
+	f.clock.Step(DefaultRefreshInterval)
 	for range 3 {
 		// Each returns while the issuer still holds the refresh: were the
 		// refresh in the request path, this would wait for release.

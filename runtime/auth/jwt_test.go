@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 const (
@@ -29,7 +30,7 @@ var testJWTLimits = Limits{ModelAllowlist: []string{"llama-8b"}, RPM: 60, Tokens
 // jwtFixture is a verifier against a JWKS server holding rsaA as "rsa-a"
 // and ecA as "ec-a".
 type jwtFixture struct {
-	clock    *fakeClock
+	clock    *testingclock.FakeClock
 	server   *jwksServer
 	verifier *JWTVerifier
 	teams    *MemTeamStore
@@ -238,7 +239,7 @@ func TestJWTUnknownKidRefetchesOnce(t *testing.T) {
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			f.clock.Advance(s.advance)
+			f.clock.Step(s.advance)
 			_, err := f.verifier.Verify(context.Background(), s.token)
 			if !errors.Is(err, s.wantErr) || (s.wantErr == nil && err != nil) {
 				t.Fatalf("Verify error = %v, want %v", err, s.wantErr)
@@ -285,7 +286,7 @@ func TestJWTRandomKidFlood(t *testing.T) {
 		if _, err := f.verifier.Verify(context.Background(), good); err != nil {
 			t.Fatalf("round %d: a good token failed during the flood: %v", round, err)
 		}
-		f.clock.Advance(DefaultMinRefetchInterval)
+		f.clock.Step(DefaultMinRefetchInterval)
 	}
 }
 
@@ -313,7 +314,7 @@ func TestJWTKeyRotation(t *testing.T) {
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			f.clock.Advance(s.advance)
+			f.clock.Step(s.advance)
 			_, err := f.verifier.Verify(context.Background(), s.token())
 			if !errors.Is(err, s.wantErr) || (s.wantErr == nil && err != nil) {
 				t.Fatalf("Verify error = %v, want %v", err, s.wantErr)
@@ -346,7 +347,7 @@ func TestJWKSOutage(t *testing.T) {
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
 			f.server.setFail(s.fail)
-			f.clock.Advance(s.advance)
+			f.clock.Step(s.advance)
 			_, err := f.verifier.Verify(context.Background(), tok())
 			if !errors.Is(err, s.wantErr) || (s.wantErr == nil && err != nil) {
 				t.Fatalf("Verify error = %v, want %v", err, s.wantErr)

@@ -81,7 +81,7 @@ func TestKeyCacheExpiryWhileCached(t *testing.T) {
 	if _, err := cache.Lookup(context.Background(), k.Hash); err != nil {
 		t.Fatalf("Lookup before expiry: %v", err)
 	}
-	clock.Advance(11 * time.Second) // past expires_at, within the cache TTL
+	clock.Step(11 * time.Second) // past expires_at, within the cache TTL
 	_, err := cache.Lookup(context.Background(), k.Hash)
 	if !errors.Is(err, ErrExpired) {
 		t.Fatalf("Lookup after expiry error = %v, want ErrExpired", err)
@@ -100,11 +100,11 @@ func TestKeyCacheTTLBoundsStaleness(t *testing.T) {
 		t.Fatal(err)
 	}
 	store.Revoke(1, clock.Now()) // and the revocation message is lost
-	clock.Advance(DefaultKeyCacheTTL - time.Millisecond)
+	clock.Step(DefaultKeyCacheTTL - time.Millisecond)
 	if _, err := cache.Lookup(context.Background(), k.Hash); err != nil {
 		t.Fatalf("Lookup within the TTL = %v, want the cached key", err)
 	}
-	clock.Advance(time.Millisecond)
+	clock.Step(time.Millisecond)
 	if _, err := cache.Lookup(context.Background(), k.Hash); !errors.Is(err, ErrRevoked) {
 		t.Fatalf("Lookup at the TTL error = %v, want ErrRevoked", err)
 	}
@@ -176,7 +176,7 @@ func TestKeyCacheNegative(t *testing.T) {
 	if got := store.Lookups(); got != 1 {
 		t.Fatalf("store lookups for 1,100 uses of a bad key = %d, want 1", got)
 	}
-	clock.Advance(DefaultNegativeTTL)
+	clock.Step(DefaultNegativeTTL)
 	if _, err := cache.Lookup(context.Background(), bad.Hash); !errors.Is(err, ErrInvalidCredential) {
 		t.Fatalf("lookup after the negative TTL error = %v", err)
 	}

@@ -2,35 +2,19 @@ package auth
 
 import (
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.MainWithLeakCheck(m) }
 
-// fakeClock is a clock that moves only when a test advances it.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
+// newFakeClock returns a clock that moves only when a test steps it.
+func newFakeClock() *testingclock.FakeClock {
+	return testingclock.NewFakeClock(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 }
 
 // echoWindow is the length of the credential fragments that must never

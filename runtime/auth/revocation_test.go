@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/llmplat/llmplat/runtime/credential"
 	"github.com/llmplat/llmplat/runtime/testenv"
@@ -34,7 +35,7 @@ type replica struct {
 
 // startReplica builds a KeyCache over its own Redis client named name and
 // runs it until the test ends.
-func startReplica(t *testing.T, env testenv.RedisEnv, store KeyStore, clock *fakeClock, name string) replica {
+func startReplica(t *testing.T, env testenv.RedisEnv, store KeyStore, clock *testingclock.FakeClock, name string) replica {
 	t.Helper()
 	return startReplicaWith(t, env, KeyCacheConfig{Store: store, Now: clock.Now}, name)
 }

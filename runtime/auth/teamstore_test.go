@@ -38,7 +38,7 @@ func TestTeamCacheTTL(t *testing.T) {
 	}
 	for _, st := range steps {
 		t.Run(st.name, func(t *testing.T) {
-			clock.Advance(st.advance)
+			clock.Step(st.advance)
 			id, err := cache.id(context.Background(), "t0")
 			if err != nil {
 				t.Fatal(err)
