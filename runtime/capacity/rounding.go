@@ -4,6 +4,9 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
 // RatioSignificantDigits is how docs/requirements.md rounds a derived ratio when it
@@ -40,22 +43,11 @@ func approx(x float64) string {
 }
 
 // thousands formats n with commas between groups of three digits.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func thousands(n int64) string { return groupPrinter.Sprint(n) }
+
+// groupPrinter prints integers the English way, 1,234,567: golang.org/x/text
+// groups the digits (and is safe for concurrent use).
+var groupPrinter = message.NewPrinter(language.English)
 
 // bytesHuman formats a byte count in the largest binary unit that keeps it
 // at least 1, to 0.1, without a trailing ".0" (256 MiB, 22.6 GiB, 1 GiB).

@@ -9,6 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
 )
 
 // WriteJSON writes r as indented JSON; field names carry their units.
@@ -116,22 +119,11 @@ func optFixed(v *float64, dec int) string {
 }
 
 // grouped formats n with thousands separators.
-func grouped(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func grouped(n int64) string { return groupPrinter.Sprint(n) }
+
+// groupPrinter prints integers the English way, 1,234,567: golang.org/x/text
+// groups the digits (and is safe for concurrent use).
+var groupPrinter = message.NewPrinter(language.English)
 
 // Layouts ParseTime accepts, most precise first.
 var timeLayouts = []string{time.RFC3339Nano, "2006-01-02T15:04", "2006-01-02"}
