@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmplat/llmplat/runtime/backoff"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
 
@@ -41,8 +42,10 @@ type header struct {
 // opRevoke asks the owner to close a node's socket: its token was revoked.
 const opRevoke = "revoke"
 
-// receiveBackoff is the pause after a failed pub/sub read before the next.
-const receiveBackoff = 100 * time.Millisecond
+// receiveBackoff spaces the reads after a failed pub/sub read: 100 ms
+// doubling to 1 s, so a Redis outage logs about once a second rather than
+// ten times, and a subscription back from one misses at most a second more.
+var receiveBackoff = backoff.Schedule{Base: 100 * time.Millisecond, Cap: time.Second}
 
 // envelope encodes a pub/sub message.
 func envelope(h header, frame []byte) ([]byte, error) {
@@ -98,6 +101,7 @@ func publish(ctx context.Context, rdb redis.UniversalClient, channel string, h h
 // messages published until the subscription is back are lost.
 func (o *Orchestrator) receive(ctx context.Context, ps *redis.PubSub, handle func(context.Context, *redis.Message), onGap func(error)) {
 	ctx = context.WithoutCancel(ctx) // runs until Run closes ps, after the sockets
+	bo := backoff.New(receiveBackoff, nil)
 	for {
 		msg, err := ps.ReceiveMessage(ctx)
 		if errors.Is(err, redis.ErrClosed) || (err != nil && o.unsubscribed.Load()) {
@@ -108,9 +112,10 @@ func (o *Orchestrator) receive(ctx context.Context, ps *redis.PubSub, handle fun
 			if onGap != nil {
 				onGap(err)
 			}
-			time.Sleep(receiveBackoff)
+			time.Sleep(bo.Next())
 			continue
 		}
+		bo.Reset()
 		handle(ctx, msg)
 	}
 }
