@@ -76,7 +76,11 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{cfg: c, dones: newDoneStore(maxPendingDones), draining: make(chan struct{})}, nil
+	dones, err := newDoneStore(maxPendingDones)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{cfg: c, dones: dones, draining: make(chan struct{})}, nil
 }
 
 // Stats are an agent's done-record counts.

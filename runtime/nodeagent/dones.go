@@ -1,8 +1,10 @@
 package nodeagent
 
 import (
-	"container/list"
+	"fmt"
 	"sync"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
@@ -14,17 +16,24 @@ import (
 const maxPendingDones = 10_000
 
 // doneStore keeps every done record until an ack names it, across
-// connections, oldest first, so each new connection can replay them.
+// connections, oldest first, so each new connection can replay them. The
+// records sit in golang-lru's simplelru, used as an insertion-ordered map:
+// the store only adds, removes and lists, so the order stays that of the
+// latest add.
 type doneStore struct {
 	mu      sync.Mutex
 	limit   int
-	order   *list.List // of *nodeproto.Done, oldest first
-	byID    map[string]*list.Element
+	records *simplelru.LRU[string, *nodeproto.Done] // by request id
 	dropped int64
 }
 
-func newDoneStore(limit int) *doneStore {
-	return &doneStore{limit: limit, order: list.New(), byID: make(map[string]*list.Element)}
+// newDoneStore returns an empty store keeping at most limit records.
+func newDoneStore(limit int) (*doneStore, error) {
+	records, err := simplelru.NewLRU[string, *nodeproto.Done](limit, nil)
+	if err != nil {
+		return nil, fmt.Errorf("done store: %w", err)
+	}
+	return &doneStore{limit: limit, records: records}, nil
 }
 
 // add keeps d as the newest record, replacing an older one of the same
@@ -32,16 +41,12 @@ func newDoneStore(limit int) *doneStore {
 func (s *doneStore) add(d *nodeproto.Done) *nodeproto.Done {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e, ok := s.byID[d.RequestID]; ok {
-		s.order.Remove(e)
+	var oldest *nodeproto.Done
+	if !s.records.Contains(d.RequestID) && s.records.Len() >= s.limit {
+		_, oldest, _ = s.records.RemoveOldest()
+		s.dropped++
 	}
-	s.byID[d.RequestID] = s.order.PushBack(d)
-	if s.order.Len() <= s.limit {
-		return nil
-	}
-	oldest := s.order.Remove(s.order.Front()).(*nodeproto.Done)
-	delete(s.byID, oldest.RequestID)
-	s.dropped++
+	s.records.Add(d.RequestID, d)
 	return oldest
 }
 
@@ -50,10 +55,7 @@ func (s *doneStore) ack(ids []string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, id := range ids {
-		if e, ok := s.byID[id]; ok {
-			s.order.Remove(e)
-			delete(s.byID, id)
-		}
+		s.records.Remove(id)
 	}
 }
 
@@ -61,11 +63,7 @@ func (s *doneStore) ack(ids []string) {
 func (s *doneStore) snapshot() []*nodeproto.Done {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*nodeproto.Done, 0, s.order.Len())
-	for e := s.order.Front(); e != nil; e = e.Next() {
-		out = append(out, e.Value.(*nodeproto.Done))
-	}
-	return out
+	return s.records.Values()
 }
 
 // counts returns how many records wait for an ack and how many were
@@ -73,5 +71,5 @@ func (s *doneStore) snapshot() []*nodeproto.Done {
 func (s *doneStore) counts() (pending int, dropped int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.order.Len(), s.dropped
+	return s.records.Len(), s.dropped
 }

@@ -31,7 +31,10 @@ func TestDoneStore(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newDoneStore(3)
+			s, err := newDoneStore(3)
+			if err != nil {
+				t.Fatal(err)
+			}
 			var dropped []string
 			for _, id := range tt.add {
 				if old := s.add(&nodeproto.Done{RequestID: id}); old != nil {
