@@ -163,20 +163,28 @@ func (s *scanner) object(t reflect.Type, depth int) bool {
 		if !s.value(child, depth) {
 			return false
 		}
-		s.space()
-		if s.pos >= len(s.data) {
-			return false
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case '}':
-			s.pos++
-			return true
-		default:
-			return false
+		if done, ok := s.separator('}'); !ok || done {
+			return ok
 		}
 	}
+}
+
+// separator reads the ',' or the closing end after a member or an
+// element: done when it was end, ok false when it was neither.
+func (s *scanner) separator(end byte) (done, ok bool) {
+	s.space()
+	if s.pos >= len(s.data) {
+		return false, false
+	}
+	switch s.data[s.pos] {
+	case ',':
+		s.pos++
+		return false, true
+	case end:
+		s.pos++
+		return true, true
+	}
+	return false, false
 }
 
 // array reads an array from its '['.
@@ -196,18 +204,8 @@ func (s *scanner) array(t reflect.Type, depth int) bool {
 		if !s.value(elem, depth) {
 			return false
 		}
-		s.space()
-		if s.pos >= len(s.data) {
-			return false
-		}
-		switch s.data[s.pos] {
-		case ',':
-			s.pos++
-		case ']':
-			s.pos++
-			return true
-		default:
-			return false
+		if done, ok := s.separator(']'); !ok || done {
+			return ok
 		}
 	}
 }
