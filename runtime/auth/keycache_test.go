@@ -243,7 +243,7 @@ func TestKeyCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	store := NewMemKeyStore()
 	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: newFakeClock().Now, MaxKeys: limit})
 	ctx := context.Background()
-	var keys []Key
+	var keys []credential.Key
 	for i := range limit + 1 {
 		keys = append(keys, newTestKey(t, store, KeyRecord{ID: int64(i + 1)}))
 	}
@@ -256,7 +256,7 @@ func TestKeyCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	}
 	tests := []struct {
 		name        string
-		key         Key
+		key         credential.Key
 		wantLookups int64
 	}{
 		{name: "recently used stays cached", key: keys[0], wantLookups: limit + 1},
@@ -428,7 +428,7 @@ func BenchmarkKeyCacheHit(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	k, err := GenerateKey()
+	k, err := credential.GenerateKey()
 	if err != nil {
 		b.Fatal(err)
 	}
