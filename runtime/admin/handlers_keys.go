@@ -3,7 +3,6 @@ package admin
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/gin-gonic/gin"
 
@@ -11,20 +10,9 @@ import (
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
-// keyStatus is k's status at now.
-func keyStatus(k adminwire.Key, now time.Time) string {
-	switch {
-	case k.RevokedAt != nil:
-		return adminwire.KeyRevoked
-	case k.ExpiresAt != nil && !now.Before(*k.ExpiresAt):
-		return adminwire.KeyExpired
-	}
-	return adminwire.KeyActive
-}
-
 // withStatus sets k's status at the API's clock.
 func (a *API) withStatus(k adminwire.Key) adminwire.Key {
-	k.Status = keyStatus(k, a.now())
+	k.Status = k.StatusAt(a.now())
 	return k
 }
 

@@ -92,6 +92,18 @@ type Key struct {
 	Status string `json:"status"`
 }
 
+// StatusAt is k's status at now: KeyRevoked, KeyExpired or KeyActive. The
+// stores leave Status empty; the admin API and the console set it with this.
+func (k Key) StatusAt(now time.Time) string {
+	switch {
+	case k.RevokedAt != nil:
+		return KeyRevoked
+	case k.ExpiresAt != nil && !now.Before(*k.ExpiresAt):
+		return KeyExpired
+	}
+	return KeyActive
+}
+
 // CreateKeyRequest is the body of POST /admin/keys. Zero limits are
 // unlimited and an empty allowlist allows every model. MaxTokens caps the
 // output of one request: the gateway clamps a request's max_tokens to it.

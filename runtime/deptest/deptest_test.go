@@ -31,7 +31,7 @@ var layers = [][]string{
 	// 3: what is built on the ledger.
 	{"runtime/settlelog", "runtime/admin"},
 	// 4: the processes' parts that talk to engines and clients.
-	{"runtime/gateway", "runtime/nodeagent", "runtime/enginesim", "runtime/loadgen"},
+	{"runtime/gateway", "runtime/console", "runtime/nodeagent", "runtime/enginesim", "runtime/loadgen"},
 	// 5: the orchestrator (it reads node tokens through the admin store).
 	{"runtime/orchestrator"},
 	// 6: the Kubernetes controller, which feeds cloud engines to it.

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/console"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/ledger"
@@ -44,6 +45,9 @@ const (
 
 // nodeSocketLine starts the printed line that gives the node socket's URL.
 const nodeSocketLine = "node agents connect to "
+
+// consoleLine starts the printed line that gives the web console's URL.
+const consoleLine = "console: "
 
 // DefaultModels are the reference workload's three models, by the names clients use.
 var DefaultModels = []string{"llama-8b", "qwen-32b", "llama-70b"}
@@ -186,6 +190,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cfg.Models, len(engines), front.Metrics, dataDir)
 	fmt.Fprintf(cfg.Stdout, "OPENAI_BASE_URL=%s/v1\nOPENAI_API_KEY=%s\n\n", front.Base, cred.key)
 	fmt.Fprintf(cfg.Stdout, "LLMPLAT_ADMIN_TOKEN=%s\n\n", adminToken)
+	fmt.Fprintf(cfg.Stdout, "%s%s%s (sign in with the key or the admin token above)\n", consoleLine, front.Base, console.Path)
 	fmt.Fprintf(cfg.Stdout, "%s%s (llmplat nodeagent -server; a token from POST /admin/nodes/{id}/tokens)\n",
 		nodeSocketLine, nodeURL)
 	fmt.Fprintf(cfg.Stdout, "team %q has %d credits; stop with Ctrl-C\n", cred.team, cred.credits)

@@ -5,11 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -50,6 +54,7 @@ func (b *syncBuffer) String() string {
 // devRun is one running local mode, as its printed lines describe it.
 type devRun struct {
 	baseURL, key, adminToken, nodeURL string
+	consoleURL                        string
 	// stop cancels the run and checks it ended cleanly; it runs once, at
 	// the latest at the test's cleanup.
 	stop func()
@@ -96,7 +101,7 @@ func startDevOn(t *testing.T, dataDir string) *devRun {
 	}
 	t.Cleanup(r.stop)
 	deadline := time.Now().Add(60 * time.Second)
-	for r.baseURL == "" || r.key == "" || r.adminToken == "" || r.nodeURL == "" {
+	for r.baseURL == "" || r.key == "" || r.adminToken == "" || r.nodeURL == "" || r.consoleURL == "" {
 		select {
 		case err := <-done:
 			done <- err // for stop, at the cleanup
@@ -115,6 +120,9 @@ func startDevOn(t *testing.T, dataDir string) *devRun {
 			}
 			if v, found := strings.CutPrefix(l, "LLMPLAT_ADMIN_TOKEN="); found {
 				r.adminToken = v
+			}
+			if v, found := strings.CutPrefix(l, consoleLine); found {
+				r.consoleURL, _, _ = strings.Cut(v, " ")
 			}
 			if v, found := strings.CutPrefix(l, nodeSocketLine); found {
 				r.nodeURL, _, _ = strings.Cut(v, " ")
@@ -351,5 +359,36 @@ func waitNodesLive(ctx context.Context, t *testing.T, adm *adminclient.Client, n
 			t.Fatalf("nodes view never listed %d live nodes: %+v (%v)", n, last, err)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// TestLocalModeConsole follows the printed console line: the page it names
+// offers the sign-in form, and the printed key signs in to the team's
+// usage page.
+func TestLocalModeConsole(t *testing.T) {
+	r := startDevOn(t, "")
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	resp, err := client.Get(r.consoleURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(body)
+	if resp.StatusCode != http.StatusOK || m == nil {
+		t.Fatalf("GET %s: %d, no sign-in form:\n%s", r.consoleURL, resp.StatusCode, body)
+	}
+	resp, err = client.PostForm(strings.TrimSuffix(r.consoleURL, "/")+"/signin", url.Values{"csrf": {string(m[1])}, "credential": {r.key}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if got := resp.Request.URL.Path; resp.StatusCode != http.StatusOK || got != "/console/usage" {
+		t.Fatalf("sign-in with the printed key ended at %s with %d:\n%s", got, resp.StatusCode, body)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/coldstart"
+	"github.com/llmplat/llmplat/runtime/console"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/httpserve"
@@ -134,6 +135,11 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 	if err != nil {
 		return Front{}, err
 	}
+	web, err := console.New(console.Config{Authenticate: authn.Authenticate, Redis: cfg.Redis, Prefix: cfg.RedisPrefix,
+		Ledger: cfg.Ledger, DB: cfg.DB, Directory: adm, Nodes: nodes, Logger: cfg.Logger})
+	if err != nil {
+		return Front{}, err
+	}
 	gw, err := gateway.New(gateway.Config{
 		TLSCertFile:       cfg.TLSCertFile,
 		TLSKeyFile:        cfg.TLSKeyFile,
@@ -149,6 +155,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		URLGuard:          cfg.URLGuard,
 		Metrics:           gateway.NewMetrics(reg),
 		Admin:             adminAPI,
+		Console:           web,
 		QueueLimit:        cfg.QueueLimit,
 		FirstTokenTimeout: cfg.FirstTokenTimeout,
 		StreamIdleTimeout: cfg.StreamIdleTimeout,

@@ -156,6 +156,8 @@ type Config struct {
 	Metrics *Metrics
 	// Admin, when set, mounts the admin API under /admin.
 	Admin interface{ Register(r gin.IRouter) }
+	// Console, when set, mounts the web console under /console.
+	Console interface{ Register(r gin.IRouter) }
 
 	QueueLimit        time.Duration
 	FirstTokenTimeout time.Duration

@@ -106,6 +106,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Admin != nil {
 		cfg.Admin.Register(s.engine.Group(""))
 	}
+	if cfg.Console != nil {
+		cfg.Console.Register(s.engine.Group(""))
+	}
 	return s, nil
 }
 

@@ -80,6 +80,9 @@ type Options struct {
 	// Policy names the replicas' routing policy (empty: the default,
 	// routing.KVAware).
 	Policy string
+	// AdminToken, when set, is accepted as the admin credential, as the
+	// local mode's printed token is.
+	AdminToken string
 }
 
 // Platform is a running platform. Its parts stop when the test ends.
@@ -187,7 +190,7 @@ func Start(tb testing.TB, opts Options) *Platform {
 	}
 	g.Go(func() error { return p.Ledger.Run(gctx) })
 	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: db,
-		Redis: rdb, RedisPrefix: p.Redis.Prefix, Ledger: p.Ledger, Dispatcher: p.Replicas[0],
+		Redis: rdb, RedisPrefix: p.Redis.Prefix, Ledger: p.Ledger, Dispatcher: p.Replicas[0], AdminToken: opts.AdminToken,
 		URLGuard: &urlguard.Guard{AllowUnresolvable: true}, StreamIdleTimeout: opts.StreamIdleTimeout,
 		FirstTokenTimeout: opts.FirstTokenTimeout, RedisTimeout: opts.RedisTimeout, QueueLimit: opts.QueueLimit, Logger: logger})
 	if err != nil {

@@ -1,0 +1,85 @@
+package console
+
+import (
+	"bytes"
+	"fmt"
+	"html"
+	"math"
+	"time"
+
+	chart "github.com/wcharczuk/go-chart/v2"
+	"github.com/wcharczuk/go-chart/v2/drawing"
+)
+
+// Chart size in pixels: wide enough for a quarter of daily points.
+const (
+	chartWidth  = 960
+	chartHeight = 320
+)
+
+// seriesColors tell models apart; the rest reuse them.
+var seriesColors = []drawing.Color{
+	{R: 0x1f, G: 0x6f, B: 0xb4, A: 255}, {R: 0xd9, G: 0x5f, B: 0x02, A: 255}, {R: 0x1b, G: 0x9e, B: 0x77, A: 255},
+	{R: 0x75, G: 0x70, B: 0xb3, A: 255}, {R: 0xe7, G: 0x29, B: 0x8a, A: 255}, {R: 0x66, G: 0x66, B: 0x66, A: 255},
+}
+
+// usageSVG draws one line per model over the range's days: tokens (prompt
+// plus completion) or cost in credits, each day's total. go-chart writes
+// text into the SVG unescaped, so every label is escaped here first; the
+// page shows the SVG as an image, where no script ever runs.
+func usageSVG(u usageData, metric string) ([]byte, error) {
+	var days []time.Time
+	for d := u.From; d.Before(u.To); d = d.Add(day) {
+		days = append(days, d)
+	}
+	index := map[string][]float64{}
+	var models []string
+	for _, t := range u.Totals {
+		models = append(models, t.Model)
+		index[t.Model] = make([]float64, len(days))
+	}
+	peak := 0.0
+	for _, d := range u.Days {
+		i := int(d.Day.Sub(u.From) / day)
+		vals, ok := index[d.Model]
+		if !ok || i < 0 || i >= len(days) {
+			continue
+		}
+		if metric == "cost" {
+			vals[i] = float64(d.CostMicrocredits) / 1e6
+		} else {
+			vals[i] = float64(d.PromptTokens) + float64(d.CompletionTokens)
+		}
+		peak = math.Max(peak, vals[i])
+	}
+	if peak == 0 {
+		peak = 1 // go-chart refuses an empty range
+	}
+	g := chart.Chart{
+		Width: chartWidth, Height: chartHeight,
+		Background: chart.Style{Padding: chart.Box{Top: 20, Left: 20, Right: 20, Bottom: 20}},
+		XAxis: chart.XAxis{
+			ValueFormatter: chart.TimeValueFormatterWithFormat("01-02"),
+			Range:          &chart.ContinuousRange{Min: chart.TimeToFloat64(u.From), Max: chart.TimeToFloat64(u.To.Add(-day)) + 1},
+		},
+		YAxis: chart.YAxis{
+			Name:  html.EscapeString(map[string]string{"cost": "credits", "tokens": "tokens"}[metric]),
+			Range: &chart.ContinuousRange{Min: 0, Max: peak * 1.1},
+		},
+	}
+	for i, m := range models {
+		col := seriesColors[i%len(seriesColors)]
+		g.Series = append(g.Series, chart.TimeSeries{
+			Name:    html.EscapeString(m),
+			XValues: days,
+			YValues: index[m],
+			Style:   chart.Style{StrokeColor: col, StrokeWidth: 2, DotColor: col, DotWidth: 3},
+		})
+	}
+	g.Elements = []chart.Renderable{chart.LegendLeft(&g)}
+	var buf bytes.Buffer
+	if err := g.Render(chart.SVG, &buf); err != nil {
+		return nil, fmt.Errorf("usage chart: %w", err)
+	}
+	return buf.Bytes(), nil
+}

@@ -1,0 +1,32 @@
+// Package console is the web console the gateway serves under /console:
+// server-rendered pages (html/template) for a team's usage, cost, balance,
+// keys and models, and, for the platform team, nodes, models and teams.
+//
+// Sign-in exchanges a credential the gateway accepts (a team's API key, a
+// JWT, or the admin token), posted in a form body and verified by the same
+// Authenticate the API uses, for a session: a random id in an HttpOnly,
+// SameSite=Strict cookie (Secure over TLS), at most 30 minutes and never
+// past the credential's expiry. Redis keeps the session under the id's
+// SHA-256, holding the verified principal and never the credential, so that
+// every replica sees it and a sign-out ends it everywhere. A session
+// exchanged for an API key ends as soon as the key is revoked or expires.
+// Sign-in and sign-out forms carry CSRF tokens (a double-submit cookie
+// before sign-in, the session's token after) and are refused from another
+// origin; sign-in attempts are limited per client address across replicas.
+//
+// Every answer carries a Content-Security-Policy without 'unsafe-inline'
+// (no script at all; the stylesheet and images are our own), frame-ancestors
+// 'none' and X-Frame-Options DENY, and no-store. Names are escaped by
+// html/template; charts are SVG drawn server-side by go-chart and shown as
+// images, their labels escaped before drawing (go-chart writes text as it
+// is). No page puts a secret in a URL: a range is the only query.
+//
+// Team pages are scoped by the session's team exactly as GET /v1/usage is:
+// the team comes from the verified principal, never from the request, and
+// the usage totals are the same ledger call (ledger.Usage) over the same
+// range, with each day read by that call over the day. Every page says
+// where its numbers come from and when they were read; a failed read shows
+// a designed error page, never a half-drawn table.
+//
+// Assets are embedded; nothing is fetched from elsewhere at run time.
+package console

@@ -1,0 +1,159 @@
+package console
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/llmplat/llmplat/runtime/auth"
+)
+
+const (
+	// signInLimit is how many sign-in attempts one client address may make
+	// per signInWindow: enough for a person who mistypes, far too few to
+	// guess a 43-character key or the admin token.
+	signInLimit  = 10
+	signInWindow = time.Minute
+	// maxCredentialField bounds the credential field: a JWT with many
+	// claims stays under 4 KiB, as the gateway's own bound says.
+	maxCredentialField = 8 << 10
+)
+
+// signInView is the sign-in page's data.
+type signInView struct {
+	pageView
+	CSRF    string
+	Problem string
+}
+
+// signInForm shows the sign-in form with a fresh anti-forgery token, the
+// same in the form and in an HttpOnly cookie (double submit).
+func (c *Console) signInForm(ctx *gin.Context) {
+	c.renderSignIn(ctx, http.StatusOK, "")
+}
+
+func (c *Console) renderSignIn(ctx *gin.Context, status int, problem string) {
+	token := newToken()
+	setCookie(ctx, csrfCookie, token, int(time.Hour/time.Second))
+	c.render(ctx, status, "signin", signInView{pageView: c.view(session{}, "Sign in", "", "the credential you paste"), CSRF: token, Problem: problem})
+}
+
+// signIn exchanges a team API key, a JWT or the admin token (sent in the
+// form body, never in a URL) for a session cookie. The credential is
+// verified exactly as the gateway verifies a Bearer header and then
+// forgotten: only the principal is kept, in Redis.
+func (c *Console) signIn(ctx *gin.Context) {
+	if !sameOrigin(ctx.Request) {
+		c.renderSignIn(ctx, http.StatusForbidden, "This form must be sent from the console's own page.")
+		return
+	}
+	ctx.Request.Body = http.MaxBytesReader(ctx.Writer, ctx.Request.Body, maxCredentialField+1024)
+	cookie, _ := ctx.Cookie(csrfCookie)
+	if !sameToken(cookie, ctx.PostForm("csrf")) {
+		c.renderSignIn(ctx, http.StatusForbidden, "The form expired or was not sent from this page; try again.")
+		return
+	}
+	allowed, err := c.allowSignIn(ctx.Request.Context(), clientAddr(ctx.Request))
+	if err != nil {
+		c.cfg.Logger.Warn("console sign-in limit unavailable", "err", err)
+		c.renderSignIn(ctx, http.StatusServiceUnavailable, "Sign-in is unavailable: the session store (Redis) is not answering. Try again shortly.")
+		return
+	}
+	if !allowed {
+		ctx.Header("Retry-After", "60")
+		c.renderSignIn(ctx, http.StatusTooManyRequests, "Too many sign-in attempts from this address; wait a minute.")
+		return
+	}
+	cred := strings.TrimSpace(ctx.PostForm("credential"))
+	if cred == "" || len(cred) > maxCredentialField {
+		c.renderSignIn(ctx, http.StatusUnauthorized, "Paste a team API key, a JWT or the admin token.")
+		return
+	}
+	p, err := c.cfg.Authenticate(ctx.Request.Context(), "Bearer "+cred)
+	if err != nil {
+		status, msg := http.StatusUnauthorized, "That credential was not accepted."
+		if errors.Is(err, auth.ErrUnavailable) {
+			status, msg = http.StatusServiceUnavailable, "Credentials cannot be checked right now; try again shortly."
+		}
+		c.cfg.Logger.Info("console sign-in refused", "client", clientAddr(ctx.Request), "err", err)
+		c.renderSignIn(ctx, status, msg)
+		return
+	}
+	if p.TeamID == 0 && !p.IsAdmin() {
+		c.renderSignIn(ctx, http.StatusForbidden, "That credential belongs to no team.")
+		return
+	}
+	id, _, err := c.sessions.create(ctx.Request.Context(), p)
+	if err != nil {
+		c.cfg.Logger.Warn("console session not created", "err", err)
+		c.renderSignIn(ctx, http.StatusServiceUnavailable, "Sign-in is unavailable: the session store (Redis) is not answering.")
+		return
+	}
+	c.cfg.Logger.Info("console sign-in", "subject", p.Subject, "team_id", p.TeamID, "role", p.Role.String())
+	setCookie(ctx, csrfCookie, "", -1)
+	setCookie(ctx, sessionCookie, id, int(sessionTTL/time.Second))
+	ctx.Redirect(http.StatusSeeOther, Path+"/")
+}
+
+// signOut ends the session in Redis, so its cookie stops working on every
+// replica, and clears the cookie. The form carries the session's CSRF
+// token.
+func (c *Console) signOut(ctx *gin.Context) {
+	id, _ := ctx.Cookie(sessionCookie)
+	se, ok := c.session(ctx)
+	if !ok || !sameOrigin(ctx.Request) || !sameToken(se.CSRF, ctx.PostForm("csrf")) {
+		ctx.Redirect(http.StatusSeeOther, Path+"/signin")
+		return
+	}
+	if err := c.sessions.end(ctx.Request.Context(), id); err != nil {
+		c.renderError(ctx, se, http.StatusServiceUnavailable, "Sign-out did not reach the session store (Redis); try again.")
+		return
+	}
+	setCookie(ctx, sessionCookie, "", -1)
+	ctx.Redirect(http.StatusSeeOther, Path+"/signin")
+}
+
+// allowSignIn counts an attempt from addr in the current window, across
+// every replica.
+func (c *Console) allowSignIn(ctx context.Context, addr string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	key := c.cfg.Prefix + "console:signin:" + addr
+	pipe := c.cfg.Redis.TxPipeline()
+	n := pipe.Incr(ctx, key)
+	// Each attempt restarts the window: an address that keeps trying stays
+	// shut out until it pauses for a whole window.
+	pipe.Expire(ctx, key, signInWindow)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, err
+	}
+	return n.Val() <= signInLimit, nil
+}
+
+// clientAddr is the connection's peer address. Forwarded headers are not
+// trusted: anyone can write them.
+func clientAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// sameOrigin refuses a form posted from another site: when the browser
+// names the origin, it must be this host. SameSite=Strict cookies and the
+// CSRF token already stop a forged post; this is the third lock.
+func sameOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" || o == "null" {
+		return o == ""
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Host == r.Host
+}
