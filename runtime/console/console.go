@@ -148,14 +148,15 @@ func (c *Console) Register(r gin.IRouter) {
 
 // secureHeaders sets the headers every console answer carries: the CSP,
 // the framing ban for browsers that predate frame-ancestors, no sniffing,
-// no referrer (a page's query names a range, never a secret, but nothing
-// leaves anyway) and no caching of pages that show a team's money.
+// no referrer outside the console (within it the browser then sends the
+// Origin header the forms check; "no-referrer" would make it "null"), and
+// no caching of pages that show a team's money.
 func secureHeaders(c *gin.Context) {
 	h := c.Writer.Header()
 	h.Set("Content-Security-Policy", securityPolicy)
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 	c.Next()
 }

@@ -112,6 +112,9 @@ func (s *sessions) end(ctx context.Context, id string) error {
 	return nil
 }
 
+// newTokenLen is the length of a token newToken returns.
+var newTokenLen = len(newToken())
+
 func newToken() string {
 	b := make([]byte, tokenBytes)
 	_, _ = rand.Read(b) // crypto/rand never fails on supported platforms

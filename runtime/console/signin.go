@@ -23,6 +23,9 @@ const (
 	// maxCredentialField bounds the credential field: a JWT with many
 	// claims stays under 4 KiB, as the gateway's own bound says.
 	maxCredentialField = 8 << 10
+	// csrfTTL is how long a sign-in form stays usable: a person who opens
+	// it and comes back within the hour need not reload it.
+	csrfTTL = time.Hour
 )
 
 // signInView is the sign-in page's data.
@@ -39,8 +42,13 @@ func (c *Console) signInForm(ctx *gin.Context) {
 }
 
 func (c *Console) renderSignIn(ctx *gin.Context, status int, problem string) {
-	token := newToken()
-	setCookie(ctx, csrfCookie, token, int(time.Hour/time.Second))
+	// A browser that has a token keeps it, so that a form open in another
+	// tab stays valid; its life restarts.
+	token, err := ctx.Cookie(csrfCookie)
+	if err != nil || len(token) != newTokenLen {
+		token = newToken()
+	}
+	setCookie(ctx, csrfCookie, token, int(csrfTTL/time.Second))
 	c.render(ctx, status, "signin", signInView{pageView: c.view(session{}, "Sign in", "", "the credential you paste"), CSRF: token, Problem: problem})
 }
 
