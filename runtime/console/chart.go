@@ -5,11 +5,20 @@ import (
 	"fmt"
 	"html"
 	"math"
+	"sync"
 	"time"
 
+	"github.com/golang/freetype/truetype"
 	chart "github.com/wcharczuk/go-chart/v2"
 	"github.com/wcharczuk/go-chart/v2/drawing"
+	"github.com/wcharczuk/go-chart/v2/roboto"
 )
+
+// chartFont is go-chart's own default font, parsed once here: the
+// library's lazy GetDefaultFont reads its global without the lock it
+// writes it under, a data race when two charts draw at once (the usage
+// page loads two). A chart given a Font never calls it.
+var chartFont = sync.OnceValues(func() (*truetype.Font, error) { return truetype.Parse(roboto.Roboto) })
 
 // Chart size in pixels: wide enough for a quarter of daily points.
 const (
@@ -38,6 +47,10 @@ func usageSVG(u usageData, metric string) ([]byte, error) {
 		models = append(models, t.Model)
 		index[t.Model] = make([]float64, len(days))
 	}
+	font, err := chartFont()
+	if err != nil {
+		return nil, fmt.Errorf("usage chart font: %w", err)
+	}
 	peak := 0.0
 	for _, d := range u.Days {
 		i := int(d.Day.Sub(u.From) / day)
@@ -55,12 +68,21 @@ func usageSVG(u usageData, metric string) ([]byte, error) {
 	if peak == 0 {
 		peak = 1 // go-chart refuses an empty range
 	}
+	xs := days
+	if len(days) == 1 {
+		// go-chart draws a line through two points at least: a one-day
+		// range is drawn flat across its day.
+		xs = []time.Time{u.From, u.To}
+		for _, m := range models {
+			index[m] = append(index[m], index[m][0])
+		}
+	}
 	g := chart.Chart{
-		Width: chartWidth, Height: chartHeight,
+		Width: chartWidth, Height: chartHeight, Font: font,
 		Background: chart.Style{Padding: chart.Box{Top: 20, Left: 20, Right: 20, Bottom: 20}},
 		XAxis: chart.XAxis{
 			ValueFormatter: chart.TimeValueFormatterWithFormat("01-02"),
-			Range:          &chart.ContinuousRange{Min: chart.TimeToFloat64(u.From), Max: chart.TimeToFloat64(u.To.Add(-day)) + 1},
+			Range:          &chart.ContinuousRange{Min: chart.TimeToFloat64(xs[0]), Max: chart.TimeToFloat64(xs[len(xs)-1])},
 		},
 		YAxis: chart.YAxis{
 			Name:  html.EscapeString(map[string]string{"cost": "credits", "tokens": "tokens"}[metric]),
@@ -71,7 +93,7 @@ func usageSVG(u usageData, metric string) ([]byte, error) {
 		col := seriesColors[i%len(seriesColors)]
 		g.Series = append(g.Series, chart.TimeSeries{
 			Name:    html.EscapeString(m),
-			XValues: days,
+			XValues: xs,
 			YValues: index[m],
 			Style:   chart.Style{StrokeColor: col, StrokeWidth: 2, DotColor: col, DotWidth: 3},
 		})
