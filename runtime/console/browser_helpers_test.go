@@ -194,7 +194,7 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 	if !*update {
 		return
 	}
-	png := run(t, tab, chromedp.FullScreenshot(90))
+	png := run(t, tab, chromedp.FullScreenshot(100))
 	dir := "../../docs"
 	if err := os.WriteFile(filepath.Join(dir, name), png, 0o644); err != nil {
 		t.Fatal(err)

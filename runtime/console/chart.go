@@ -81,12 +81,13 @@ func usageSVG(u usageData, metric string) ([]byte, error) {
 		Width: chartWidth, Height: chartHeight, Font: font,
 		Background: chart.Style{Padding: chart.Box{Top: 20, Left: 20, Right: 20, Bottom: 20}},
 		XAxis: chart.XAxis{
-			ValueFormatter: chart.TimeValueFormatterWithFormat("01-02"),
-			Range:          &chart.ContinuousRange{Min: chart.TimeToFloat64(xs[0]), Max: chart.TimeToFloat64(xs[len(xs)-1])},
+			Ticks: dayTicks(days),
+			Range: &chart.ContinuousRange{Min: chart.TimeToFloat64(xs[0]), Max: chart.TimeToFloat64(xs[len(xs)-1])},
 		},
 		YAxis: chart.YAxis{
-			Name:  html.EscapeString(map[string]string{"cost": "credits", "tokens": "tokens"}[metric]),
-			Range: &chart.ContinuousRange{Min: 0, Max: peak * 1.1},
+			Name:           html.EscapeString(map[string]string{"cost": "credits", "tokens": "tokens"}[metric]),
+			Range:          &chart.ContinuousRange{Min: 0, Max: peak * 1.1},
+			ValueFormatter: map[string]chart.ValueFormatter{"cost": costTick, "tokens": tokenTick}[metric],
 		},
 	}
 	for i, m := range models {
@@ -104,4 +105,31 @@ func usageSVG(u usageData, metric string) ([]byte, error) {
 		return nil, fmt.Errorf("usage chart: %w", err)
 	}
 	return buf.Bytes(), nil
+}
+
+// maxDayTicks bounds the labelled days on the x axis: past a month the
+// labels would overlap, so every few days is labelled.
+const maxDayTicks = 16
+
+// dayTicks labels the days of the x axis, in UTC.
+func dayTicks(days []time.Time) []chart.Tick {
+	step := (len(days) + maxDayTicks - 1) / maxDayTicks
+	var ticks []chart.Tick
+	for i := 0; i < len(days); i += max(step, 1) {
+		ticks = append(ticks, chart.Tick{Value: chart.TimeToFloat64(days[i]), Label: days[i].UTC().Format("01-02")})
+	}
+	return ticks
+}
+
+// costTick shows credits to the micro-credit: a day's cost is often far
+// below one credit.
+func costTick(v any) string {
+	f, _ := v.(float64)
+	return fmt.Sprintf("%.6f", f)
+}
+
+// tokenTick shows whole tokens.
+func tokenTick(v any) string {
+	f, _ := v.(float64)
+	return fmt.Sprintf("%.0f", f)
 }
