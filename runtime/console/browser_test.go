@@ -155,6 +155,14 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 			return "the usage charts did not load"
 		})
+		// The charts and the CSV link read the page's range, not the default.
+		links := run(t, tab, chromedp.Evaluate[[]string](`['chart-tokens','chart-cost','csv'].map(id => {
+			const e = document.getElementById(id); return e.src || e.href })`))
+		for _, l := range links {
+			if !strings.Contains(l, "from="+f.from+"&to="+f.to) {
+				t.Errorf("%s does not carry the page's range %s to %s", l, f.from, f.to)
+			}
+		}
 		days := run(t, tab, chromedp.Evaluate[int](`document.querySelectorAll('#days tbody tr').length`))
 		if days != 3 {
 			t.Errorf("per-day table has %d rows, want 3 (llama-8b on two days, qwen-32b on one)", days)

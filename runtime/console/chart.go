@@ -81,7 +81,7 @@ func usageSVG(u usageData, metric string) ([]byte, error) {
 		Width: chartWidth, Height: chartHeight, Font: font,
 		Background: chart.Style{Padding: chart.Box{Top: 20, Left: 20, Right: 20, Bottom: 20}},
 		XAxis: chart.XAxis{
-			Ticks: dayTicks(days),
+			Ticks: dayTicks(xs),
 			Range: &chart.ContinuousRange{Min: chart.TimeToFloat64(xs[0]), Max: chart.TimeToFloat64(xs[len(xs)-1])},
 		},
 		YAxis: chart.YAxis{
@@ -89,6 +89,9 @@ func usageSVG(u usageData, metric string) ([]byte, error) {
 			Range:          &chart.ContinuousRange{Min: 0, Max: peak * 1.1},
 			ValueFormatter: map[string]chart.ValueFormatter{"cost": costTick, "tokens": tokenTick}[metric],
 		},
+		// No series uses the secondary axis; shown, go-chart draws it with
+		// an empty range as a stray line at the left.
+		YAxisSecondary: chart.YAxis{Style: chart.Style{Hidden: true}},
 	}
 	for i, m := range models {
 		col := seriesColors[i%len(seriesColors)]
@@ -111,12 +114,16 @@ func usageSVG(u usageData, metric string) ([]byte, error) {
 // labels would overlap, so every few days is labelled.
 const maxDayTicks = 16
 
-// dayTicks labels the days of the x axis, in UTC.
-func dayTicks(days []time.Time) []chart.Tick {
-	step := (len(days) + maxDayTicks - 1) / maxDayTicks
+// dayTicks labels the days of the x axis, in UTC. go-chart takes the
+// axis's range from its ticks, so the first and last point always get one.
+func dayTicks(xs []time.Time) []chart.Tick {
+	step := max((len(xs)+maxDayTicks-1)/maxDayTicks, 1)
 	var ticks []chart.Tick
-	for i := 0; i < len(days); i += max(step, 1) {
-		ticks = append(ticks, chart.Tick{Value: chart.TimeToFloat64(days[i]), Label: days[i].UTC().Format("01-02")})
+	for i := 0; i < len(xs); i += step {
+		if i+step >= len(xs) {
+			i = len(xs) - 1
+		}
+		ticks = append(ticks, chart.Tick{Value: chart.TimeToFloat64(xs[i]), Label: xs[i].UTC().Format("01-02")})
 	}
 	return ticks
 }

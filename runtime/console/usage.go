@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -102,7 +101,6 @@ type usageView struct {
 	pageView
 	usageData
 	FromText, ToText string
-	Query            string
 	Problem          string
 	Total            ledger.ModelUsage
 }
@@ -119,7 +117,6 @@ func (c *Console) usagePage(ctx *gin.Context) {
 		c.render(ctx, http.StatusBadRequest, "usage", v)
 		return
 	}
-	v.Query = url.Values{"from": {v.FromText}, "to": {v.ToText}}.Encode()
 	if v.usageData, err = c.readUsage(ctx.Request.Context(), se.Principal.TeamID, from, to); err != nil {
 		c.cfg.Logger.Warn("console usage unavailable", "err", err)
 		c.renderError(ctx, se, http.StatusServiceUnavailable, "Usage cannot be read: the ledger database is not answering.")
