@@ -11,7 +11,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/gateway"
@@ -50,8 +50,8 @@ func newFixture(t *testing.T) *fixture {
 	f.p.Model("qwen-32b", "qwen-32b")
 	f.teamA = f.p.Team("alpha", 50_000_000)
 	teamB := f.p.Team(xssTeam, 2_000_000)
-	f.keyA = f.p.Key(admin.CreateKeyRequest{TeamID: f.teamA, Name: "ci-pipeline", ModelAllowlist: []string{"llama-8b", "qwen-32b"}, RPM: 600})
-	f.keyB = f.p.Key(admin.CreateKeyRequest{TeamID: teamB, Name: xssKey})
+	f.keyA = f.p.Key(adminwire.CreateKeyRequest{TeamID: f.teamA, Name: "ci-pipeline", ModelAllowlist: []string{"llama-8b", "qwen-32b"}, RPM: 600})
+	f.keyB = f.p.Key(adminwire.CreateKeyRequest{TeamID: teamB, Name: xssKey})
 	keys, err := f.p.Admin.ListKeys(context.Background(), f.teamA)
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("team alpha's keys: %v %v", keys, err)
