@@ -208,7 +208,7 @@ func (s *faultStream) Recv() (dispatch.Event, error) {
 // newLifecycleStack is a stack with one more gateway whose ledger, limiter
 // and dispatcher are the rig's, with lifecycleTimeout for its ledger,
 // first-token and idle timeouts, and a view of balances that never ages (a
-// test seeds it to take the early path; TestBalanceView covers its TTL).
+// test primes it to take the early path; TestBalanceView covers its TTL).
 func newLifecycleStack(t *testing.T) (*stack, *lifecycleRig, *Server) {
 	t.Helper()
 	rig := &lifecycleRig{ends: map[string]int{}, releases: map[string]int{}, admitted: map[string]string{},
