@@ -164,9 +164,12 @@ func secureHeaders(c *gin.Context) {
 // home sends a signed-in visitor to their first page and anyone else to
 // the sign-in form.
 func (c *Console) home(ctx *gin.Context) {
-	s, ok := c.session(ctx)
+	s, err := c.session(ctx)
 	switch {
-	case !ok:
+	case errors.Is(err, errStoreDown):
+		ctx.Header("Retry-After", storeDownRetry)
+		c.renderError(ctx, session{}, http.StatusServiceUnavailable, storeDownMessage)
+	case err != nil:
 		ctx.Redirect(http.StatusSeeOther, Path+"/signin")
 	case s.Principal.TeamID == 0:
 		ctx.Redirect(http.StatusSeeOther, Path+"/platform/nodes")

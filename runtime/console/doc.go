@@ -26,7 +26,10 @@
 // the usage totals are the same ledger call (ledger.Usage) over the same
 // range, with each day read by that call over the day. Every page says
 // where its numbers come from and when they were read; a failed read shows
-// a designed error page, never a half-drawn table.
+// a designed error page, never a half-drawn table. When Redis does not
+// answer, no session can be checked: every page behind a session answers
+// 503 with a page saying the session store is down (and a Retry-After),
+// not a bounce to the sign-in form.
 //
 // Assets are embedded; nothing is fetched from elsewhere at run time.
 package console

@@ -33,6 +33,10 @@ const (
 	// redisCallTimeout bounds one session read or write: Redis answers in
 	// a millisecond, and a page must not hang on a frozen one.
 	redisCallTimeout = 2 * time.Second
+	// storeDownRetry is the Retry-After, in seconds, of a page refused
+	// because Redis is down: a restarted or failed-over Redis is back in
+	// well under a minute.
+	storeDownRetry = "30"
 	// tokenBytes is the entropy of a session id and a CSRF token.
 	tokenBytes = 32
 )
@@ -142,37 +146,52 @@ func setCookie(ctx *gin.Context, name, value string, maxAge int) {
 // ctxSession is the gin context key of the signed-in session.
 const ctxSession = "console_session"
 
-// session returns the browser's live session, if it has one. A session
+// errStoreDown is a session that could not be read: Redis did not answer.
+var errStoreDown = errors.New("console: the session store (Redis) is not answering")
+
+// storeDownMessage is what a page says when the sessions cannot be read.
+const storeDownMessage = "The console is unavailable: its session store (Redis) is not answering, " +
+	"so no one's sign-in can be checked. Try again shortly."
+
+// session returns the browser's live session: errNoSession when it has
+// none (or it ended), errStoreDown when Redis cannot say. A session
 // exchanged for an API key ends as soon as the key stops working: it is
 // bound to that key, not only to its team.
-func (c *Console) session(ctx *gin.Context) (session, bool) {
+func (c *Console) session(ctx *gin.Context) (session, error) {
 	id, err := ctx.Cookie(sessionCookie)
 	if err != nil || id == "" {
-		return session{}, false
+		return session{}, errNoSession
 	}
 	se, err := c.sessions.get(ctx.Request.Context(), id)
 	if err != nil {
 		if !errors.Is(err, errNoSession) {
 			c.cfg.Logger.Warn("console session store unavailable", "err", err)
+			return session{}, errStoreDown
 		}
-		return session{}, false
+		return session{}, errNoSession
 	}
 	if p := se.Principal; p.Kind == auth.KindAPIKey {
 		k, err := c.cfg.Directory.GetKey(ctx.Request.Context(), p.KeyID)
 		if err != nil || k.StatusAt(c.cfg.Now()) != adminwire.KeyActive || k.TeamID != p.TeamID {
 			_ = c.sessions.end(ctx.Request.Context(), id)
-			return session{}, false
+			return session{}, errNoSession
 		}
 	}
-	return se, true
+	return se, nil
 }
 
 // requireSession lets a request through with a live session, and only an
 // admin's to the platform pages; anyone else goes to the sign-in form.
 func (c *Console) requireSession(platform bool) gin.HandlerFunc {
 	return func(ctx *gin.Context) {
-		se, ok := c.session(ctx)
-		if !ok {
+		se, err := c.session(ctx)
+		if errors.Is(err, errStoreDown) {
+			ctx.Header("Retry-After", storeDownRetry)
+			c.renderError(ctx, session{}, http.StatusServiceUnavailable, storeDownMessage)
+			ctx.Abort()
+			return
+		}
+		if err != nil {
 			ctx.Redirect(http.StatusSeeOther, Path+"/signin")
 			ctx.Abort()
 			return

@@ -114,8 +114,13 @@ func (c *Console) signIn(ctx *gin.Context) {
 // token.
 func (c *Console) signOut(ctx *gin.Context) {
 	id, _ := ctx.Cookie(sessionCookie)
-	se, ok := c.session(ctx)
-	if !ok || !sameOrigin(ctx.Request) || !sameToken(se.CSRF, ctx.PostForm("csrf")) {
+	se, err := c.session(ctx)
+	if errors.Is(err, errStoreDown) {
+		ctx.Header("Retry-After", storeDownRetry)
+		c.renderError(ctx, session{}, http.StatusServiceUnavailable, storeDownMessage)
+		return
+	}
+	if err != nil || !sameOrigin(ctx.Request) || !sameToken(se.CSRF, ctx.PostForm("csrf")) {
 		ctx.Redirect(http.StatusSeeOther, Path+"/signin")
 		return
 	}
