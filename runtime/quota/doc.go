@@ -17,6 +17,10 @@
 // Redis, on which the key's next requests are admitted without a round trip
 // of their own.
 //
+// Beside them, refusal counters (refused:{key_id}:{yyyymmddhhmm}) count a
+// key's 429s per minute for people to read (CountRefusal, ReadRefusals);
+// admission never reads them, and only a refused request writes one.
+//
 // A Queue is the FIFO of requests that found no capacity (q:{model}), woken
 // through pub/sub (q:{model}:wake) when a stream of the model ends.
 //
