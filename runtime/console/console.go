@@ -16,6 +16,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/costreport"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/store"
 )
@@ -61,8 +62,8 @@ type Directory interface {
 
 var _ Directory = (*admin.SQLStore)(nil)
 
-// Config is what the console needs. Every field but Nodes, Now and Logger
-// is required.
+// Config is what the console needs. Every field but Nodes, Pending,
+// CostProfiles, Now and Logger is required.
 type Config struct {
 	// Authenticate verifies "Bearer <credential>" exactly as the gateway
 	// does ((*auth.Authenticator).Authenticate).
@@ -79,6 +80,13 @@ type Config struct {
 	// Nodes, optional, adds live heartbeat state to the nodes page, as it
 	// does to GET /admin/nodes.
 	Nodes admin.NodeView
+	// Pending, optional, reads the requests waiting for a model across the
+	// gateway replicas (the shared queue and the callers held while the
+	// model wakes from zero), for the platform models page.
+	Pending func(ctx context.Context, model string) (int64, error)
+	// CostProfiles prices GPU-hours on the cost page; nil means the
+	// reference workload's, as `llmplat report` without a config file.
+	CostProfiles *costreport.Profiles
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger gets sign-in outcomes and failures, never a credential.
@@ -144,6 +152,7 @@ func (c *Console) Register(r gin.IRouter) {
 	plat.GET("/nodes", c.nodesPage)
 	plat.GET("/teams", c.teamsPage)
 	plat.GET("/models", c.platformModelsPage)
+	plat.GET("/cost", c.costPage)
 }
 
 // secureHeaders sets the headers every console answer carries: the CSP,

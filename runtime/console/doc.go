@@ -31,5 +31,12 @@
 // 503 with a page saying the session store is down (and a Retry-After),
 // not a bounce to the sign-in form.
 //
+// The keys page shows each key's 429s in the last hour from the per-minute
+// refusal counters the gateway writes in Redis when a key's limits refuse
+// (quota.Limiter.CountRefusal); the platform models page shows the pending
+// requests every replica can read (Config.Pending: the shared queue and the
+// callers held while a model wakes from zero); the GPU-hours page runs the
+// weekly cost report (package costreport) over the last seven days.
+//
 // Assets are embedded; nothing is fetched from elsewhere at run time.
 package console

@@ -112,6 +112,8 @@ func (c *Console) teamsPage(ctx *gin.Context) {
 type platformModel struct {
 	adminwire.Model
 	Nodes, Healthy int
+	// Pending is the requests waiting for the model (Config.Pending).
+	Pending int64
 }
 
 // platformModelsView is the platform models page's data.
@@ -119,6 +121,9 @@ type platformModelsView struct {
 	pageView
 	Models          []platformModel
 	LiveUnavailable bool
+	// ShowPending says the page has pending counts; PendingUnavailable
+	// that Redis did not answer for them.
+	ShowPending, PendingUnavailable bool
 }
 
 // platformModelsPage lists every declared model with its prices and how
@@ -128,7 +133,9 @@ func (c *Console) platformModelsPage(ctx *gin.Context) {
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), pageTimeout)
 	defer cancel()
 	v := platformModelsView{pageView: c.view(se, "Models", "platform_models",
-		"the model declarations of the platform database, the nodes table and the nodes' heartbeats in Redis")}
+		"the model declarations of the platform database, the nodes table and the nodes' heartbeats in Redis; "+
+			"pending requests from the gateways' shared queue and the callers held while a model wakes from zero, in Redis"),
+		ShowPending: c.cfg.Pending != nil}
 	models, err := c.cfg.Directory.ListModels(rctx)
 	var nodes []adminwire.Node
 	if err == nil {
@@ -155,6 +162,12 @@ func (c *Console) platformModelsPage(ctx *gin.Context) {
 			pm.Nodes++
 			if l, ok := live[n.ID]; ok && l.Healthy && !l.Draining {
 				pm.Healthy++
+			}
+		}
+		if v.ShowPending && !v.PendingUnavailable {
+			if pm.Pending, err = c.cfg.Pending(rctx, m.Name); err != nil {
+				c.cfg.Logger.Warn("console pending requests unavailable", "model", m.Name, "err", err)
+				v.PendingUnavailable = true
 			}
 		}
 		v.Models = append(v.Models, pm)

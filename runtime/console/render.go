@@ -14,7 +14,7 @@ import (
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"signin", "error", "usage", "balance", "keys", "models", "nodes", "teams", "platform_models"}
+var pageNames = []string{"signin", "error", "usage", "balance", "keys", "models", "nodes", "teams", "platform_models", "cost"}
 
 // funcs are the templates' formatting helpers.
 var funcs = template.FuncMap{
@@ -23,6 +23,13 @@ var funcs = template.FuncMap{
 	"when":    formatTime,
 	"pct":     func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
 	"perM":    func(micro int64) string { return formatCredits(micro) },
+	"fixed":   func(f float64, dec int) string { return strconv.FormatFloat(f, 'f', dec, 64) },
+	"optUSD": func(f *float64) string {
+		if f == nil {
+			return "—"
+		}
+		return strconv.FormatFloat(*f, 'f', 2, 64)
+	},
 }
 
 func parsePages() (map[string]*template.Template, error) {

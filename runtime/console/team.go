@@ -11,7 +11,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/quota"
 )
 
 const (
@@ -96,12 +98,26 @@ type keyRow struct {
 	adminwire.Key
 	LastUsed *time.Time
 	Mine     bool
+	// Refused is how many of the key's requests its limits refused (429)
+	// in the last quota.RefusalWindow.
+	Refused int64
 }
 
 // keysView is the keys page's data.
 type keysView struct {
 	pageView
 	Keys []keyRow
+	// RefusalsUnavailable says the 429 counts could not be read.
+	RefusalsUnavailable bool
+}
+
+// refusals returns the 429s of the API key id in the last
+// quota.RefusalWindow, from the counters the gateway keeps in Redis.
+func (c *Console) refusals(ctx context.Context, id int64) (int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
+	defer cancel()
+	quotaID := auth.Principal{Kind: auth.KindAPIKey, KeyID: id}.QuotaID()
+	return quota.ReadRefusals(rctx, c.cfg.Redis, quota.NewKeys(c.cfg.Prefix), quotaID, c.cfg.Now())
 }
 
 func (c *Console) keysPage(ctx *gin.Context) {
@@ -109,7 +125,8 @@ func (c *Console) keysPage(ctx *gin.Context) {
 	rctx, cancel := context.WithTimeout(ctx.Request.Context(), pageTimeout)
 	defer cancel()
 	v := keysView{pageView: c.view(se, "Keys", "keys",
-		"the team's API keys in the platform database (only their prefixes are kept) and, for last use, the ledger's newest row per key within 30 days")}
+		"the team's API keys in the platform database (only their prefixes are kept); for last use, the ledger's newest row per key within 30 days; "+
+			"for 429s, the gateways' per-minute refusal counters in Redis over the last hour")}
 	keys, err := c.cfg.Directory.ListKeys(rctx, se.Principal.TeamID)
 	for _, k := range keys {
 		if err != nil {
@@ -118,6 +135,13 @@ func (c *Console) keysPage(ctx *gin.Context) {
 		k.Status = k.StatusAt(c.cfg.Now())
 		row := keyRow{Key: k, Mine: k.ID == se.Principal.KeyID}
 		row.LastUsed, err = c.lastUse(rctx, se.Principal.TeamID, k.ID)
+		if !v.RefusalsUnavailable {
+			var rerr error
+			if row.Refused, rerr = c.refusals(rctx, k.ID); rerr != nil {
+				c.cfg.Logger.Warn("console key refusals unavailable", "err", rerr)
+				v.RefusalsUnavailable = true
+			}
+		}
 		v.Keys = append(v.Keys, row)
 	}
 	if err != nil {

@@ -135,8 +135,18 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 	if err != nil {
 		return Front{}, err
 	}
+	// The console's pending requests are the part of the pending gauge
+	// every replica can read: the shared queue and the held callers.
+	pending := func(ctx context.Context, model string) (int64, error) {
+		queued, err := queue.Depth(ctx, model)
+		if err != nil {
+			return 0, err
+		}
+		held, err := coldStarts.Held(ctx, model)
+		return queued + held, err
+	}
 	web, err := console.New(console.Config{Authenticate: authn.Authenticate, Redis: cfg.Redis, Prefix: cfg.RedisPrefix,
-		Ledger: cfg.Ledger, DB: cfg.DB, Directory: adm, Nodes: nodes, Logger: cfg.Logger})
+		Ledger: cfg.Ledger, DB: cfg.DB, Directory: adm, Nodes: nodes, Pending: pending, Logger: cfg.Logger})
 	if err != nil {
 		return Front{}, err
 	}
@@ -147,6 +157,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		Catalog:           gateway.NewCachedCatalog(adm.OpenAIModels, 0),
 		Auth:              authn,
 		Limits:            lim,
+		Refusals:          lim,
 		Queue:             queue,
 		Ledger:            cfg.Ledger,
 		Quoter:            cfg.Ledger,

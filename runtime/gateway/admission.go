@@ -124,6 +124,9 @@ func (s *Server) checkLimits(c *gin.Context, ctx context.Context, p auth.Princip
 		c.Header("X-Ratelimit-Limit-Requests", strconv.Itoa(lim.RPM))
 		c.Header("X-Ratelimit-Remaining-Requests", strconv.Itoa(d.RPMRemaining))
 	}
+	if d.Refused != "" {
+		s.countRefusal(ctx, p, a.requestID)
+	}
 	switch d.Refused {
 	case quota.LimitStreams:
 		return reject(http.StatusTooManyRequests, "streams", openai.TypeRateLimit, "concurrency_limit_exceeded", "",
@@ -141,6 +144,19 @@ func (s *Server) checkLimits(c *gin.Context, ctx context.Context, p auth.Princip
 		a.tokensLeft = d.TokensRemaining
 	}
 	return nil
+}
+
+// countRefusal records a 429 of p's key for the console, within the
+// Redis timeout; a count that fails is logged and the 429 goes out anyway.
+func (s *Server) countRefusal(ctx context.Context, p auth.Principal, requestID string) {
+	if s.cfg.Refusals == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	defer cancel()
+	if err := s.cfg.Refusals.CountRefusal(rctx, p.QuotaID()); err != nil {
+		s.cfg.Logger.Warn("refusal not counted", "request_id", requestID, "err", err)
+	}
 }
 
 // keyCap is the output a request may ask of the engine under its key's

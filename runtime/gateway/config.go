@@ -76,6 +76,11 @@ type Limiter interface {
 	Finish(ctx context.Context, f quota.Finish) (quota.Finished, error)
 }
 
+// RefusalCounter counts a key's 429s ((*quota.Limiter).CountRefusal).
+type RefusalCounter interface {
+	CountRefusal(ctx context.Context, keyID string) error
+}
+
 // Queue is the shared per-model queue (quota.Queue).
 type Queue interface {
 	Wait(ctx context.Context, model, requestID string, limit time.Duration, try quota.TryFunc) error
@@ -138,6 +143,10 @@ type Config struct {
 	Limits     Limiter
 	Queue      Queue
 	Ledger     Ledger
+	// Refusals, optional, counts each request a key's limits refuse (a
+	// 429) per key and minute (quota.Limiter), for the console's keys
+	// page; admitted requests never touch it.
+	Refusals RefusalCounter
 	// Quoter, when set, lets a request whose team's balance covers it many
 	// times over go to its engine while its reservation commits (see
 	// admit); nil means every request reserves before its dispatch.

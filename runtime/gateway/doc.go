@@ -20,4 +20,8 @@
 // the model's queue woken, in that order. TestAdmissionLifecycle walks the
 // states × the endings through the HTTP API, TestAdmissionCloseFromEveryState
 // each state × each outcome at the type.
+//
+// A request its key's limits refuse (429, checkLimits) is counted per key
+// and minute through Config.Refusals, for the console's keys page; an
+// admitted request writes nothing for it.
 package gateway
