@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/llmplat/llmplat/runtime/store"
 )
 
 // Balance is a team's money in micro-credits.
@@ -48,30 +50,113 @@ type ModelUsage struct {
 // rows are not usage. The sums saturate at math.MaxInt64 rather than fail
 // (store.Dialect.SaturatingSum): settles bound every count, but a row
 // written before they did must not cost its team its usage report.
+//
+// The whole UTC days of the range are read from the usage_daily rollup
+// (migration 0006), the partial days at either end from the ledger rows
+// themselves: the answer is the GROUP BY over the ledger rows, exactly,
+// while reading at most one row per day and model plus two partial days.
 func (l *Ledger) Usage(ctx context.Context, teamID int64, from, to time.Time) ([]ModelUsage, error) {
-	sum := l.db.Dialect().SaturatingSum
-	rows, err := l.db.QueryContext(ctx, `SELECT model, COUNT(*),
-		`+sum("prompt_tokens")+`, `+sum("completion_tokens")+`, `+sum("cost_microcredits")+`
-		FROM usage_ledger
-		WHERE team_id = $1 AND status = 'settled' AND created_at >= $2 AND created_at < $3
-		GROUP BY model ORDER BY model`, teamID, ceilMicro(from), ceilMicro(to))
-	if err != nil {
-		return nil, fmt.Errorf("usage of team %d: %w", teamID, err)
-	}
-	defer rows.Close()
 	var out []ModelUsage
-	for rows.Next() {
-		var u ModelUsage
-		if err := rows.Scan(&u.Model, &u.Requests, &u.PromptTokens, &u.CompletionTokens, &u.CostMicrocredits); err != nil {
-			return nil, fmt.Errorf("usage of team %d: %w", teamID, err)
-		}
+	err := l.readUsage(ctx, teamID, from, to, false, func(_ string, u ModelUsage) {
 		out = append(out, u)
-	}
-	if err := rows.Err(); err != nil {
+	})
+	if err != nil {
 		return nil, fmt.Errorf("usage of team %d: %w", teamID, err)
 	}
 	return out, nil
 }
+
+// DayUsage is a team's settled usage of one model on one UTC day.
+type DayUsage struct {
+	// Day is midnight UTC of the day the requests were created on.
+	Day time.Time
+	ModelUsage
+}
+
+// UsageByDay returns what Usage returns, per UTC day of the requests'
+// creation: for each day and model with settled usage in [from, to), in
+// order of day and then model. A partial day at either end counts only the
+// part inside the range. Summing a model's days gives Usage's row for it.
+func (l *Ledger) UsageByDay(ctx context.Context, teamID int64, from, to time.Time) ([]DayUsage, error) {
+	var out []DayUsage
+	var perr error
+	err := l.readUsage(ctx, teamID, from, to, true, func(day string, u ModelUsage) {
+		d, err := time.Parse(time.DateOnly, day)
+		if err != nil && perr == nil {
+			perr = fmt.Errorf("day %q: %w", day, err)
+		}
+		out = append(out, DayUsage{Day: d, ModelUsage: u})
+	})
+	if err == nil {
+		err = perr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("usage by day of team %d: %w", teamID, err)
+	}
+	return out, nil
+}
+
+// readUsage runs the usage query over [from, to), grouped by model and, if
+// byDay, by UTC day first, and hands each row to emit (day is "" unless
+// byDay). The range splits into whole days [first, last) read from
+// usage_daily and the edges [from, first) and [last, to) read from
+// usage_ledger by its (team_id, created_at) index; a range inside one day
+// is read from the ledger alone.
+func (l *Ledger) readUsage(ctx context.Context, teamID int64, from, to time.Time, byDay bool, emit func(day string, u ModelUsage)) error {
+	from, to = ceilMicro(from), ceilMicro(to)
+	first := from.Truncate(day)
+	if first.Before(from) {
+		first = first.Add(day)
+	}
+	last := to.Truncate(day)
+	// head and tail are the ledger-read edges; whole is the rollup's days.
+	headEnd, tailStart := first, last
+	if !first.Before(last) {
+		// No whole day: the ledger answers [from, to) alone.
+		first, last = from.Truncate(day), from.Truncate(day)
+		headEnd, tailStart = to, to
+	}
+	if to.Before(from) {
+		return nil
+	}
+	d := l.db.Dialect()
+	sum := d.SaturatingSum
+	// The rollup's day is the UTC date as text on both dialects.
+	dayOfRow := "substr(created_at, 1, 10)"
+	if d == store.Postgres {
+		dayOfRow = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	}
+	group, key := "model", "'' AS d, model"
+	if byDay {
+		group, key = "d, model", "d, model"
+	}
+	q := `SELECT ` + key + `, ` + sum("n") + `, ` + sum("pt") + `, ` + sum("ct") + `, ` + sum("cost") + ` FROM (
+		SELECT day AS d, model, requests AS n, prompt_tokens AS pt, completion_tokens AS ct, cost_microcredits AS cost
+		FROM usage_daily WHERE team_id = $1 AND day >= $2 AND day < $3
+		UNION ALL
+		SELECT ` + dayOfRow + `, model, 1, prompt_tokens, completion_tokens, cost_microcredits
+		FROM usage_ledger WHERE team_id = $1 AND status = 'settled'
+			AND ((created_at >= $4 AND created_at < $5) OR (created_at >= $6 AND created_at < $7))
+	) x GROUP BY ` + group + ` HAVING SUM(n) > 0 ORDER BY ` + group
+	rows, err := l.db.QueryContext(ctx, q, teamID, first.Format(time.DateOnly), last.Format(time.DateOnly),
+		from, headEnd, tailStart, to)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var dd string
+		var u ModelUsage
+		if err := rows.Scan(&dd, &u.Model, &u.Requests, &u.PromptTokens, &u.CompletionTokens, &u.CostMicrocredits); err != nil {
+			return err
+		}
+		emit(dd, u)
+	}
+	return rows.Err()
+}
+
+// day is a UTC day, the rollup's grain.
+const day = 24 * time.Hour
 
 // ceilMicro rounds t up to the microsecond, the precision rows are stamped
 // at, so a bound keeps its meaning on PostgreSQL, which would round it to the

@@ -17,7 +17,7 @@ import (
 var schemaQueries = map[Dialect][]string{
 	Postgres: {
 		`SELECT 'column ' || table_name || '.' || column_name || ' ' ||
-			CASE WHEN data_type IN ('bigint', 'integer') THEN 'int'
+			CASE WHEN data_type IN ('bigint', 'integer', 'numeric') THEN 'int' -- numeric: sums that cannot overflow
 			     WHEN data_type IN ('text', 'jsonb', 'USER-DEFINED') THEN 'text'
 			     WHEN data_type = 'bytea' THEN 'bytes'
 			     WHEN data_type = 'timestamp with time zone' THEN 'time'
