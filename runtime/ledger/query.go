@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/store"
@@ -52,9 +54,10 @@ type ModelUsage struct {
 // written before they did must not cost its team its usage report.
 //
 // The whole UTC days of the range are read from the usage_daily rollup
-// (migration 0006), the partial days at either end from the ledger rows
-// themselves: the answer is the GROUP BY over the ledger rows, exactly,
-// while reading at most one row per day and model plus two partial days.
+// (migration 0006), a partial day at either end from the rollup or, when
+// the range cuts that day's settled rows, from the ledger rows themselves:
+// the answer is the GROUP BY over the ledger rows, exactly, while reading
+// one row per day and model plus at most two partial days' rows.
 func (l *Ledger) Usage(ctx context.Context, teamID int64, from, to time.Time) ([]ModelUsage, error) {
 	var out []ModelUsage
 	err := l.readUsage(ctx, teamID, from, to, false, func(_ string, u ModelUsage) {
@@ -98,25 +101,16 @@ func (l *Ledger) UsageByDay(ctx context.Context, teamID int64, from, to time.Tim
 
 // readUsage runs the usage query over [from, to), grouped by model and, if
 // byDay, by UTC day first, and hands each row to emit (day is "" unless
-// byDay). The range splits into whole days [first, last) read from
-// usage_daily and the edges [from, first) and [last, to) read from
-// usage_ledger by its (team_id, created_at) index; a range inside one day
-// is read from the ledger alone.
+// byDay). The whole days of the range are read from usage_daily. A partial
+// day at either end (or the one day a short range is inside) is read from
+// the rollup too when none of that day's settled rows lies outside the
+// range — the usual case of a range ending now — and otherwise from the
+// ledger rows of the part inside the range, by the (team_id, created_at)
+// index: at most two days' rows. One statement reads it all, so the parts
+// are of one snapshot, and the rollup moves in the transaction that settles.
 func (l *Ledger) readUsage(ctx context.Context, teamID int64, from, to time.Time, byDay bool, emit func(day string, u ModelUsage)) error {
 	from, to = ceilMicro(from), ceilMicro(to)
-	first := from.Truncate(day)
-	if first.Before(from) {
-		first = first.Add(day)
-	}
-	last := to.Truncate(day)
-	// head and tail are the ledger-read edges; whole is the rollup's days.
-	headEnd, tailStart := first, last
-	if !first.Before(last) {
-		// No whole day: the ledger answers [from, to) alone.
-		first, last = from.Truncate(day), from.Truncate(day)
-		headEnd, tailStart = to, to
-	}
-	if to.Before(from) {
+	if !from.Before(to) {
 		return nil
 	}
 	d := l.db.Dialect()
@@ -126,20 +120,52 @@ func (l *Ledger) readUsage(ctx context.Context, teamID int64, from, to time.Time
 	if d == store.Postgres {
 		dayOfRow = "to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
 	}
+	args := []any{teamID}
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	const rollupCols = "day AS d, model, requests AS n, prompt_tokens AS pt, completion_tokens AS ct, cost_microcredits AS cost"
+	ledgerCols := dayOfRow + " AS d, model, 1 AS n, prompt_tokens AS pt, completion_tokens AS ct, cost_microcredits AS cost"
+	var parts []string
+	// edge reads [a, b), a part of the day starting at start.
+	edge := func(start, a, b time.Time) {
+		end := start.Add(day)
+		outside := `EXISTS (SELECT 1 FROM usage_ledger o WHERE o.team_id = $1 AND o.status = 'settled'
+			AND ((o.created_at >= ` + arg(start) + ` AND o.created_at < ` + arg(a) + `)
+			  OR (o.created_at >= ` + arg(b) + ` AND o.created_at < ` + arg(end) + `)))`
+		parts = append(parts,
+			`SELECT `+rollupCols+` FROM usage_daily WHERE team_id = $1 AND day = `+arg(start.Format(time.DateOnly))+` AND NOT `+outside,
+			`SELECT `+ledgerCols+` FROM usage_ledger WHERE team_id = $1 AND status = 'settled'
+				AND created_at >= `+arg(a)+` AND created_at < `+arg(b)+` AND `+outside)
+	}
+	first := from.Truncate(day)
+	if first.Before(from) {
+		first = first.Add(day)
+	}
+	last := to.Truncate(day)
+	if !last.Before(first) {
+		if first.Before(last) {
+			parts = append(parts, `SELECT `+rollupCols+` FROM usage_daily WHERE team_id = $1
+				AND day >= `+arg(first.Format(time.DateOnly))+` AND day < `+arg(last.Format(time.DateOnly)))
+		}
+		if from.Before(first) {
+			edge(from.Truncate(day), from, first)
+		}
+		if last.Before(to) {
+			edge(last, last, to)
+		}
+	} else {
+		edge(from.Truncate(day), from, to) // inside one day
+	}
 	group, key := "model", "'' AS d, model"
 	if byDay {
 		group, key = "d, model", "d, model"
 	}
 	q := `SELECT ` + key + `, ` + sum("n") + `, ` + sum("pt") + `, ` + sum("ct") + `, ` + sum("cost") + ` FROM (
-		SELECT day AS d, model, requests AS n, prompt_tokens AS pt, completion_tokens AS ct, cost_microcredits AS cost
-		FROM usage_daily WHERE team_id = $1 AND day >= $2 AND day < $3
-		UNION ALL
-		SELECT ` + dayOfRow + `, model, 1, prompt_tokens, completion_tokens, cost_microcredits
-		FROM usage_ledger WHERE team_id = $1 AND status = 'settled'
-			AND ((created_at >= $4 AND created_at < $5) OR (created_at >= $6 AND created_at < $7))
+		` + strings.Join(parts, "\n\t\tUNION ALL\n\t\t") + `
 	) x GROUP BY ` + group + ` HAVING SUM(n) > 0 ORDER BY ` + group
-	rows, err := l.db.QueryContext(ctx, q, teamID, first.Format(time.DateOnly), last.Format(time.DateOnly),
-		from, headEnd, tailStart, to)
+	rows, err := l.db.QueryContext(ctx, q, args...)
 	if err != nil {
 		return err
 	}

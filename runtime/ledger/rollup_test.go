@@ -161,10 +161,12 @@ func TestRollupEqualsDirectQuery(t *testing.T) {
 			}
 		}
 		for _, team := range teams {
-			check(team, start, end)                                   // everything, whole days from the start
-			check(team, start.Add(-day), start.Add(10*day))           // whole days only
-			check(team, start.Add(day), start.Add(day))               // empty
-			check(team, start.Add(time.Hour), start.Add(2*time.Hour)) // inside one day
+			check(team, start, end)                                         // everything, whole days from the start
+			check(team, start.Add(-day), start.Add(10*day))                 // whole days only
+			check(team, start.Add(day), start.Add(day))                     // empty
+			check(team, start.Add(time.Hour), start.Add(2*time.Hour))       // inside one day
+			check(team, start.Add(day-time.Hour), start.Add(day+time.Hour)) // two partial days
+			check(team, start.Add(time.Hour), end.Add(2*day))               // to past the last row
 			for range ranges {
 				span := end.Sub(start)
 				a := start.Add(time.Duration(rng.Int64N(int64(span))))
