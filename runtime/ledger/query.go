@@ -130,10 +130,17 @@ func (l *Ledger) readUsage(ctx context.Context, teamID int64, from, to time.Time
 	var parts []string
 	// edge reads [a, b), a part of the day starting at start.
 	edge := func(start, a, b time.Time) {
-		end := start.Add(day)
-		outside := `EXISTS (SELECT 1 FROM usage_ledger o WHERE o.team_id = $1 AND o.status = 'settled'
-			AND ((o.created_at >= ` + arg(start) + ` AND o.created_at < ` + arg(a) + `)
-			  OR (o.created_at >= ` + arg(b) + ` AND o.created_at < ` + arg(end) + `)))`
+		// outside: the day has settled rows the range leaves out. Each
+		// non-empty side is its own probe of the (team_id, created_at)
+		// index; as one OR the planner may scan the team's rows instead.
+		var probes []string
+		for _, side := range [][2]time.Time{{start, a}, {b, start.Add(day)}} {
+			if side[0].Before(side[1]) {
+				probes = append(probes, `EXISTS (SELECT 1 FROM usage_ledger o WHERE o.team_id = $1 AND o.status = 'settled'
+					AND o.created_at >= `+arg(side[0])+` AND o.created_at < `+arg(side[1])+`)`)
+			}
+		}
+		outside := "(" + strings.Join(append(probes, "FALSE"), " OR ") + ")"
 		parts = append(parts,
 			`SELECT `+rollupCols+` FROM usage_daily WHERE team_id = $1 AND day = `+arg(start.Format(time.DateOnly))+` AND NOT `+outside,
 			`SELECT `+ledgerCols+` FROM usage_ledger WHERE team_id = $1 AND status = 'settled'
