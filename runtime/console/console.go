@@ -42,9 +42,11 @@ var templateFS embed.FS
 var staticFS embed.FS
 
 // Ledger is what the console reads of the ledger; *ledger.Ledger
-// implements it. Usage is the very query GET /v1/usage answers from.
+// implements it. Usage is the very query GET /v1/usage answers from;
+// UsageByDay is the same per UTC day.
 type Ledger interface {
 	Usage(ctx context.Context, teamID int64, from, to time.Time) ([]ledger.ModelUsage, error)
+	UsageByDay(ctx context.Context, teamID int64, from, to time.Time) ([]ledger.DayUsage, error)
 	Balance(ctx context.Context, teamID int64) (ledger.Balance, error)
 }
 

@@ -24,7 +24,9 @@
 // Team pages are scoped by the session's team exactly as GET /v1/usage is:
 // the team comes from the verified principal, never from the request, and
 // the usage totals are the same ledger call (ledger.Usage) over the same
-// range, with each day read by that call over the day. Every page says
+// range, and the days are one ledger.UsageByDay call (the same sums per
+// UTC day): both read the ledger's daily rollup, not its rows, so a month
+// of a million requests costs a page view a few hundred rows. Every page says
 // where its numbers come from and when they were read; a failed read shows
 // a designed error page, never a half-drawn table. When Redis does not
 // answer, no session can be checked: every page behind a session answers

@@ -68,7 +68,8 @@ func (c *Console) usageRange(ctx *gin.Context) (time.Time, time.Time, error) {
 }
 
 // readUsage reads the team's usage over [from, to): the totals with the
-// same call as GET /v1/usage, and each day with that call over the day.
+// same call as GET /v1/usage, and the days with one UsageByDay call (both
+// read the ledger's daily rollup, not its rows).
 func (c *Console) readUsage(ctx context.Context, teamID int64, from, to time.Time) (usageData, error) {
 	ctx, cancel := context.WithTimeout(ctx, pageTimeout)
 	defer cancel()
@@ -80,18 +81,12 @@ func (c *Console) readUsage(ctx context.Context, teamID int64, from, to time.Tim
 	if len(u.Totals) == 0 {
 		return u, nil
 	}
-	for d := from; d.Before(to); d = d.Add(day) {
-		end := d.Add(day)
-		if end.After(to) {
-			end = to
-		}
-		rows, err := c.cfg.Ledger.Usage(ctx, teamID, d, end)
-		if err != nil {
-			return u, err
-		}
-		for _, r := range rows {
-			u.Days = append(u.Days, dayUsage{Day: d, ModelUsage: r})
-		}
+	days, err := c.cfg.Ledger.UsageByDay(ctx, teamID, from, to)
+	if err != nil {
+		return u, err
+	}
+	for _, d := range days {
+		u.Days = append(u.Days, dayUsage{Day: d.Day, ModelUsage: d.ModelUsage})
 	}
 	return u, nil
 }
