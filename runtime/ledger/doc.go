@@ -63,5 +63,10 @@
 // withdrawn and returns its context's error, having done nothing.
 //
 // Usage reports are scoped by the team id the caller took from the verified
-// credential, never from the request.
+// credential, never from the request. They read the usage_daily rollup
+// (migration 0006) for whole UTC days and the ledger rows only for a partial
+// day the range cuts; triggers on usage_ledger move the rollup in the
+// transaction that settles a row (deferred to commit on PostgreSQL, after the
+// team's row is locked), so Usage and UsageByDay equal the GROUP BY over the
+// ledger rows exactly, late settles included.
 package ledger
