@@ -36,8 +36,8 @@ var layers = [][]string{
 	{"runtime/orchestrator"},
 	// 6: the Kubernetes controller, which feeds cloud engines to it.
 	{"runtime/clusterwatch"},
-	// 7: a process's wiring.
-	{"runtime/frontdoor"},
+	// 7: the processes' wiring: the gateway's and an orchestrator replica's.
+	{"runtime/frontdoor", "runtime/controlplane"},
 	// 8: local mode and the Terraform provider.
 	{"runtime/devmode", "provider"},
 	// 9: the binaries and tools.

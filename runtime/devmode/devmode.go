@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmplat/llmplat/runtime/admin"
@@ -163,7 +164,10 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := waitEngines(ctx, engines); err != nil {
 		return err
 	}
-	orch, nodeURL, err := startControlPlane(ctx, g, db, rdb, cfg.NodeAddr, sec, engines, cfg.Logger)
+	// One registry: the local mode's /metrics shows the gateway's and the
+	// orchestrator's metrics (the nodes, the pending gauge) together.
+	metrics := prometheus.NewRegistry()
+	orch, nodeURL, err := startControlPlane(ctx, g, db, rdb, cfg.NodeAddr, sec, engines, metrics, cfg.Logger)
 	if err != nil {
 		return err
 	}
@@ -178,6 +182,7 @@ func Run(ctx context.Context, cfg Config) error {
 		// The local mode has no DNS to ask: a name that cannot be resolved
 		// is let through; internal addresses are still refused.
 		URLGuard: &urlguard.Guard{AllowUnresolvable: true},
+		Metrics:  metrics,
 		Logger:   cfg.Logger,
 	})
 	if err != nil {

@@ -1,10 +1,10 @@
 package devmode
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -29,32 +29,17 @@ import (
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// syncBuffer is a writer safe for the local mode and the test to share.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // devRun is one running local mode, as its printed lines describe it.
 type devRun struct {
 	baseURL, key, adminToken, nodeURL string
 	consoleURL                        string
+	// metricsURL is the printed /metrics URL.
+	metricsURL string
 	// stop cancels the run and checks it ended cleanly; it runs once, at
 	// the latest at the test's cleanup.
 	stop func()
@@ -72,7 +57,7 @@ func startDev(t *testing.T) (baseURL, key, adminToken string) {
 func startDevOn(t *testing.T, dataDir string) *devRun {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out, logs := &syncBuffer{}, &syncBuffer{}
+	out, logs := &testenv.Buffer{}, &testenv.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})) // as llmplat dev logs
 	done := make(chan error, 1)
 	go func() {
@@ -101,7 +86,7 @@ func startDevOn(t *testing.T, dataDir string) *devRun {
 	}
 	t.Cleanup(r.stop)
 	deadline := time.Now().Add(60 * time.Second)
-	for r.baseURL == "" || r.key == "" || r.adminToken == "" || r.nodeURL == "" || r.consoleURL == "" {
+	for r.baseURL == "" || r.key == "" || r.adminToken == "" || r.nodeURL == "" || r.consoleURL == "" || r.metricsURL == "" {
 		select {
 		case err := <-done:
 			done <- err // for stop, at the cleanup
@@ -126,6 +111,9 @@ func startDevOn(t *testing.T, dataDir string) *devRun {
 			}
 			if v, found := strings.CutPrefix(l, nodeSocketLine); found {
 				r.nodeURL, _, _ = strings.Cut(v, " ")
+			}
+			if _, v, found := strings.Cut(l, ", metrics "); found {
+				r.metricsURL, _, _ = strings.Cut(v, ", ")
 			}
 		}
 	}
@@ -228,7 +216,7 @@ func TestLocalModeFailsFastWhenItsPortIsTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
-	logs := &syncBuffer{}
+	logs := &testenv.Buffer{}
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	done := make(chan error, 1)
 	go func() {
@@ -339,27 +327,44 @@ func adminClient(t *testing.T, r *devRun) *adminclient.Client {
 // healthy.
 func waitNodesLive(ctx context.Context, t *testing.T, adm *adminclient.Client, n int) {
 	t.Helper()
-	var last adminwire.NodeList
-	for {
+	testenv.EventuallyWithin(t, readyTimeout, fmt.Sprintf("the nodes view to list %d live nodes", n), func() bool {
 		nodes, err := adm.ListNodes(ctx)
-		if err == nil {
-			live := 0
-			for _, nd := range nodes.Data {
-				if nd.Live != nil && nd.Live.Healthy {
-					live++
-				}
-			}
-			if live == n && len(nodes.Data) == n {
-				return
-			}
-			last = nodes
+		if err != nil {
+			return false
 		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("nodes view never listed %d live nodes: %+v (%v)", n, last, err)
-		case <-time.After(20 * time.Millisecond):
+		live := 0
+		for _, nd := range nodes.Data {
+			if nd.Live != nil && nd.Live.Healthy {
+				live++
+			}
 		}
+		return live == n && len(nodes.Data) == n
+	})
+}
+
+// TestLocalModeShowsThePendingGaugeOfADeclaredModel: the local mode's
+// orchestrator is wired as the command's, with the declared models, so
+// its /metrics carries the pending gauge — the signal that wakes a model
+// at zero — for a model declared after the start that no node serves.
+func TestLocalModeShowsThePendingGaugeOfADeclaredModel(t *testing.T) {
+	r := startDevOn(t, "")
+	if _, _, err := adminClient(t, r).PutModel(t.Context(), "mistral-7b", adminwire.ModelSpec{ServedName: "mistral-7b",
+		PromptPriceMicroPerMTok: 100_000, CompletionPriceMicroPerMTok: 500_000, MaxContextTokens: 8192, MaxOutputTokens: 1024}); err != nil {
+		t.Fatal(err)
 	}
+	want := `llmplat_model_pending_requests{model="mistral-7b"} 0`
+	var got string
+	testenv.Eventually(t, "the pending gauge of the declared model on "+r.metricsURL, func() bool {
+		resp, err := http.Get(r.metricsURL)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, err := io.ReadAll(resp.Body)
+		got = string(body)
+		return err == nil && strings.Contains(got, want)
+	})
+	http.DefaultClient.CloseIdleConnections()
 }
 
 // TestLocalModeConsole follows the printed console line: the page it names

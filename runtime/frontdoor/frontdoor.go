@@ -54,7 +54,11 @@ type Config struct {
 	// RedisTimeout bounds each Redis call on a request's path (zero: the
 	// gateway's default).
 	RedisTimeout time.Duration
-	Logger       *slog.Logger
+	// Metrics is the registry the front door's metrics join and its
+	// /metrics serves; nil means one of its own. The local mode shares one
+	// with its orchestrator, so its one /metrics shows both.
+	Metrics *prometheus.Registry
+	Logger  *slog.Logger
 }
 
 // Front is a running front door.
@@ -80,7 +84,10 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 			return Front{}, err
 		}
 	}
-	reg := prometheus.NewRegistry()
+	reg := cfg.Metrics
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
 	if cfg.JWT != nil {
 		jc := *cfg.JWT
 		jc.Teams = adm

@@ -28,6 +28,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/coldstart"
+	"github.com/llmplat/llmplat/runtime/controlplane"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
@@ -35,7 +36,6 @@ import (
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
-	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/routing"
 	"github.com/llmplat/llmplat/runtime/store"
@@ -83,7 +83,15 @@ type Options struct {
 	// AdminToken, when set, is accepted as the admin credential, as the
 	// local mode's printed token is.
 	AdminToken string
+	// Orchestrator, when set, adjusts each replica instance's config
+	// before it starts (replica id in cfg.ID): a part left nil is built
+	// by the production wiring, a part set here replaces or wraps it.
+	Orchestrator func(cfg *orchestrator.Config)
 }
+
+// replicaGrace is the replicas' shutdown grace: a test's platform stops
+// at its end, with no stream worth 30 s of waiting.
+const replicaGrace = 2 * time.Second
 
 // Platform is a running platform. Its parts stop when the test ends.
 type Platform struct {
@@ -106,7 +114,8 @@ type Platform struct {
 	redisDirect               testenv.RedisEnv // the server itself, not through RedisProxy
 	wsAddr                    string           // the first replica's host:port
 	logger                    *slog.Logger
-	orchCfg                   orchestrator.Config // every replica's, but its ID, Metrics and Policy
+	orchCfg                   orchestrator.Config        // every replica's, but its ID, Metrics and Policy
+	orchHook                  func(*orchestrator.Config) // Options.Orchestrator
 	coldStarts                *coldstart.Board
 	policy                    string // Options.Policy
 }
@@ -168,18 +177,16 @@ func Start(tb testing.TB, opts Options) *Platform {
 	if p.Registry, err = registry.New(rdb, registry.Config{Prefix: p.Redis.Prefix, Logger: logger}); err != nil {
 		tb.Fatal(err)
 	}
-	queue, err := quota.NewQueue(rdb, quota.Config{Prefix: p.Redis.Prefix})
-	if err != nil {
-		tb.Fatal(err)
-	}
 	if p.coldStarts, err = coldstart.New(rdb, p.Redis.Prefix, nil); err != nil {
 		tb.Fatal(err)
 	}
 	p.policy = opts.Policy
-	p.orchCfg = orchestrator.Config{Redis: rdb, Registry: p.Registry, Tokens: p.tokens,
-		Events: orchestrator.NewEvents(db, nil), ShutdownGrace: 2 * time.Second, Logger: logger,
-		CloudNodes: opts.Cloud, CloudClient: opts.CloudClient, RegistrationsPerSecond: opts.RegistrationsPerSecond,
-		Pending: queue.Depth, Models: p.Admin.ModelNames, ColdStarts: p.coldStarts}
+	// The replicas are wired as the orchestrator command wires one
+	// (controlplane.Start); a test's Orchestrator hook adjusts or wraps
+	// its parts.
+	p.orchCfg = orchestrator.Config{Redis: rdb, Registry: p.Registry, ShutdownGrace: replicaGrace, Logger: logger,
+		CloudNodes: opts.Cloud, CloudClient: opts.CloudClient, RegistrationsPerSecond: opts.RegistrationsPerSecond}
+	p.orchHook = opts.Orchestrator
 	for i := range max(opts.Replicas, 1) {
 		p.Replicas = append(p.Replicas, p.startReplica(fmt.Sprintf("orch-%d", i+1)))
 	}
@@ -248,20 +255,24 @@ func (p *Platform) NodeToken(id string) string {
 }
 
 // WaitNode waits until node id is registered with the orchestrator.
-func (p *Platform) WaitNode(id string) { p.tb.Helper(); p.WaitRegistered(id, 0, 30*time.Second) }
+func (p *Platform) WaitNode(id string) { p.tb.Helper(); p.WaitRegistered(id, 0, registerWait) }
+
+// registerWait bounds the wait for a new node's registration and its wake
+// record: an agent's dial, its token check and a refresh, on a loaded
+// machine that runs hundreds of streams beside them.
+const registerWait = 30 * time.Second
 
 // WaitRegistered waits up to within until node id holds a registration
 // newer than epoch (0: any), and returns its epoch.
 func (p *Platform) WaitRegistered(id string, epoch int64, within time.Duration) int64 {
 	p.tb.Helper()
-	for deadline := time.Now().Add(within); ; time.Sleep(20 * time.Millisecond) {
-		if n, err := p.Registry.Get(context.Background(), id); err == nil && n.Owner != "" && n.Epoch > epoch {
-			return n.Epoch
-		}
-		if time.Now().After(deadline) {
-			p.tb.Fatalf("node %s did not register (after epoch %d) within %v", id, epoch, within)
-		}
-	}
+	var got int64
+	testenv.EventuallyWithin(p.tb, within, fmt.Sprintf("node %s to register after epoch %d", id, epoch), func() bool {
+		n, err := p.Registry.Get(context.Background(), id)
+		got = n.Epoch
+		return err == nil && n.Owner != "" && n.Epoch > epoch
+	})
+	return got
 }
 
 // waitNotAtZero waits until the orchestrators no longer publish model at
@@ -270,15 +281,10 @@ func (p *Platform) WaitRegistered(id string, epoch int64, within time.Duration) 
 // start's.
 func (p *Platform) waitNotAtZero(model string) {
 	p.tb.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testenv.EventuallyWithin(p.tb, registerWait, "model "+model+" no longer at zero after its node registered", func() bool {
 		zero, err := p.coldStarts.AtZero(context.Background(), model)
-		if err == nil && !zero {
-			return
-		}
-		if time.Now().After(deadline) {
-			p.tb.Fatalf("model %s still at zero (%v) 30 s after its node registered", model, err)
-		}
-	}
+		return err == nil && !zero
+	})
 }
 
 // Node is a simulated engine with its node agent, in this process.
@@ -432,7 +438,7 @@ type Replica struct {
 	WSURL   string
 	p       *Platform
 	cur     atomic.Pointer[orchestrator.Orchestrator]
-	metrics atomic.Pointer[prometheus.Registry]
+	metrics atomic.Pointer[prometheus.Gatherer]
 	mu      sync.Mutex
 	stop    context.CancelFunc
 	done    chan error
@@ -455,25 +461,31 @@ func (p *Platform) startReplica(id string) *Replica {
 	return r
 }
 
-// start runs a new instance of the replica and waits until it is ready.
+// start runs a new instance of the replica, wired as the orchestrator
+// command wires one, and waits until it is ready.
 func (r *Replica) start() {
 	r.p.tb.Helper()
 	cfg := r.p.orchCfg
-	reg := prometheus.NewRegistry()
-	cfg.ID, cfg.Metrics = r.ID, orchestrator.NewMetrics(reg)
+	cfg.ID = r.ID
 	if r.p.policy != "" {
 		var err error
 		if cfg.Policy, err = routing.New(r.p.policy); err != nil {
 			r.p.tb.Fatal(err)
 		}
 	}
-	o, err := orchestrator.New(cfg)
-	if err != nil {
-		r.p.tb.Fatal(err)
+	if r.p.orchHook != nil {
+		r.p.orchHook(&cfg)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	g, gctx := errgroup.WithContext(ctx)
+	rep, err := controlplane.Start(gctx, g, controlplane.Config{Orchestrator: cfg, DB: r.p.DB, RedisPrefix: r.p.Redis.Prefix})
+	if err != nil {
+		cancel()
+		r.p.tb.Fatal(err)
+	}
 	done := make(chan error, 1)
-	go func() { done <- o.Run(ctx) }()
+	go func() { done <- g.Wait() }()
+	o := rep.Orchestrator
 	select {
 	case <-o.Ready():
 	case err := <-done:
@@ -483,7 +495,7 @@ func (r *Replica) start() {
 	r.mu.Lock()
 	r.stop, r.done = cancel, done
 	r.mu.Unlock()
-	r.metrics.Store(reg)
+	r.metrics.Store(&rep.Metrics)
 	r.cur.Store(o)
 }
 
@@ -520,7 +532,7 @@ func (r *Replica) Dispatch(ctx context.Context, job *dispatch.Job) (dispatch.Str
 // when it has none yet).
 func (r *Replica) Counter(name string) float64 {
 	r.p.tb.Helper()
-	families, err := r.metrics.Load().Gather()
+	families, err := (*r.metrics.Load()).Gather()
 	if err != nil {
 		r.p.tb.Fatal(err)
 	}

@@ -5,25 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/clusterwatch"
-	"github.com/llmplat/llmplat/runtime/coldstart"
-	"github.com/llmplat/llmplat/runtime/dispatch"
-	"github.com/llmplat/llmplat/runtime/httpserve"
+	"github.com/llmplat/llmplat/runtime/controlplane"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
-	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/routing"
 )
@@ -35,9 +27,6 @@ func init() {
 // internalTokenEnv holds the shared bearer token of internal dispatch: a
 // flag would show it in the process list.
 const internalTokenEnv = "LLMPLAT_INTERNAL_TOKEN"
-
-// serverShutdown bounds an HTTP server's shutdown once its work is done.
-const serverShutdown = 5 * time.Second
 
 func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("orchestrator", envDatabaseURL, envDBSecret, envRedisURL, envInternalToken)
@@ -79,15 +68,6 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 	}
 	defer db.Close()
 	defer rdb.Close()
-	reg, err := registry.New(rdb, registry.Config{Prefix: *prefix, Logger: logger})
-	if err != nil {
-		return err
-	}
-	queue, err := quota.NewQueue(rdb, quota.Config{Prefix: *prefix})
-	if err != nil {
-		return err
-	}
-	models := admin.NewSQLStore(db)
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector())
 	// Cloud nodes come from -cloud-node when given, else from the cluster's
@@ -104,84 +84,32 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 			return err
 		}
 	}
-	coldStarts, err := coldstart.New(rdb, *prefix, nil)
-	if err != nil {
-		return err
-	}
-	ocfg := orchestrator.Config{
-		ID: *id, Redis: rdb, Registry: reg, Tokens: admin.NewSQLNodeTokens(db), Events: orchestrator.NewEvents(db, nil),
-		Policy: pol, RegistrationsPerSecond: *rate, CloudNodes: cloud, Pending: queue.Depth, Models: models.ModelNames,
-		ColdStarts: coldStarts, Metrics: orchestrator.NewMetrics(promReg), Logger: logger,
-	}
+	ocfg := orchestrator.Config{ID: *id, Redis: rdb, Policy: pol, RegistrationsPerSecond: *rate, CloudNodes: cloud, Logger: logger}
 	if watch != nil {
 		ocfg.Cloud = watch
 	}
-	o, err = orchestrator.New(ocfg)
+	// On a signal the replica asks the nodes to reconnect elsewhere and
+	// lets their requests finish; its servers close after it.
+	g, gctx := errgroup.WithContext(ctx)
+	rep, err := controlplane.Start(gctx, g, controlplane.Config{Orchestrator: ocfg, DB: db, RedisPrefix: *prefix,
+		Addr: *addr, TLSCertFile: *tlsCert, TLSKeyFile: *tlsKey, InternalAddr: *internalAddr, InternalToken: token,
+		MetricsAddr: *metricsAddr, Metrics: promReg})
 	if err != nil {
-		return err
+		return errors.Join(err, g.Wait())
 	}
-
-	runCtx, stopRun := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopRun()
-	g, gctx := errgroup.WithContext(runCtx)
-	g.Go(func() error { return o.Run(gctx) })
+	o = rep.Orchestrator
 	if watch != nil {
 		g.Go(func() error { return watch.Run(gctx) })
 	}
-	servers := []struct {
-		addr    string
-		handler http.Handler
-		tls     bool
-	}{
-		{*addr, o.Handler(), *tlsCert != ""},
-		{*internalAddr, dispatch.NewRemoteHandler(o, token, logger), false},
-		{*metricsAddr, promhttp.HandlerFor(promReg, promhttp.HandlerOpts{}), false},
-	}
-	var (
-		started []*http.Server
-		bound   []string
-	)
-	// stop ends Run, then the servers: on a signal, or when a server could
-	// not start, which would otherwise leave those already serving.
-	stop := func() {
-		stopRun()
-		for _, srv := range started {
-			sctx, cancel := context.WithTimeout(context.Background(), serverShutdown)
-			_ = srv.Shutdown(sctx)
-			cancel()
-		}
-	}
-	for _, s := range servers {
-		ln, err := net.Listen("tcp", s.addr)
-		if err != nil {
-			stop()
-			return errors.Join(fmt.Errorf("listen on %s: %w", s.addr, err), g.Wait())
-		}
-		srv := httpserve.New(s.handler)
-		started, bound = append(started, srv), append(bound, ln.Addr().String())
-		useTLS := s.tls
-		g.Go(func() error {
-			var err error
-			if useTLS {
-				err = srv.ServeTLS(ln, *tlsCert, *tlsKey)
-			} else {
-				err = srv.Serve(ln)
-			}
-			if errors.Is(err, http.ErrServerClosed) {
-				return nil
-			}
-			return err
-		})
-	}
-	fmt.Fprintf(stdout, "llmplat orchestrator %s: nodes on %s, internal dispatch on %s, metrics on %s\n", *id, bound[0], bound[1], bound[2])
-	// On a signal Run asks the nodes to reconnect elsewhere and lets their
-	// requests finish; the servers close after it.
-	select {
-	case <-ctx.Done():
-	case <-gctx.Done():
-	}
-	stop()
+	fmt.Fprintf(stdout, "llmplat orchestrator %s: nodes on %s, internal dispatch on %s, metrics on %s\n", *id,
+		hostPort(rep.NodeURL), hostPort(rep.Internal), hostPort(rep.MetricsURL))
 	return g.Wait()
+}
+
+// hostPort is the host:port of a URL Start returned.
+func hostPort(u string) string {
+	_, rest, _ := strings.Cut(u, "://")
+	return strings.TrimSuffix(rest, orchestrator.ConnectPath)
 }
 
 // cloudNodes collects repeated -cloud-node values.
