@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/runtime/wsconn"
 )
 
@@ -20,7 +21,7 @@ import (
 // returns the server's answer frame (nil if none) and the close status.
 func rawNode(t *testing.T, r *replica, first []byte) (nodeproto.Frame, wsconn.StatusCode) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(t.Context(), testenv.WaitFor)
 	defer cancel()
 	conn, err := wsconn.Dial(ctx, r.wsURL())
 	if err != nil {
@@ -171,7 +172,7 @@ func TestJunkRegistrationsDoNotLockOut(t *testing.T) {
 		}
 		return 0
 	}
-	c.eventually("the flooding address refused before any lookup", func() bool {
+	testenv.Eventually(c.t, "the flooding address refused before any lookup", func() bool {
 		return count("retry_after:too many bad registrations from this address") > 0
 	})
 	n := c.startNode("real-1", r, nodeOpts{})

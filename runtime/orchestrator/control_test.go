@@ -12,6 +12,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/registry"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // TestDrain drains a node through the control that the admin API uses,
@@ -37,7 +38,7 @@ func TestDrain(t *testing.T) {
 	if err := ctl.Drain(t.Context(), n.id); err != nil {
 		t.Fatal(err)
 	}
-	c.eventually("the registry marks the node draining", func() bool {
+	testenv.Eventually(c.t, "the registry marks the node draining", func() bool {
 		got, err := c.reg.Get(t.Context(), n.id)
 		return err == nil && got.State == registry.StateDraining
 	})
@@ -58,10 +59,10 @@ func TestDrain(t *testing.T) {
 			t.Errorf("agent ended with %v", err)
 		}
 		n.agentRun <- err // for the cleanup
-	case <-time.After(waitFor):
+	case <-time.After(testenv.WaitFor):
 		t.Fatal("agent did not exit after its drain")
 	}
-	c.eventually("the node's row says drained", func() bool {
+	testenv.Eventually(c.t, "the node's row says drained", func() bool {
 		var state string
 		err := c.db.QueryRowContext(t.Context(), "SELECT state FROM nodes WHERE id = $1", n.id).Scan(&state)
 		return err == nil && state == "drained"
@@ -100,7 +101,7 @@ func TestRevokedTokenClosesSocket(t *testing.T) {
 	if err := orchestrator.NewControl(c.reg, c.rdb, c.events).RevokeNodeToken(t.Context(), n.id, n.tokenID); err != nil {
 		t.Fatal(err)
 	}
-	c.eventually("the node leaves the registry", func() bool {
+	testenv.Eventually(c.t, "the node leaves the registry", func() bool {
 		_, err := c.reg.Get(t.Context(), n.id)
 		return errors.Is(err, registry.ErrNotFound)
 	})
@@ -138,7 +139,7 @@ func TestPendingGauge(t *testing.T) {
 			return !errors.Is(err, dispatch.ErrNoCapacity), nil
 		})
 	}()
-	c.eventually("the waiting request shows in the gauge", func() bool { return a.o().Pending(t.Context())["llama-70b"] == 1 })
+	testenv.Eventually(c.t, "the waiting request shows in the gauge", func() bool { return a.o().Pending(t.Context())["llama-70b"] == 1 })
 	cancel()
 	<-waiting
 }
@@ -173,7 +174,7 @@ func TestNodeDrainsItself(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the in-flight stream hangs")
 	}
-	c.eventually("node-1 gone from the registry", func() bool {
+	testenv.Eventually(c.t, "node-1 gone from the registry", func() bool {
 		_, err := c.reg.Get(t.Context(), n1.id)
 		return errors.Is(err, registry.ErrNotFound)
 	})

@@ -21,6 +21,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/runtime/urlguard"
 )
 
@@ -139,7 +140,7 @@ type ledgerRow struct {
 func (c *cluster) settled(requestID string) ledgerRow {
 	c.t.Helper()
 	var r ledgerRow
-	c.eventually("ledger row of "+requestID+" settled", func() bool {
+	testenv.Eventually(c.t, "ledger row of "+requestID+" settled", func() bool {
 		var from *string
 		err := c.db.QueryRowContext(c.t.Context(), "SELECT status, settled_from, prompt_tokens, completion_tokens FROM usage_ledger WHERE request_id = $1",
 			requestID).Scan(&r.status, &from, &r.prompt, &r.completion)
@@ -224,11 +225,11 @@ func TestDrainThroughAdminAPI(t *testing.T) {
 	select {
 	case err := <-n.agentRun:
 		n.agentRun <- err
-	case <-time.After(waitFor):
+	case <-time.After(testenv.WaitFor):
 		t.Fatal("the agent did not exit after the drain")
 	}
 	var state string
-	c.eventually("the node is drained", func() bool {
+	testenv.Eventually(c.t, "the node is drained", func() bool {
 		err := c.db.QueryRowContext(t.Context(), "SELECT state FROM nodes WHERE id = $1", n.id).Scan(&state)
 		return err == nil && state == "drained"
 	})

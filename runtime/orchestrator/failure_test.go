@@ -10,6 +10,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/registry"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // inFlight is how many requests an engine holds now.
@@ -53,7 +54,7 @@ func TestSocketCut(t *testing.T) {
 		}
 		pending <- drain(st)
 	}()
-	c.eventually("the second request hangs on node-1, with nothing streamed", func() bool { return n1.sim.Stats().Hung == 1 })
+	testenv.Eventually(c.t, "the second request hangs on node-1, with nothing streamed", func() bool { return n1.sim.Stats().Hung == 1 })
 
 	n2 := c.startNode("node-2", b, nodeOpts{})
 	c.waitNode(n2.id, "orch-b")
@@ -75,16 +76,16 @@ func TestSocketCut(t *testing.T) {
 		if seen(n2) == 0 {
 			t.Errorf("node-2 never got the retried request")
 		}
-	case <-time.After(waitFor):
+	case <-time.After(testenv.WaitFor):
 		t.Fatal("not-yet-streamed request hangs after the cut")
 	}
 
-	c.eventually("node-1 leaves the registry", func() bool {
+	testenv.Eventually(c.t, "node-1 leaves the registry", func() bool {
 		_, err := c.reg.Get(t.Context(), n1.id)
 		return errors.Is(err, registry.ErrNotFound)
 	})
 	n1.sim.SetFaults(enginesim.Faults{})
-	c.eventually("node-1's engine let its requests go", func() bool { return inFlight(n1) == 0 })
+	testenv.Eventually(c.t, "node-1's engine let its requests go", func() bool { return inFlight(n1) == 0 })
 	before := seen(n1)
 	for i := range 5 {
 		st, err := b.o().Dispatch(t.Context(), job(fmt.Sprintf("while-dead-%d", i), 20))
@@ -136,7 +137,7 @@ func TestEngineKilledMidStream(t *testing.T) {
 		if r.tokens == 0 || r.tokens > 30 {
 			t.Errorf("relayed %d tokens before the engine died after 30", r.tokens)
 		}
-	case <-time.After(waitFor):
+	case <-time.After(testenv.WaitFor):
 		t.Fatal("the stream hangs after the engine died")
 	}
 }
@@ -163,7 +164,7 @@ func TestRequestContextEndsStream(t *testing.T) {
 		t.Errorf("Recv after the context ended = %v, want a broken stream caused by the cancel", err)
 	}
 	st.Close()
-	c.eventually("the engine aborts the request", func() bool { return n.sim.Stats().Aborted == 1 })
+	testenv.Eventually(c.t, "the engine aborts the request", func() bool { return n.sim.Stats().Aborted == 1 })
 }
 
 // TestSlowConsumerHoldsOnlyItsStream reads nothing of one stream while
@@ -194,7 +195,7 @@ func TestSlowConsumerHoldsOnlyItsStream(t *testing.T) {
 				if !got.complete() {
 					t.Fatalf("the fast stream ended with %v", got.err)
 				}
-			case <-time.After(waitFor):
+			case <-time.After(testenv.WaitFor):
 				t.Fatal("the fast stream stalls behind the slow one")
 			}
 			// The slow stream is intact: it resumes where it stopped.
@@ -223,7 +224,7 @@ func TestLostRequestRetriedOnce(t *testing.T) {
 		}
 		pending <- err
 	}()
-	c.eventually("the request hangs on node-1, with nothing streamed", func() bool { return n1.sim.Stats().Hung == 1 })
+	testenv.Eventually(c.t, "the request hangs on node-1, with nothing streamed", func() bool { return n1.sim.Stats().Hung == 1 })
 	p.block(true)
 	p.cut()
 	select {
@@ -232,7 +233,7 @@ func TestLostRequestRetriedOnce(t *testing.T) {
 		if errors.Is(err, dispatch.ErrNoCapacity) || !errors.As(err, &de) || de.Status != 503 || de.RetryAfter <= 0 {
 			t.Errorf("Dispatch = %v; want a 503 dispatch.Error with Retry-After, not ErrNoCapacity", err)
 		}
-	case <-time.After(waitFor):
+	case <-time.After(testenv.WaitFor):
 		t.Fatal("the lost request hangs")
 	}
 }

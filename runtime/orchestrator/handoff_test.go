@@ -14,6 +14,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // TestRequesterGoneMidStream: the replica that forwarded a request goes
@@ -36,9 +37,9 @@ func TestRequesterGoneMidStream(t *testing.T) {
 	if _, err := st.Recv(); err != nil {
 		t.Fatal(err)
 	}
-	c.eventually("the request runs on node-1", func() bool { return n1.sim.Stats().Running == 1 })
+	testenv.Eventually(c.t, "the request runs on node-1", func() bool { return n1.sim.Stats().Running == 1 })
 	b.halt() // the requester's replica goes; its consumer never reads again
-	c.eventually("the orphaned request stops on node-1", func() bool { return n1.sim.Stats().Running == 0 })
+	testenv.Eventually(c.t, "the orphaned request stops on node-1", func() bool { return n1.sim.Stats().Running == 0 })
 	if st := n1.sim.Stats(); st.Finished != 0 {
 		t.Errorf("the orphan ran to its end (%d finished), want it aborted", st.Finished)
 	}
@@ -67,14 +68,14 @@ func TestRetryAfterLostAttemptRunsOnce(t *testing.T) {
 		}
 		got <- drain(st)
 	}()
-	c.eventually("the first attempt reaches node-1's engine", func() bool { return n1.sim.Stats().Hung == 1 })
+	testenv.Eventually(c.t, "the first attempt reaches node-1's engine", func() bool { return n1.sim.Stats().Hung == 1 })
 	n2 := c.startNode("node-2", a, nodeOpts{})
 	c.waitNode(n2.id, "orch-a")
 	b.o().NodeDied(n1.id, rec.Epoch) // the requester's watch reports node-1 gone
 	var r result
 	select {
 	case r = <-got:
-	case <-time.After(waitFor):
+	case <-time.After(testenv.WaitFor):
 		t.Fatal("the retried request hangs")
 	}
 	if !r.complete() {
@@ -82,7 +83,7 @@ func TestRetryAfterLostAttemptRunsOnce(t *testing.T) {
 	}
 	// Before the fix the first attempt was never cancelled: node-1 held it
 	// (and would have run it) for good.
-	c.eventually("the first attempt is cancelled on node-1", func() bool { return n1.sim.Stats().Hung == 0 })
+	testenv.Eventually(c.t, "the first attempt is cancelled on node-1", func() bool { return n1.sim.Stats().Hung == 0 })
 	if s := n2.sim.Stats(); s.Finished != 1 {
 		t.Errorf("finished on node-2: %d, want the retry run there once", s.Finished)
 	}
@@ -115,7 +116,7 @@ func TestRollingRestartKeepsForwardedStreams(t *testing.T) {
 	halted := make(chan struct{})
 	go func() { defer close(halted); a.halt() }()
 	// orch-a is leaving and refreshes no more: wait on the others.
-	c.eventually("node-1 at orch-c in the registry and orch-b's snapshot", func() bool {
+	testenv.Eventually(c.t, "node-1 at orch-c in the registry and orch-b's snapshot", func() bool {
 		rec, err := c.reg.Get(t.Context(), n1.id)
 		n, ok := b.o().SnapshotNode(n1.id)
 		return err == nil && rec.Owner == "orch-c" && ok && n.Owner == "orch-c"
@@ -165,7 +166,7 @@ func TestReplyOfAnotherAttemptIgnored(t *testing.T) {
 		}
 		got <- err
 	}()
-	c.eventually("the request hangs on node-1", func() bool { return n1.sim.Stats().Hung == 1 })
+	testenv.Eventually(c.t, "the request hangs on node-1", func() bool { return n1.sim.Stats().Hung == 1 })
 	chunk, err := nodeproto.Encode(&nodeproto.Chunk{RequestID: "nonce", Seq: 0, Delta: json.RawMessage(`{"choices":[{"delta":{"content":"x"}}]}`)})
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +175,7 @@ func TestReplyOfAnotherAttemptIgnored(t *testing.T) {
 	if err := c.rdb.Publish(t.Context(), c.reg.Keys().ReplicaChannel("orch-b"), forged).Err(); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.After(waitFor)
+	deadline := time.After(testenv.WaitFor)
 	for {
 		var msg *redis.Message
 		select {
@@ -225,7 +226,7 @@ func staleAssignAnsweredOnce(t *testing.T, c *cluster, n1 *node) {
 		_ = c.rdb.Publish(context.Background(), c.reg.Keys().NodeChannel(n1.id),
 			`{"node":"node-1","from":"orch-x","epoch":2,"attempt":5}`+"\n"+string(cancel)).Err()
 	}()
-	deadline := time.After(waitFor)
+	deadline := time.After(testenv.WaitFor)
 	for chunks := 0; chunks < 2; {
 		select {
 		case msg := <-replies.Channel():
@@ -288,9 +289,9 @@ func TestRedisRestartWithoutPersistence(t *testing.T) {
 	fwd := make(chan result, 1)
 	go func() { fwd <- drain(forwarded) }()
 	running := func() int { return n1.sim.Stats().Running + n2.sim.Stats().Running }
-	c.eventually("both streams run", func() bool { return running() == 2 })
+	testenv.Eventually(c.t, "both streams run", func() bool { return running() == 2 })
 	c.restartRedis()
-	c.eventually("both nodes registered again", func() bool {
+	testenv.Eventually(c.t, "both nodes registered again", func() bool {
 		n1r, err1 := c.reg.Get(t.Context(), n1.id)
 		n2r, err2 := c.reg.Get(t.Context(), n2.id)
 		return err1 == nil && err2 == nil && n1r.Owner != "" && n2r.Owner != ""
@@ -313,5 +314,5 @@ func TestRedisRestartWithoutPersistence(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatal("the local stream hangs after the Redis restart")
 	}
-	c.eventually("no request left on the engines", func() bool { return running() == 0 })
+	testenv.Eventually(c.t, "no request left on the engines", func() bool { return running() == 0 })
 }

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,7 +18,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/llmplat/llmplat/runtime/admin"
+	"github.com/llmplat/llmplat/runtime/controlplane"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
@@ -32,9 +36,6 @@ import (
 // testModel is the platform model every test node serves.
 const testModel = "llama-8b"
 
-// waitFor bounds every wait of a test: generous for a loaded 2-core machine.
-const waitFor = 20 * time.Second
-
 // cluster is a control plane under test: PostgreSQL, Redis, replicas of
 // the orchestrator as separate instances, and nodes (a simulator and a
 // real node agent each).
@@ -46,6 +47,7 @@ type cluster struct {
 	tokens *admin.SQLNodeTokens
 	events *orchestrator.Events
 	prefix string
+	dsn    string // the database's
 	// adminToken opens the admin API of the gateway gatewayFor starts.
 	adminToken string
 	// replicas are the replicas started, for waits on their snapshots.
@@ -55,7 +57,8 @@ type cluster struct {
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	ctx := t.Context()
-	db, err := store.Open(ctx, testenv.Postgres(t))
+	dsn := testenv.Postgres(t)
+	db, err := store.Open(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +73,18 @@ func newCluster(t testing.TB) *cluster {
 		t.Fatal(err)
 	}
 	return &cluster{t: t, db: db, rdb: rdb, reg: reg, tokens: admin.NewSQLNodeTokens(db),
-		events: orchestrator.NewEvents(db, nil), prefix: env.Prefix}
+		events: orchestrator.NewEvents(db, nil), prefix: env.Prefix, dsn: dsn}
+}
+
+// dsnVia is the cluster's database reached at addr (a fault proxy).
+func (c *cluster) dsnVia(addr string) string {
+	c.t.Helper()
+	u, err := url.Parse(c.dsn)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	u.Host = addr
+	return u.String()
 }
 
 // replica is one orchestrator instance behind a stable URL, so it can be
@@ -108,7 +122,9 @@ func (c *cluster) startReplica(id string, mod func(*orchestrator.Config)) *repli
 	return r
 }
 
-// start runs a new orchestrator instance under the replica's URL.
+// start runs a new orchestrator instance under the replica's URL, wired
+// as the orchestrator command wires one (controlplane.Start): the parts
+// the harness or mod leave nil are production's.
 func (r *replica) start() {
 	r.c.t.Helper()
 	cfg := orchestrator.Config{ID: r.id, Redis: r.c.rdb, Registry: r.c.reg, Tokens: r.c.tokens,
@@ -116,13 +132,16 @@ func (r *replica) start() {
 	if r.mod != nil {
 		r.mod(&cfg)
 	}
-	o, err := orchestrator.New(cfg)
+	ctx, cancel := context.WithCancel(context.Background())
+	g, gctx := errgroup.WithContext(ctx)
+	rep, err := controlplane.Start(gctx, g, controlplane.Config{Orchestrator: cfg, DB: r.c.db, RedisPrefix: r.c.prefix})
 	if err != nil {
+		cancel()
 		r.c.t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	o := rep.Orchestrator
 	done := make(chan error, 1)
-	go func() { done <- o.Run(ctx) }()
+	go func() { done <- g.Wait() }()
 	r.mu.Lock()
 	r.stop, r.done = cancel, done
 	r.mu.Unlock()
@@ -131,7 +150,7 @@ func (r *replica) start() {
 	case <-o.Ready():
 	case err := <-done:
 		r.c.t.Fatalf("replica %s stopped at start: %v", r.id, err)
-	case <-time.After(waitFor):
+	case <-time.After(testenv.WaitFor):
 		r.c.t.Fatalf("replica %s not ready", r.id)
 	}
 }
@@ -213,7 +232,7 @@ func (c *cluster) startNode(id string, server *replica, opts nodeOpts) *node {
 		stopAgt()
 		select {
 		case <-n.agentRun:
-		case <-time.After(waitFor):
+		case <-time.After(testenv.WaitFor):
 			c.t.Errorf("agent %s did not stop", id)
 		}
 	})
@@ -274,7 +293,7 @@ func (c *cluster) startSim(name string, simCfg enginesim.Config) (*enginesim.Sim
 func (c *cluster) waitNode(id, owner string) registry.Node {
 	c.t.Helper()
 	var got registry.Node
-	c.eventually(fmt.Sprintf("node %s registered at %s", id, owner), func() bool {
+	testenv.Eventually(c.t, fmt.Sprintf("node %s registered at %s", id, owner), func() bool {
 		n, err := c.reg.Get(c.t.Context(), id)
 		got = n
 		return err == nil && n.Owner == owner
@@ -289,7 +308,7 @@ func (c *cluster) waitNode(id, owner string) registry.Node {
 // of every running replica.
 func (c *cluster) waitSnapshots(what, id string, cond func(n registry.Node, ok bool) bool) {
 	c.t.Helper()
-	c.eventually(what+" in every replica's snapshot", func() bool {
+	testenv.Eventually(c.t, what+" in every replica's snapshot", func() bool {
 		for _, r := range c.replicas {
 			if o := r.o(); o != nil && !cond(o.SnapshotNode(id)) {
 				return false
@@ -297,18 +316,6 @@ func (c *cluster) waitSnapshots(what, id string, cond func(n registry.Node, ok b
 		}
 		return true
 	})
-}
-
-// eventually polls cond until it holds or waitFor passes.
-func (c *cluster) eventually(what string, cond func() bool) {
-	c.t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			c.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // job returns a chat job for the test model.

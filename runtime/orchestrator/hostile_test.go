@@ -17,6 +17,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/registry"
+	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/runtime/wsconn"
 )
 
@@ -96,7 +97,7 @@ func (h *hostileNode) send(f nodeproto.Frame) {
 // sendRaw writes b as one text frame, whatever its bytes.
 func (h *hostileNode) sendRaw(b []byte) {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(h.t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(h.t.Context(), testenv.WaitFor)
 	defer cancel()
 	if err := h.conn.Write(ctx, b); err != nil {
 		h.t.Fatal(err)
@@ -106,7 +107,7 @@ func (h *hostileNode) sendRaw(b []byte) {
 // next reads the server's next frame.
 func (h *hostileNode) next() nodeproto.Frame {
 	h.t.Helper()
-	ctx, cancel := context.WithTimeout(h.t.Context(), waitFor)
+	ctx, cancel := context.WithTimeout(h.t.Context(), testenv.WaitFor)
 	defer cancel()
 	msg, err := h.conn.Read(ctx)
 	if err != nil {
@@ -319,7 +320,7 @@ func rawNodeFrom(ctx context.Context, url string, ip net.IP, first []byte) (node
 	if err := ws.WriteMessage(websocket.TextMessage, first); err != nil {
 		return nil, err
 	}
-	_ = ws.SetReadDeadline(time.Now().Add(waitFor))
+	_ = ws.SetReadDeadline(time.Now().Add(testenv.WaitFor))
 	_, msg, err := ws.ReadMessage()
 	if err != nil {
 		return nil, err
@@ -338,7 +339,7 @@ func TestValidTokenBehindFloodedAddress(t *testing.T) {
 	flooded := make(chan struct{})
 	go func() { defer close(flooded); junkFlood(ctx, r.wsURL(), &answers) }()
 	defer func() { stop(); <-flooded }()
-	c.eventually("the flooding address limited", func() bool {
+	testenv.Eventually(c.t, "the flooding address limited", func() bool {
 		n, ok := answers.Load("retry_after:too many bad registrations from this address")
 		return ok && n.(*atomic.Int64).Load() > 0
 	})
@@ -379,7 +380,7 @@ func TestLoopingNodeDoesNotStarveOthers(t *testing.T) {
 		})
 	}
 	defer func() { stop(); wg.Wait() }()
-	c.eventually("the looping node's attempts", func() bool { return attempts.Load() >= 60 })
+	testenv.Eventually(c.t, "the looping node's attempts", func() bool { return attempts.Load() >= 60 })
 	other, err := c.tokens.Issue(t.Context(), "other-1", "issue-other-1", time.Now())
 	if err != nil {
 		t.Fatal(err)

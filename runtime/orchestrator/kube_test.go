@@ -24,6 +24,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/kubetest"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/registry"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // kubeCluster is a control plane whose replicas find their cloud nodes
@@ -276,9 +277,9 @@ func TestKubeDisruptedNodeDrains(t *testing.T) {
 	if leader == other {
 		other = "orch-b"
 	}
-	kc.eventually("the other replica leads", kc.ctrls[other].Leading)
+	testenv.Eventually(kc.t, "the other replica leads", kc.ctrls[other].Leading)
 	taint(t, kc, "gpu-2")
-	kc.eventually("the new leader drains vllm-b", func() bool { return slices.Contains(kc.drains[other].get(), "vllm-b") })
+	testenv.Eventually(kc.t, "the new leader drains vllm-b", func() bool { return slices.Contains(kc.drains[other].get(), "vllm-b") })
 	kc.waitSnapshots("vllm-b draining", "vllm-b", func(n registry.Node, ok bool) bool {
 		return ok && n.State == registry.StateDraining
 	})
@@ -317,7 +318,7 @@ func (l *drainLog) get() []string {
 func (kc *kubeCluster) leader() string {
 	kc.t.Helper()
 	var id string
-	kc.eventually("one leader", func() bool {
+	testenv.Eventually(kc.t, "one leader", func() bool {
 		n := 0
 		for rid, c := range kc.ctrls {
 			if c.Leading() {

@@ -54,7 +54,7 @@ func BenchmarkIdleNodeMemory(b *testing.B) {
 		}
 		before, gBefore := testenv.LiveBytes()
 		testenv.StartChild(b, idleAgentsEnv, cfg)
-		c.eventually(fmt.Sprintf("%d idle nodes registered", idleNodes), func() bool {
+		testenv.Eventually(c.t, fmt.Sprintf("%d idle nodes registered", idleNodes), func() bool {
 			nodes, err := c.reg.List(b.Context())
 			return err == nil && len(nodes) == idleNodes
 		})

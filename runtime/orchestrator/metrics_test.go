@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // counterSum sums a metric family's samples whose labels include want.
@@ -47,7 +48,7 @@ func TestMetrics(t *testing.T) {
 	n := c.startNode("node-1", b, nodeOpts{})
 	c.waitNode(n.id, "orch-b")
 	var served int64 // completion tokens the node's engine reported
-	c.eventually("replica A routes to the node", func() bool {
+	testenv.Eventually(c.t, "replica A routes to the node", func() bool {
 		st, err := a.o().Dispatch(t.Context(), job("m-a", 5))
 		if err != nil {
 			return false
@@ -75,13 +76,13 @@ func TestMetrics(t *testing.T) {
 	if got := counterSum(t, regB, "llmplat_orchestrator_routing_decisions_total", map[string]string{"result": "local"}); got != 1 {
 		t.Errorf("replica B made %v local decisions, want 1", got)
 	}
-	c.eventually("replica A counts the node active", func() bool {
+	testenv.Eventually(c.t, "replica A counts the node active", func() bool {
 		return counterSum(t, regA, "llmplat_orchestrator_nodes", map[string]string{"state": "active"}) == 1
 	})
 	// The on-prem node's tokens, for LedgerDrift, are counted once per
 	// request by the replica that holds its socket, whoever routed it.
 	served += last.usage.CompletionTokens
-	c.eventually("replica B counts the on-prem node's completion tokens", func() bool {
+	testenv.Eventually(c.t, "replica B counts the on-prem node's completion tokens", func() bool {
 		return counterSum(t, regB, "llmplat_orchestrator_onprem_completion_tokens_total", nil) == float64(served)
 	})
 	if got := counterSum(t, regA, "llmplat_orchestrator_onprem_completion_tokens_total", nil); got != 0 {

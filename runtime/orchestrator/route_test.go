@@ -10,6 +10,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/registry"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // TestDispatchLocalAndForwarded runs requests on a node whose socket
@@ -22,7 +23,7 @@ func TestDispatchLocalAndForwarded(t *testing.T) {
 	n := c.startNode("node-1", b, nodeOpts{})
 	c.waitNode(n.id, "orch-b")
 	probe := 0
-	c.eventually("both replicas route to the node", func() bool {
+	testenv.Eventually(c.t, "both replicas route to the node", func() bool {
 		ok := true
 		for _, r := range []*replica{a, b} {
 			probe++
@@ -35,7 +36,7 @@ func TestDispatchLocalAndForwarded(t *testing.T) {
 		}
 		return ok
 	})
-	c.eventually("engine finished the probes", func() bool { return n.sim.Stats().Running == 0 })
+	testenv.Eventually(c.t, "engine finished the probes", func() bool { return n.sim.Stats().Running == 0 })
 	before := n.sim.Stats().GenerationTokens
 	var relayed int64
 
@@ -103,7 +104,7 @@ func TestCompletionLog(t *testing.T) {
 	}
 	log := orchestrator.NewCompletionLog(c.rdb, c.prefix)
 	var got ledger.Usage
-	c.eventually("the done is logged", func() bool {
+	testenv.Eventually(c.t, "the done is logged", func() bool {
 		u, ok, err := log.Completion(t.Context(), "logged")
 		got = u
 		return err == nil && ok
@@ -126,7 +127,7 @@ func TestCloudNode(t *testing.T) {
 			Name: testModel, ServedName: sim.ServedModelName(), MaxNumSeqs: 64, KVCapacityTokens: sim.Stats().KVBlocksTotal * 16}}}}
 	})
 	var st dispatch.Stream
-	c.eventually("the cloud node is routable", func() bool {
+	testenv.Eventually(c.t, "the cloud node is routable", func() bool {
 		var err error
 		st, err = a.o().Dispatch(t.Context(), job("cloud", 40))
 		return err == nil

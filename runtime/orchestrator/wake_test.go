@@ -8,6 +8,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // TestKubeWakeFromZero: a declared model whose Service has no ready
@@ -23,7 +24,7 @@ func TestKubeWakeFromZero(t *testing.T) {
 	const load = 780 * time.Second
 
 	var retry time.Duration
-	kc.eventually("the model published at zero", func() bool {
+	testenv.Eventually(kc.t, "the model published at zero", func() bool {
 		r, zero, err := board.Refuse(ctx, testModel, "key:1")
 		retry = r
 		return err == nil && zero
@@ -42,7 +43,7 @@ func TestKubeWakeFromZero(t *testing.T) {
 
 	_, url, _ := kc.startSim("a", enginesim.Config{ServedModelName: "sim-engine"})
 	kc.engineSlice("vllm-a", url, "gpu-1", true)
-	kc.eventually("the gauge drops once a replica is ready", func() bool { return o.Pending(ctx)[testModel] == 0 })
+	testenv.Eventually(kc.t, "the gauge drops once a replica is ready", func() bool { return o.Pending(ctx)[testModel] == 0 })
 	if _, zero, err := board.Refuse(ctx, testModel, "key:2"); err != nil || zero {
 		t.Errorf("with a ready replica: at zero %v (%v), want false", zero, err)
 	}
