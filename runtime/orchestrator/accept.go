@@ -224,7 +224,7 @@ func (o *Orchestrator) refuseToken(ctx context.Context, ws *wsconn.Conn, log *sl
 		o.refuse(ctx, ws, "unavailable", &nodeproto.RetryAfter{Seconds: shutdownRetryAfter, Reason: "token store unavailable"})
 		return
 	}
-	n, rest := o.badTokens.failed(source, time.Now())
+	n, rest := o.badTokens.failed(source, o.cfg.Clock.Now())
 	switch {
 	case n > sourceBadPerWindow:
 		o.refuse(ctx, ws, "source_limited", &nodeproto.RetryAfter{Seconds: ceilSeconds(rest), Reason: "too many bad registrations from this address"})
@@ -251,7 +251,7 @@ func ceilSeconds(d time.Duration) int {
 // cache when the same token was refused moments ago.
 func (o *Orchestrator) verifyToken(ctx context.Context, reg *nodeproto.Register) error {
 	key := tokenKey(reg.NodeID, string(reg.Token))
-	now := time.Now()
+	now := o.cfg.Clock.Now()
 	if o.badTokens.refusedLately(key, now) {
 		return fmt.Errorf("%w: refused moments ago", admin.ErrInvalidNodeToken)
 	}

@@ -109,7 +109,7 @@ func (o *Orchestrator) cloudLoop(ctx context.Context) {
 	if src == nil {
 		return
 	}
-	t := time.NewTicker(nodeproto.HeartbeatInterval)
+	t := o.cfg.Clock.NewTicker(nodeproto.HeartbeatInterval)
 	defer t.Stop()
 	var last map[string]registry.Node
 	for {
@@ -124,7 +124,7 @@ func (o *Orchestrator) cloudLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-src.Changed():
 		case <-o.cloudKick:
 		}
@@ -206,7 +206,7 @@ func (o *Orchestrator) scrapeCloud(ctx context.Context, nodes []registry.Node) {
 				}
 				return
 			}
-			n.LastSeen, n.QueueDepth, n.Running = o.cfg.Now(), load.Waiting, load.Running
+			n.LastSeen, n.QueueDepth, n.Running = o.cfg.Clock.Now(), load.Waiting, load.Running
 			if load.KVCacheUsage != nil {
 				n.KVCacheUsage = *load.KVCacheUsage
 			}

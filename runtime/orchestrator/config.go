@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 
 	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/dispatch"
@@ -43,6 +44,10 @@ const (
 	publishTimeout = 5 * time.Second
 	// storeTimeout bounds one registration or event write to PostgreSQL.
 	storeTimeout = 5 * time.Second
+	// tokenRecheckTimeout bounds one recheck of a live socket's token in
+	// PostgreSQL: a database that has not answered in 5 s leaves the socket
+	// as it is until the next recheck (the database, not the node, failed).
+	tokenRecheckTimeout = storeTimeout
 	// redisTimeout bounds a record write (heartbeat, state, completion) made
 	// from a socket's read loop: a stuck Redis must not stop the socket
 	// being read, and a beat 2 s late is worth less than the next one.
@@ -104,8 +109,10 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Version is the software version sent in welcome.
 	Version string
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock tells the time and runs every timer of the replica's own
+	// logic (routing, refresh, silence, pings, token rechecks, shutdown
+	// grace); nil means the real clock. Tests drive it with a fake.
+	Clock clock.WithTickerAndDelayedExecution
 	// Logger receives the orchestrator's logs; nil discards them.
 	Logger *slog.Logger
 }
@@ -158,8 +165,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Version == "" {
 		c.Version = "dev"
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/wsconn"
 
@@ -150,22 +152,27 @@ const silentAfter = registry.HealthyWithin
 
 // watchSilence takes back the requests the node has sent nothing for once
 // it has been silent for silentAfter, until ctx ends. The read loop only
-// stamps heard: the timer is re-armed when it fires, not per frame.
+// stamps heard: the timer is re-armed when it fires, not per frame. The
+// check runs on a goroutine of its own, as a fake clock calls the timer's
+// function under its lock.
 func (c *nodeConn) watchSilence(ctx context.Context) {
-	c.heard.Store(time.Now().UnixNano())
-	var timer atomic.Pointer[time.Timer]
-	timer.Store(time.AfterFunc(silentAfter, func() {
+	clk := c.o.cfg.Clock
+	c.heard.Store(clk.Now().UnixNano())
+	var timer atomic.Pointer[clock.Timer]
+	check := func() {
 		if ctx.Err() != nil {
 			return
 		}
-		if quiet := time.Since(time.Unix(0, c.heard.Load())); quiet < silentAfter {
-			timer.Load().Reset(silentAfter - quiet)
+		if quiet := clk.Since(time.Unix(0, c.heard.Load())); quiet < silentAfter {
+			(*timer.Load()).Reset(silentAfter - quiet)
 			return
 		}
 		c.takeBackUnheard()
-		timer.Load().Reset(silentAfter)
-	}))
-	context.AfterFunc(ctx, func() { timer.Load().Stop() })
+		(*timer.Load()).Reset(silentAfter)
+	}
+	t := clk.AfterFunc(silentAfter, func() { go check() })
+	timer.Store(&t)
+	context.AfterFunc(ctx, func() { (*timer.Load()).Stop() })
 }
 
 // takeBackUnheard fails, as lost, every request the node has sent
@@ -229,13 +236,18 @@ func (c *nodeConn) drain(deadline time.Duration) {
 
 // serve runs the connection until it breaks, ctx ends or it is cancelled
 // (a leaving connection cancels itself once idle), then fails every
-// request still on it. Two goroutines a socket, the caller's reading and
-// one writing (pings included), keep a thousand idle nodes cheap.
+// request still on it. Three goroutines a socket, the caller's reading,
+// one writing (pings included) and one re-checking the token, keep a
+// thousand idle nodes cheap.
 func (c *nodeConn) serve(ctx context.Context) error {
-	written := make(chan struct{})
+	written, rechecked := make(chan struct{}), make(chan struct{})
 	go func() {
 		defer close(written)
 		c.cancel(c.writeLoop(ctx))
+	}()
+	go func() {
+		defer close(rechecked)
+		c.recheckLoop(ctx)
 	}()
 	// The close frame goes out as soon as the connection ends, whichever
 	// loop ended it; the read loop sees the peer's answer or its deadline.
@@ -243,6 +255,7 @@ func (c *nodeConn) serve(ctx context.Context) error {
 	defer stop()
 	c.cancel(c.readLoop(ctx))
 	<-written
+	<-rechecked
 	err := context.Cause(ctx)
 	c.mu.Lock()
 	c.closed = true
@@ -285,28 +298,38 @@ const closeWait = 2 * time.Second
 // errNodeClosed means the node closed the socket itself.
 var errNodeClosed = errors.New("node closed the connection")
 
+// recheckLoop checks the node's token again every TokenRecheckInterval
+// until ctx ends; a revoked token closes the connection. It runs apart
+// from the writer, so a slow database never holds the node's frames.
+func (c *nodeConn) recheckLoop(ctx context.Context) {
+	t := c.o.cfg.Clock.NewTicker(TokenRecheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		rctx, cancel := context.WithTimeout(ctx, tokenRecheckTimeout)
+		c.o.recheckToken(rctx, c)
+		cancel()
+	}
+}
+
 // writeLoop is the socket's only writer of frames. It also pings the node
 // every PingInterval (the node's heartbeats, due every 5 s, are what the
-// read deadline waits for: a half-open link ends there) and checks the
-// node's token again every TokenRecheckInterval.
+// read deadline waits for: a half-open link ends there).
 func (c *nodeConn) writeLoop(ctx context.Context) error {
-	ping := time.NewTicker(nodeproto.PingInterval)
+	ping := c.o.cfg.Clock.NewTicker(nodeproto.PingInterval)
 	defer ping.Stop()
-	recheck := time.NewTicker(TokenRecheckInterval)
-	defer recheck.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-ping.C:
+		case <-ping.C():
 			if err := c.ws.SendPing(nodeproto.WriteTimeout); err != nil {
 				return fmt.Errorf("ping: %w", err)
 			}
-			continue
-		case <-recheck.C:
-			rctx, cancel := context.WithTimeout(ctx, redisTimeout)
-			c.o.recheckToken(rctx, c)
-			cancel()
 			continue
 		case <-c.wake:
 		}

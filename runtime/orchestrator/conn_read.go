@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"time"
 	"unicode/utf8"
 
 	"github.com/llmplat/llmplat/runtime/hoptrace"
@@ -27,7 +26,7 @@ func (c *nodeConn) readLoop(ctx context.Context) error {
 		msg, err := c.ws.Read(rctx)
 		cancel()
 		if err == nil {
-			c.heard.Store(time.Now().UnixNano())
+			c.heard.Store(c.o.cfg.Clock.Now().UnixNano())
 			msg = c.o.validText(msg)
 		}
 		if err != nil {

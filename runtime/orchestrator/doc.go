@@ -23,9 +23,14 @@
 // claims node:{id} in Redis under a new epoch and answers welcome. Every
 // text frame a node sends is made valid UTF-8 as it is read (invalid bytes
 // become U+FFFD), since its strings reach clients. From then on,
-// after the HTTP handler has returned, one goroutine reads the socket and
-// one writes it (every write has a deadline, a full write queue drops the
-// link) and pings it. Each heartbeat refreshes
+// after the HTTP handler has returned, one goroutine reads the socket, one
+// writes it (every write has a deadline, a full write queue drops the
+// link) and pings it, and one checks the node's token again every
+// TokenRecheckInterval, apart from the writer so that a slow database
+// never holds the node's frames; a revoked token closes the socket with
+// 1008. Every time the replica reads and every timer of its own logic
+// runs on Config.Clock (k8s.io/utils/clock), which tests fake; socket
+// deadlines are the network's and stay real. Each heartbeat refreshes
 // the record with a compare-and-set on the epoch; a superseded connection
 // (the node registered again, here or at another replica) takes no new
 // work, finishes its requests and closes with 4000.

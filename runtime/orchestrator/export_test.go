@@ -21,3 +21,7 @@ func (o *Orchestrator) SnapshotNode(id string) (registry.Node, bool) {
 // NodeDied reports node id's record as expired under epoch, as the
 // registry watch does.
 func (o *Orchestrator) NodeDied(id string, epoch int64) { o.nodeDied(id, epoch) }
+
+// RefreshNow asks for a new routing snapshot, for tests whose fake clock
+// does not tick the refresh.
+func (o *Orchestrator) RefreshNow() { o.refreshNow() }

@@ -400,7 +400,7 @@ const orphanMemory = time.Minute
 // no stream here waits for, within orphanMemory.
 func (o *Orchestrator) firstOrphanReply(id string, attempt uint64) bool {
 	key := id + "/" + strconv.FormatUint(attempt, 10)
-	now := time.Now()
+	now := o.cfg.Clock.Now()
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if at, ok := o.orphans[key]; ok && now.Sub(at) < orphanMemory {

@@ -83,7 +83,7 @@ func New(cfg Config) (*Orchestrator, error) {
 		cfg: c, keys: c.Registry.Keys(), tracker: routing.NewTracker(),
 		refresh: make(chan struct{}, 1), cloudKick: make(chan struct{}, 1), ready: make(chan struct{}),
 		conns: map[string]*nodeConn{}, remote: map[string]*reqStream{}, awaiting: map[string]int{}, orphans: map[string]time.Time{},
-		relayed: map[string]*nodeConn{}, born: c.Now(),
+		relayed: map[string]*nodeConn{}, born: c.Clock.Now(),
 		// With no channel yet, Subscribe only creates the handle.
 		nodeSub: c.Redis.Subscribe(context.Background()),
 	}
@@ -166,12 +166,12 @@ func (o *Orchestrator) shutdown(grace time.Duration) {
 		o.connWG.Wait()
 		close(done)
 	}()
-	t := time.NewTimer(grace)
+	t := o.cfg.Clock.NewTimer(grace)
 	defer t.Stop()
 	select {
 	case <-done:
 		return
-	case <-t.C:
+	case <-t.C():
 	}
 	o.mu.Lock()
 	for _, c := range o.conns {

@@ -3,7 +3,6 @@ package orchestrator
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/llmplat/llmplat/runtime/registry"
 )
@@ -11,14 +10,14 @@ import (
 // refreshLoop reads the registry into the routing snapshot every
 // RefreshInterval, and at once when asked, until ctx ends.
 func (o *Orchestrator) refreshLoop(ctx context.Context) {
-	t := time.NewTicker(RefreshInterval)
+	t := o.cfg.Clock.NewTicker(RefreshInterval)
 	defer t.Stop()
 	for {
 		o.refreshOnce(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-o.refresh:
 		}
 	}
@@ -35,7 +34,7 @@ func (o *Orchestrator) refreshOnce(ctx context.Context) {
 		return
 	}
 	nodes = socketNodes(nodes)
-	now := o.cfg.Now()
+	now := o.cfg.Clock.Now()
 	if cloud := o.cloud.Load(); cloud != nil {
 		nodes = append(nodes, *cloud...)
 	}

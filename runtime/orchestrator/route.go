@@ -89,7 +89,7 @@ func (o *Orchestrator) choose(model string, need int64, skip []string) (n regist
 	defer o.routeMu.Unlock()
 	n, slot, ok, enginesDown = o.pick(model, need, skip)
 	if ok {
-		release = o.tracker.Assign(n.ID, need, o.cfg.Now())
+		release = o.tracker.Assign(n.ID, need, o.cfg.Clock.Now())
 	}
 	return n, slot, release, ok, enginesDown
 }
@@ -100,7 +100,7 @@ func (o *Orchestrator) choose(model string, need int64, skip []string) (n regist
 // reports its engine down.
 func (o *Orchestrator) pick(model string, need int64, skip []string) (n registry.Node, slot registry.ModelSlot, ok, enginesDown bool) {
 	snap := o.snap.Load()
-	now := o.cfg.Now()
+	now := o.cfg.Clock.Now()
 	var (
 		nodes []registry.Node
 		slots []registry.ModelSlot
