@@ -9,11 +9,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
-	"net/url"
 	"os"
 	"path/filepath"
-	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -29,6 +26,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
+	"github.com/llmplat/llmplat/runtime/platformtest"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -372,28 +370,5 @@ func TestLocalModeShowsThePendingGaugeOfADeclaredModel(t *testing.T) {
 // usage page.
 func TestLocalModeConsole(t *testing.T) {
 	r := startDevOn(t, "")
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := &http.Client{Jar: jar, Timeout: 30 * time.Second}
-	resp, err := client.Get(r.consoleURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	m := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindSubmatch(body)
-	if resp.StatusCode != http.StatusOK || m == nil {
-		t.Fatalf("GET %s: %d, no sign-in form:\n%s", r.consoleURL, resp.StatusCode, body)
-	}
-	resp, err = client.PostForm(strings.TrimSuffix(r.consoleURL, "/")+"/signin", url.Values{"csrf": {string(m[1])}, "credential": {r.key}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ = io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if got := resp.Request.URL.Path; resp.StatusCode != http.StatusOK || got != "/console/usage" {
-		t.Fatalf("sign-in with the printed key ended at %s with %d:\n%s", got, resp.StatusCode, body)
-	}
+	platformtest.ConsoleSignIn(t, r.consoleURL, r.key, "/console/usage")
 }

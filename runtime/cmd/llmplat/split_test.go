@@ -13,6 +13,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/adminclient"
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/platformtest"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
@@ -110,6 +111,15 @@ func TestSplitDeployment(t *testing.T) {
 	}
 	if got := sim.Stats().GenerationTokens; got != tokens {
 		t.Errorf("the engine generated %d tokens, the client was told %d", got, tokens)
+	}
+	// The web console is served by the split deployment's gateway on
+	// PostgreSQL and Redis: the team's key signs in and sees the model it
+	// used; the admin token sees the node.
+	if _, page := platformtest.ConsoleSignIn(t, base+"/console", key, "/console/usage"); !strings.Contains(page, "llama-8b") {
+		t.Errorf("the console's usage page names no llama-8b after a completion:\n%s", page)
+	}
+	if _, page := platformtest.ConsoleSignIn(t, base+"/console", adminToken, "/console/platform/nodes"); !strings.Contains(page, "node-1") {
+		t.Errorf("the console's nodes page names no node-1:\n%s", page)
 	}
 	http.DefaultClient.CloseIdleConnections()
 }
