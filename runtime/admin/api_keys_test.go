@@ -227,7 +227,7 @@ func TestKeyLifecycleAPI(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				h.clock.Advance(2 * time.Hour)
+				h.clock.Step(2 * time.Hour)
 				got, err := c.GetKey(ctx, k.ID)
 				if err != nil || got.Status != adminwire.KeyExpired {
 					t.Errorf("status after expiry = %q, %v; want %q", got.Status, err, adminwire.KeyExpired)

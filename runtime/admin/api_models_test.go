@@ -21,7 +21,7 @@ func TestModelsAPI(t *testing.T) {
 			if err != nil || !created || m.Name != "llama-8b" || m.ModelSpec != spec {
 				t.Fatalf("PutModel = %+v, created %v, %v", m, created, err)
 			}
-			h.clock.Advance(time.Minute)
+			h.clock.Step(time.Minute)
 			same, created, err := c.PutModel(ctx, "llama-8b", spec)
 			if err != nil || created || same != m {
 				t.Errorf("repeated PutModel = %+v, created %v, %v; want %+v unchanged with 200", same, created, err, m)

@@ -10,11 +10,14 @@ import (
 	"sync"
 	"testing"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/adminclient"
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/store"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // unavailableToken makes the harness's Authenticate fail as a broken key
@@ -31,8 +34,8 @@ type harness struct {
 	ledger      *ledger.Ledger
 	keys        *auth.KeyCache
 	authn       *auth.Authenticator
-	clock       *fakeClock
-	logs        *logBuffer
+	clock       *testingclock.FakeClock
+	logs        *testenv.Buffer
 	revoker     *recordingRevoker
 	nodeRevoker *recordingNodeRevoker
 	nodes       *fakeNodeView
@@ -49,7 +52,7 @@ type harnessOptions struct {
 
 func newHarness(t *testing.T, dsn string, opts harnessOptions) *harness {
 	t.Helper()
-	h := &harness{db: migratedDB(t, dsn), clock: newFakeClock(), logs: &logBuffer{}}
+	h := &harness{db: migratedDB(t, dsn), clock: testingclock.NewFakeClock(testStart), logs: &testenv.Buffer{}}
 	h.store, h.tokens = NewSQLStore(h.db), NewSQLNodeTokens(h.db)
 	var err error
 	if h.ledger, err = ledger.New(h.db, ledger.Config{Now: h.clock.Now}); err != nil {
@@ -70,7 +73,7 @@ func newHarness(t *testing.T, dsn string, opts harnessOptions) *harness {
 	h.nodeRevoker = &recordingNodeRevoker{}
 	cfg := Config{
 		DB: h.db, Ledger: h.ledger, Authenticate: h.authenticate, Revoker: h.revoker,
-		NodeTokenRevoker: h.nodeRevoker, Now: h.clock.Now, Logger: h.logs.logger(),
+		NodeTokenRevoker: h.nodeRevoker, Now: h.clock.Now, Logger: debugLogger(h.logs),
 	}
 	if !opts.noNodeView {
 		h.nodes = &fakeNodeView{}

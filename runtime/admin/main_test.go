@@ -1,18 +1,17 @@
 package admin
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
+	"io"
 )
 
 func TestMain(m *testing.M) { testenv.MainWithLeakCheck(m) }
@@ -48,49 +47,13 @@ func migratedDB(t *testing.T, dsn string) *store.DB {
 	return db
 }
 
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// testStart is where a test's fake clock starts.
+var testStart = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-// logBuffer collects log lines so tests can search them for secrets.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// logger returns a debug-level logger writing into b.
-func (b *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
+// debugLogger returns a debug-level logger writing into w, so tests can
+// search the log lines for secrets.
+func debugLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // assertNoSecret fails t if text holds secret or any 12-character piece of

@@ -1,7 +1,6 @@
 package auth
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/llmplat/llmplat/runtime/credential"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // authFixture is an Authenticator with all three paths on.
@@ -23,7 +23,7 @@ type authFixture struct {
 	clock  *testingclock.FakeClock
 	admin  string
 	valid  credential.Key
-	logs   *bytes.Buffer
+	logs   *testenv.Buffer
 	expKey credential.Key
 	revKey credential.Key
 }
@@ -32,9 +32,9 @@ func newAuthFixture(t *testing.T) *authFixture {
 	t.Helper()
 	j := newJWTFixture(t)
 	store := NewMemKeyStore()
-	logs := &bytes.Buffer{}
+	logs := &testenv.Buffer{}
 	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: j.clock.Now,
-		Logger: slog.New(slog.NewTextHandler(&lockedBuffer{b: logs}, nil))})
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	adminTok, err := GenerateAdminToken()
 	if err != nil {
 		t.Fatal(err)

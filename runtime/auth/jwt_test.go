@@ -16,6 +16,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	testingclock "k8s.io/utils/clock/testing"
+
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 const (
@@ -34,7 +36,7 @@ type jwtFixture struct {
 	server   *jwksServer
 	verifier *JWTVerifier
 	teams    *MemTeamStore
-	logs     *bytes.Buffer
+	logs     *testenv.Buffer
 	// failures counts the failed JWKS fetches reported to OnJWKSFailure.
 	failures atomic.Int64
 }
@@ -46,12 +48,12 @@ func newJWTFixture(t *testing.T) *jwtFixture {
 		clock:  newFakeClock(),
 		server: newJWKSServer(t, rsaJWK("rsa-a", "RS256", &k.rsaA.PublicKey), ecJWK("ec-a", &k.ecA.PublicKey)),
 		teams:  NewMemTeamStore(map[string]int64{"ml": testTeamID}),
-		logs:   &bytes.Buffer{},
+		logs:   &testenv.Buffer{},
 	}
 	v, err := NewJWTVerifier(JWTConfig{
 		JWKSURL: f.server.URL(), Issuer: testIssuer, Audience: testAudience,
 		Limits: testJWTLimits, Teams: f.teams, HTTPClient: f.server.srv.Client(),
-		Now: f.clock.Now, Logger: slog.New(slog.NewTextHandler(&lockedBuffer{b: f.logs}, nil)),
+		Now: f.clock.Now, Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
 		OnJWKSFailure: func() { f.failures.Add(1) },
 	})
 	if err != nil {
@@ -59,18 +61,6 @@ func newJWTFixture(t *testing.T) *jwtFixture {
 	}
 	f.verifier = v
 	return f
-}
-
-// lockedBuffer is a log sink safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
 }
 
 // claims returns valid claims at now, changed by edit.
