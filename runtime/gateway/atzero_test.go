@@ -5,25 +5,16 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
-
-// fakeClock is a clock a test moves by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *fakeClock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
 
 // TestModelAtZero: while the orchestrators report qwen-32b at zero, every
 // caller is answered at once with 503 in the OpenAI shape and a
@@ -35,8 +26,8 @@ func TestModelAtZero(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
 	key := s.key(adminwire.CreateKeyRequest{TeamID: team, RPM: 1, MaxStreams: 1})
-	clock := &fakeClock{t: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
-	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, clock.now)
+	clock := testingclock.NewFakeClock(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, clock.Now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +44,7 @@ func TestModelAtZero(t *testing.T) {
 		{"ten minutes into the wake", 7 * time.Minute, 120},
 	} {
 		t.Run(step.name, func(t *testing.T) {
-			clock.advance(step.advance)
+			clock.Step(step.advance)
 			if err := board.Publish(ctx, "orch-1", "qwen-32b", coldstart.Zero, load); err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/settlelog"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // heldEngine streams a role chunk and three words, then waits for release
@@ -81,7 +82,7 @@ func TestStreamDuringPostgresOutageIsBilledOnce(t *testing.T) {
 			}
 			id := got.resp.Header.Get("X-Request-Id")
 			want := ledger.Usage{PromptTokens: 17, CompletionTokens: 3}
-			waitUntil(t, "the settle kept for replay", func() bool {
+			testenv.Eventually(t, "the settle kept for replay", func() bool {
 				u, ok, err := log.Completion(context.Background(), id)
 				return err == nil && ok && u == want
 			})
@@ -119,15 +120,5 @@ func TestStreamDuringPostgresOutageIsBilledOnce(t *testing.T) {
 				t.Errorf("team balance %d, holds %d; want %d debited once and nothing held", balance, reserved, cost)
 			}
 		})
-	}
-}
-
-// waitUntil polls cond until it holds, failing the test after 20 s.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }

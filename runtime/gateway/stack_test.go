@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -78,7 +77,7 @@ type stack struct {
 	sims   map[string]*enginesim.Sim
 	direct *dispatch.Direct
 	opts   stackOpts
-	logs   *syncBuffer
+	logs   *testenv.Buffer
 	url    string // the first gateway's base URL
 	// servers are the gateway replicas started, for settled.
 	servers []*Server
@@ -116,7 +115,7 @@ func newStack(t *testing.T, o stackOpts) *stack {
 		t.Fatal(err)
 	}
 	s := &stack{t: t, dsn: dsn, db: db, led: led, adm: admin.NewSQLStore(db), redis: testenv.Redis(t),
-		sims: map[string]*enginesim.Sim{}, opts: o, logs: &syncBuffer{}}
+		sims: map[string]*enginesim.Sim{}, opts: o, logs: &testenv.Buffer{}}
 	targets := map[string][]dispatch.Target{}
 	for _, name := range []string{"llama-8b", "qwen-32b"} {
 		_, _, err := s.adm.PutModel(ctx, name, adminwire.ModelSpec{ServedName: name, PromptPriceMicroPerMTok: promptPrice,
@@ -381,22 +380,4 @@ func (s *stack) activeStreams(rdb *redis.Client, keyID int64) int64 {
 		s.t.Fatal(err)
 	}
 	return n
-}
-
-// syncBuffer is a log sink safe for concurrent handlers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
