@@ -3,6 +3,8 @@ package enginesim
 import (
 	"context"
 	"testing"
+
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // TestClientDisconnectFreesKV cancels one of three running streams: the
@@ -22,7 +24,7 @@ func TestClientDisconnectFreesKV(t *testing.T) {
 		resp := post(ctx, t, srv.URL, chatBody(t, s, text, map[string]any{"stream": true, "max_tokens": 100}))
 		defer resp.Body.Close()
 	}
-	waitFor(t, "three queued requests", func() bool { return s.Stats().Waiting == 3 })
+	testenv.Eventually(t, "three queued requests", func() bool { return s.Stats().Waiting == 3 })
 	for range 5 {
 		s.Step(context.Background())
 	}
@@ -33,7 +35,7 @@ func TestClientDisconnectFreesKV(t *testing.T) {
 	kvBefore := scrape(t, srv.URL, kvUsage)
 
 	cancels[1]()
-	waitFor(t, "the running gauge to drop", func() bool { return scrape(t, srv.URL, running) == 2 })
+	testenv.Eventually(t, "the running gauge to drop", func() bool { return scrape(t, srv.URL, running) == 2 })
 
 	after := s.Stats()
 	if after.Steps != before.Steps {
@@ -64,9 +66,9 @@ func TestDisconnectWhileWaiting(t *testing.T) {
 	defer cancel()
 	resp := post(ctx, t, srv.URL, chatBody(t, s, "hello", map[string]any{"stream": true}))
 	defer resp.Body.Close()
-	waitFor(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
+	testenv.Eventually(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
 	cancel()
-	waitFor(t, "the waiting gauge to drop", func() bool {
+	testenv.Eventually(t, "the waiting gauge to drop", func() bool {
 		return scrape(t, srv.URL, "vllm:num_requests_waiting{") == 0
 	})
 	if st := s.Stats(); st.Aborted != 1 || st.KVBlocksUsed != 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/golden"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // TestRequestErrors checks the status, type and param of every refusal
@@ -69,7 +70,7 @@ func TestDefaultMaxTokens(t *testing.T) {
 	srv := serve(t, s)
 	got := make(chan completion, 1)
 	go func() { got <- postCompletion(t, srv.URL, chatBody(t, s, "hi", map[string]any{"ignore_eos": true})) }()
-	waitFor(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
+	testenv.Eventually(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
 	for {
 		if _, ok := s.Step(context.Background()); !ok {
 			break
@@ -138,7 +139,7 @@ func TestHealthWhileLoading(t *testing.T) {
 		t.Errorf("health before Run = %d, want 503", got)
 	}
 	runEngine(t, loaded)
-	waitFor(t, "health to turn 200", func() bool { return health(t, lsrv.URL) == 200 })
+	testenv.Eventually(t, "health to turn 200", func() bool { return health(t, lsrv.URL) == 200 })
 }
 
 func health(t *testing.T, url string) int {

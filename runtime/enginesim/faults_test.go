@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 func setFaults(t *testing.T, url, body string) (int, Faults) {
@@ -63,7 +64,7 @@ func TestEngineDeathAndRevival(t *testing.T) {
 		defer resp.Body.Close()
 		bodies = append(bodies, bufio.NewReader(resp.Body))
 	}
-	waitFor(t, "two queued requests", func() bool { return s.Stats().Waiting == 2 })
+	testenv.Eventually(t, "two queued requests", func() bool { return s.Stats().Waiting == 2 })
 	for range 4 {
 		s.Step(context.Background())
 	}
@@ -99,7 +100,7 @@ func TestEngineDeathAndRevival(t *testing.T) {
 	}
 	done := make(chan completion, 1)
 	go func() { done <- postCompletion(t, srv.URL, chatBody(t, s, "fourth", map[string]any{"max_tokens": 10})) }()
-	waitFor(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
+	testenv.Eventually(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
 	for {
 		if _, ok := s.Step(context.Background()); !ok {
 			break
@@ -126,7 +127,7 @@ func TestKillOverHTTP(t *testing.T) {
 		resp.Body.Close()
 		got <- resp.StatusCode
 	}()
-	waitFor(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
+	testenv.Eventually(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
 	s.Step(context.Background())
 	if code, f := setFaults(t, srv.URL, `{"dead": true}`); code != 200 || !f.Dead {
 		t.Fatalf("kill: %d %+v", code, f)
@@ -205,7 +206,7 @@ func TestErrorRate(t *testing.T) {
 	if failed < 70 || failed > 130 {
 		t.Errorf("%d of 200 requests failed at error rate 0.5", failed)
 	}
-	waitFor(t, "aborted streams to leave the engine", func() bool { st := s.Stats(); return st.Waiting+st.Running == 0 })
+	testenv.Eventually(t, "aborted streams to leave the engine", func() bool { st := s.Stats(); return st.Waiting+st.Running == 0 })
 }
 
 // TestHang: a hung request gets its headers and nothing else until the
@@ -240,7 +241,7 @@ func TestSlowStart(t *testing.T) {
 	srv := serve(t, s)
 	done := make(chan completion, 1)
 	go func() { done <- postCompletion(t, srv.URL, chatBody(t, s, "hi", map[string]any{"max_tokens": 2})) }()
-	waitFor(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
+	testenv.Eventually(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
 	for {
 		if _, ok := s.Step(context.Background()); !ok {
 			break
@@ -287,5 +288,5 @@ func TestStallAfterTokens(t *testing.T) {
 	if content == 0 || content > 5 {
 		t.Errorf("%d content chunks before the stall, want 1 to 5 (5 tokens)", content)
 	}
-	waitFor(t, "the stalled sequence to leave the engine", func() bool { st := s.Stats(); return st.Waiting+st.Running == 0 })
+	testenv.Eventually(t, "the stalled sequence to leave the engine", func() bool { st := s.Stats(); return st.Waiting+st.Running == 0 })
 }

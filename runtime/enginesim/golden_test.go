@@ -11,6 +11,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/golden"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
@@ -45,7 +46,7 @@ func TestGoldenStream(t *testing.T) {
 			if got, want := resp.Header.Get("Content-Type"), "text/event-stream; charset=utf-8"; got != want {
 				t.Errorf("content-type = %q, want %q", got, want)
 			}
-			waitFor(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
+			testenv.Eventually(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
 			var stream bytes.Buffer
 			br := bufio.NewReader(resp.Body)
 			for !stepAndRead(t, s, br, &stream) {
@@ -128,7 +129,7 @@ func TestGoldenCompletion(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		got <- b
 	}()
-	waitFor(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
+	testenv.Eventually(t, "the request to queue", func() bool { return s.Stats().Waiting == 1 })
 	for {
 		if _, ok := s.Step(context.Background()); !ok {
 			break

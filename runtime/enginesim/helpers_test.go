@@ -158,18 +158,6 @@ func stepAndRead(t *testing.T, s *Sim, br *bufio.Reader, out *bytes.Buffer) (end
 	}
 }
 
-// waitFor polls cond until it holds, failing the test after a while.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // scrape reads one sample from the /metrics endpoint: the series whose
 // name and labels start with series ("vllm:num_requests_running{").
 func scrape(t *testing.T, url, series string) float64 {

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
@@ -47,7 +48,7 @@ func TestSlowClientDoesNotStallEngine(t *testing.T) {
 	if err != nil || !bytes.HasSuffix(fast, []byte("data: [DONE]\n\n")) {
 		t.Fatalf("fast stream did not complete: %v", err)
 	}
-	waitFor(t, "the engine to finish both", func() bool { return s.Stats().Finished == 2 })
+	testenv.Eventually(t, "the engine to finish both", func() bool { return s.Stats().Finished == 2 })
 
 	stuck.release()
 	<-served

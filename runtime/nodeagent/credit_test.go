@@ -8,6 +8,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 func TestCredit(t *testing.T) {
@@ -149,7 +150,7 @@ func TestZeroCreditHoldsOnlyItsRequest(t *testing.T) {
 	if got := d.CompletionTokens; got < 1 || got > 2 {
 		t.Errorf("req-slow completion_tokens = %d, want 1 or 2", got)
 	}
-	eventually(t, "engine aborts req-slow", func() bool { return sim.Stats().Running == 0 })
+	testenv.Eventually(t, "engine aborts req-slow", func() bool { return sim.Stats().Running == 0 })
 }
 
 // TestStalledCreditGivesUpTheRequest: a request whose server stops
@@ -171,5 +172,5 @@ func TestStalledCreditGivesUpTheRequest(t *testing.T) {
 	if got, want := d.FinishReason, openai.FinishAbort; got != want {
 		t.Errorf("finish_reason = %q, want %q", got, want)
 	}
-	eventually(t, "engine aborts req-orphan", func() bool { return sim.Stats().Running == 0 })
+	testenv.Eventually(t, "engine aborts req-orphan", func() bool { return sim.Stats().Running == 0 })
 }

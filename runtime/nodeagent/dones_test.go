@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 func TestDoneStore(t *testing.T) {
@@ -72,9 +73,9 @@ func TestDonesReplayedUntilAcked(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, "2 records pending", func() bool { return ag.a.Stats().PendingDones == 2 })
+	testenv.Eventually(t, "2 records pending", func() bool { return ag.a.Stats().PendingDones == 2 })
 	sc.send(t, &nodeproto.Ack{RequestIDs: []string{"req-r0"}})
-	eventually(t, "1 record pending after an ack", func() bool { return ag.a.Stats().PendingDones == 1 })
+	testenv.Eventually(t, "1 record pending after an ack", func() bool { return ag.a.Stats().PendingDones == 1 })
 	sc.c.CloseNow()
 
 	sc = fs.accept(t)
@@ -82,7 +83,7 @@ func TestDonesReplayedUntilAcked(t *testing.T) {
 		t.Errorf("replayed %+v, want %+v", got, want)
 	}
 	sc.send(t, &nodeproto.Ack{RequestIDs: []string{"req-r1"}})
-	eventually(t, "nothing pending", func() bool { return ag.a.Stats().PendingDones == 0 })
+	testenv.Eventually(t, "nothing pending", func() bool { return ag.a.Stats().PendingDones == 0 })
 	sc.c.CloseNow()
 
 	sc = fs.accept(t)
@@ -118,7 +119,7 @@ func TestLinkDropAbortsAndReplays(t *testing.T) {
 	sc.send(t, assignFrame("req-l", testModel, eng.served, 3000))
 	readChunks(t, sc, "req-l", 0, 3)
 	sc.c.CloseNow()
-	eventually(t, "engine aborts the request", func() bool { return sim.Stats().Running == 0 })
+	testenv.Eventually(t, "engine aborts the request", func() bool { return sim.Stats().Running == 0 })
 
 	sc = fs.accept(t)
 	got := replayed(t, sc)
@@ -132,5 +133,5 @@ func TestLinkDropAbortsAndReplays(t *testing.T) {
 	if d.CompletionTokens < 2 || d.CompletionTokens >= 3000 {
 		t.Errorf("replayed completion_tokens = %d, want the 2 or more read before the drop, under 3000", d.CompletionTokens)
 	}
-	eventually(t, "the replay is acknowledged", func() bool { return ag.a.Stats().PendingDones == 0 })
+	testenv.Eventually(t, "the replay is acknowledged", func() bool { return ag.a.Stats().PendingDones == 0 })
 }

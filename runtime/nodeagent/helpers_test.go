@@ -120,15 +120,3 @@ func assignFrame(id, model, served string, maxTokens int) *nodeproto.Assign {
 	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"user","content":"Tell me a long story about ships."}],"max_tokens":%d,"ignore_eos":true}`, served, maxTokens)
 	return &nodeproto.Assign{RequestID: id, Model: model, Body: []byte(body)}
 }
-
-// eventually polls cond until it holds or waitFor passes.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitFor)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, waitFor)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 func TestReconnectAfterServerClose(t *testing.T) {
@@ -171,7 +172,7 @@ func TestDrainDeadlineCancelsThenReturns(t *testing.T) {
 		t.Fatalf("Run after a drain deadline: %v", err)
 	}
 	ag.stop()
-	eventually(t, "engine aborts the request", func() bool { return sim.Stats().Running == 0 })
+	testenv.Eventually(t, "engine aborts the request", func() bool { return sim.Stats().Running == 0 })
 }
 
 // TestHalfOpenLinkRedials: a server that stops answering pings without

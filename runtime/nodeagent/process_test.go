@@ -195,7 +195,7 @@ func testProcessHeartbeat(t *testing.T) {
 	for i := range 3 {
 		sc.send(t, assignFrame(fmt.Sprintf("req-s%d", i), testModel, eng.served, 100))
 	}
-	eventually(t, "engine reaches 1 running and 2 waiting", func() bool {
+	testenv.Eventually(t, "engine reaches 1 running and 2 waiting", func() bool {
 		m := scrapeRaw(t, eng.url)
 		return m["vllm:num_requests_running"] == 1 && m["vllm:num_requests_waiting"] == 2
 	})

@@ -2,7 +2,6 @@ package quota
 
 import (
 	"testing"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,17 +30,4 @@ func newQueue(t testing.TB, rdb redis.UniversalClient, cfg Config) *Queue {
 		t.Fatalf("NewQueue: %v", err)
 	}
 	return q
-}
-
-// eventually polls cond every few milliseconds until it holds or within
-// passes.
-func eventually(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // miniEnv is the local mode's embedded server with a hand-driven clock:
@@ -140,7 +142,7 @@ func TestMiniredisQueue(t *testing.T) {
 			}
 		})
 	}()
-	eventually(t, 5*time.Second, "one waiter", func() bool {
+	testenv.Eventually(t, "one waiter", func() bool {
 		n, err := q.Depth(ctx, "m")
 		return err == nil && n == 1
 	})

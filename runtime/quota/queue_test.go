@@ -51,7 +51,7 @@ func (e queueEnv) card(t *testing.T, model string) int64 {
 // waitDepth waits until model's queue holds want entries.
 func (e queueEnv) waitDepth(t *testing.T, model string, want int64) {
 	t.Helper()
-	eventually(t, 5*time.Second, fmt.Sprintf("queue depth %d", want), func() bool {
+	testenv.Eventually(t, fmt.Sprintf("queue depth %d", want), func() bool {
 		n, err := e.a.Depth(context.Background(), model)
 		return err == nil && n == want
 	})
@@ -71,7 +71,7 @@ func (e queueEnv) waitingHead(t *testing.T, model string) (*atomic.Int64, chan e
 			return open.Load(), nil
 		})
 	}()
-	eventually(t, 5*time.Second, "the first try", func() bool { return tries.Load() == 1 })
+	testenv.Eventually(t, "the first try", func() bool { return tries.Load() == 1 })
 	e.waitDepth(t, model, 1) // back in the queue after the failed try
 	open.Store(true)
 	return &tries, done

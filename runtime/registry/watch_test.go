@@ -52,18 +52,6 @@ func startWatch(t *testing.T, r *Registry) *deaths {
 	return d
 }
 
-// waitFor polls cond until it holds or within passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // beatUntil beats nodeID every third of the TTL until stop is closed.
 func beatUntil(t *testing.T, r *Registry, nodeID string, epoch int64, stop <-chan struct{}) {
 	t.Helper()
@@ -108,7 +96,7 @@ func TestWatchReportsDeathOnce(t *testing.T) {
 		}
 		lastBeat := time.Now()
 		for i, w := range watchers {
-			waitFor(t, testTTL+testInterval+2*testSlack, "the death of n1", func() bool { return len(w.get()) > round })
+			testenv.EventuallyWithin(t, testTTL+testInterval+2*testSlack, "the death of n1", func() bool { return len(w.get()) > round })
 			got := w.get()[round]
 			if got.id != "n1" || got.epoch != epoch {
 				t.Errorf("round %d watcher %d reported %s epoch %d, want n1 epoch %d", round, i, got.id, got.epoch, epoch)
@@ -158,7 +146,7 @@ func TestWatchSkipsDeathsBeforeItStarted(t *testing.T) {
 	mustRegister(t, r, onPrem("old", "orch-gone"))
 	time.Sleep(testTTL + testSlack)
 	d := startWatch(t, r)
-	waitFor(t, 4*testInterval, "the index to be cleaned", func() bool {
+	testenv.EventuallyWithin(t, 4*testInterval, "the index to be cleaned", func() bool {
 		return rdb.ZCard(context.Background(), r.Keys().Live()).Val() == 0
 	})
 	time.Sleep(2 * testInterval)
@@ -185,7 +173,7 @@ func TestWatchStaleIndexScore(t *testing.T) {
 	if got := d.get(); len(got) != 0 {
 		t.Fatalf("got reports %+v for a live node, want none", got)
 	}
-	waitFor(t, testTTL+testInterval+2*testSlack, "the death of n1", func() bool { return len(d.get()) == 1 })
+	testenv.EventuallyWithin(t, testTTL+testInterval+2*testSlack, "the death of n1", func() bool { return len(d.get()) == 1 })
 	if got := d.get()[0]; got.id != "n1" || got.epoch != epoch {
 		t.Errorf("got %+v, want n1 epoch %d", got, epoch)
 	}

@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,23 +15,6 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.MainWithLeakCheck(m) }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // startEngine serves a simulated llama-8b, 100 times faster than real
 // time, until the test ends.
@@ -66,7 +47,7 @@ func TestGatewayCommand(t *testing.T) {
 	t.Setenv("LLMPLAT_ADMIN_TOKEN", adminToken)
 	rds := testenv.Redis(t)
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &lockedBuffer{}
+	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() {
 		done <- runGateway(ctx, []string{"-addr", "127.0.0.1:0", "-metrics-addr", "127.0.0.1:0",

@@ -23,7 +23,7 @@ import (
 func startCommand(t *testing.T, name string, run func(context.Context, []string, io.Writer) error, args []string, want string) string {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &lockedBuffer{}
+	out := &testenv.Buffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, args, out) }()
 	t.Cleanup(func() {
