@@ -224,7 +224,7 @@ func TestBurstAcrossTwoGateways(t *testing.T) {
 
 	// The sweeper of a gateway that outlived them releases every hold the
 	// crashed one left (nothing in the completion log: cancelled).
-	f.clock.Advance(DefaultSweepAfter + time.Minute)
+	f.clock.Step(DefaultSweepAfter + time.Minute)
 	if _, err := f.ledger(t, Config{}).Sweep(context.Background()); err != nil {
 		t.Fatal(err)
 	}

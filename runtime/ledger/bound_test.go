@@ -168,7 +168,7 @@ func TestSweepClosesRowsOfHostileRecords(t *testing.T) {
 		f.reserve(t, req("negative", team))
 		f.log.report("huge", Usage{PromptTokens: huge, CompletionTokens: huge})
 		f.log.report("negative", Usage{PromptTokens: -huge, CompletionTokens: -1})
-		f.clock.Advance(DefaultSweepAfter + time.Minute)
+		f.clock.Step(DefaultSweepAfter + time.Minute)
 		res, err := f.l.Sweep(ctx)
 		if err != nil || res.Settled+res.Cancelled != 2 {
 			t.Fatalf("Sweep = %+v, %v; want both rows finished", res, err)

@@ -88,7 +88,7 @@ func TestFrozenDatabaseHoldsNoCallerPastItsDeadline(t *testing.T) {
 	<-firstStart
 	// The first call's batch is running (its statement sent, no answer)
 	// once the batcher counts it; the next one queues behind it.
-	waitFor(t, "the first batch to start", func() bool { return f.l.reserves.batches.Load() >= 2 })
+	testenv.Eventually(t, "the first batch to start", func() bool { return f.l.reserves.batches.Load() >= 2 })
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
@@ -138,16 +138,6 @@ func TestFrozenDatabaseHoldsNoCallerPastItsDeadline(t *testing.T) {
 	b, err := setup.l.Audit(context.Background())
 	if err != nil || b.Reserved != 0 {
 		t.Errorf("books after the thaw: %+v, %v; want balanced, nothing reserved", b, err)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after 20 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }
 
@@ -217,13 +207,13 @@ func checkBatcherBound(t *testing.T, seed uint64, n int) {
 				results[i].out, results[i].ok, results[i].err = b.do(ctx, i)
 			}()
 		}
-		waitFor(t, "the calls to queue", func() bool { return pending() == to-from })
+		testenv.Eventually(t, "the calls to queue", func() bool { return pending() == to-from })
 	}
 	inBatch := 1 + rng.IntN(n) // the blocked batch's calls, at least one
 	serial.Lock()              // another batch runs: the calls queue
 	start(0, inBatch)
 	serial.Unlock()
-	waitFor(t, "the first batch to block", func() bool { return b.batches.Load() == 1 })
+	testenv.Eventually(t, "the first batch to block", func() bool { return b.batches.Load() == 1 })
 	start(inBatch, n)
 	for i, r := range results {
 		if r.left {

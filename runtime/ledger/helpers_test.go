@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
@@ -39,26 +41,6 @@ const (
 // startTime is the fake clock's start; whole seconds, so both dialects
 // store it exactly.
 var startTime = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
-
-// fakeClock is a clock tests move by hand.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-// Now returns the clock's time.
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-// Advance moves the clock forward by d.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 // fakeLog is a CompletionLog held in memory.
 type fakeLog struct {
@@ -93,7 +75,7 @@ func (f *fakeLog) report(requestID string, u Usage) {
 type fixture struct {
 	db    *store.DB
 	l     *Ledger
-	clock *fakeClock
+	clock *testingclock.FakeClock
 	log   *fakeLog
 }
 
@@ -129,7 +111,7 @@ func newFixture(tb testing.TB, dsn string) *fixture {
 	if err != nil {
 		tb.Fatalf("insert models: %v", err)
 	}
-	f := &fixture{db: db, clock: &fakeClock{t: startTime}, log: &fakeLog{}}
+	f := &fixture{db: db, clock: testingclock.NewFakeClock(startTime), log: &fakeLog{}}
 	f.l = f.ledger(tb, Config{Completions: f.log})
 	return f
 }

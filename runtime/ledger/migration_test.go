@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/store"
 )
 
@@ -44,7 +46,7 @@ func TestMigrationBackfillsOpenReservations(t *testing.T) {
 			if a != 500 || b != 50 {
 				t.Fatalf("reserved after backfill = %d, %d; want 500, 50", a, b)
 			}
-			f := &fixture{db: db, clock: &fakeClock{t: startTime}}
+			f := &fixture{db: db, clock: testingclock.NewFakeClock(startTime)}
 			f.l = f.ledger(t, Config{})
 			out, err := f.l.Settle(ctx, "open-1", Usage{PromptTokens: 1000, CompletionTokens: 100}, SourceExact)
 			if want := Cost(1000, 100, 200_000, 600_000); err != nil || out.CostMicrocredits != want {

@@ -30,7 +30,7 @@ func TestQuoteMatchesReserve(t *testing.T) {
 				model, rng.Int64N(3_000_000), rng.Int64N(3_000_000), maxContext, 1+rng.Int64N(maxContext)); err != nil {
 				t.Fatal(err)
 			}
-			f.clock.Advance(quoteTermsTTL) // the quote sees the new model
+			f.clock.Step(quoteTermsTTL) // the quote sees the new model
 			r := Reservation{RequestID: "q-" + model, TeamID: team, Model: model, PromptTokens: rng.Int64N(maxContext + 10)}
 			if rng.IntN(2) == 0 {
 				r.MaxOutputTokens = 1 + rng.Int64N(2*maxContext)
@@ -91,7 +91,7 @@ func TestQuoteTrustsTermsForTTL(t *testing.T) {
 		if cached.MaxOutputTokens != before.MaxOutputTokens {
 			t.Errorf("within the TTL the cap is %d, want the cached %d", cached.MaxOutputTokens, before.MaxOutputTokens)
 		}
-		f.clock.Advance(quoteTermsTTL)
+		f.clock.Step(quoteTermsTTL)
 		after, err := f.l.Quote(ctx, r)
 		if err != nil {
 			t.Fatal(err)
@@ -169,7 +169,7 @@ func TestQuoteDoesNotWaitForAReload(t *testing.T) {
 	if _, err := lock.ExecContext(ctx, "LOCK TABLE models IN ACCESS EXCLUSIVE MODE"); err != nil {
 		t.Fatal(err)
 	}
-	f.clock.Advance(quoteTermsTTL)
+	f.clock.Step(quoteTermsTTL)
 	type result struct {
 		got Reserved
 		err error

@@ -45,7 +45,7 @@ func TestRandomizedConcurrent(t *testing.T) {
 		go func() {
 			var err error
 			for !stop.Load() && err == nil {
-				f.clock.Advance(2 * time.Minute)
+				f.clock.Step(2 * time.Minute)
 				var res SweepResult
 				res, err = sweeper.Sweep(ctx)
 				y.add(0, 0, 0, res.Settled+res.Cancelled)
@@ -66,7 +66,7 @@ func TestRandomizedConcurrent(t *testing.T) {
 				t.Fatalf("worker %d: %v", w, err)
 			}
 		}
-		f.clock.Advance(DefaultSweepAfter + time.Second)
+		f.clock.Step(DefaultSweepAfter + time.Second)
 		last, err := sweeper.Sweep(ctx)
 		if err != nil {
 			t.Fatalf("last sweep: %v", err)
@@ -204,7 +204,7 @@ func TestLedgerProperty(t *testing.T) {
 		go func() {
 			var err error
 			for !stop.Load() && err == nil {
-				f.clock.Advance(2 * time.Minute)
+				f.clock.Step(2 * time.Minute)
 				var res SweepResult
 				res, err = sweeper.Sweep(ctx)
 				y.add(0, 0, 0, res.Settled+res.Cancelled)
@@ -234,7 +234,7 @@ func TestLedgerProperty(t *testing.T) {
 			t.Fatalf("round %d broke the books", round)
 		}
 	}
-	f.clock.Advance(DefaultSweepAfter + time.Second)
+	f.clock.Step(DefaultSweepAfter + time.Second)
 	last, err := sweeper.Sweep(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -82,7 +82,7 @@ func TestRandomizedSequential(t *testing.T) {
 			case op < 93:
 				o.retry(t, f, rng, step)
 			default:
-				f.clock.Advance(time.Duration(rng.Int64N(int64(20 * time.Minute))))
+				f.clock.Step(time.Duration(rng.Int64N(int64(20 * time.Minute))))
 				o.sweep(t, f, step)
 			}
 			for _, tm := range teams {
@@ -91,7 +91,7 @@ func TestRandomizedSequential(t *testing.T) {
 				}
 			}
 		}
-		f.clock.Advance(DefaultSweepAfter + time.Second)
+		f.clock.Step(DefaultSweepAfter + time.Second)
 		o.sweep(t, f, steps)
 		for _, tm := range teams {
 			if b := f.balance(t, tm); b.Reserved != 0 || b.Balance != o.balance[tm] {

@@ -81,12 +81,12 @@ func TestRollupEqualsDirectQuery(t *testing.T) {
 		precise := f.ledger(t, Config{NoBatching: true})
 		teams := []int64{f.team(t, "a", 1_000_000_000), f.team(t, "b", 1_000_000_000)}
 		start := startTime.Truncate(day)
-		f.clock.Advance(start.Sub(f.clock.Now()))
+		f.clock.Step(start.Sub(f.clock.Now()))
 		var ids []string
 		for i := range rowsPerTeam * len(teams) {
 			// The rows are created in time order; each step crosses
 			// a day boundary now and then.
-			f.clock.Advance(time.Duration(rng.Int64N(int64(spanDays*day)/int64(rowsPerTeam*len(teams))*2)) + time.Duration(rng.IntN(1000)))
+			f.clock.Step(time.Duration(rng.Int64N(int64(spanDays*day)/int64(rowsPerTeam*len(teams))*2)) + time.Duration(rng.IntN(1000)))
 			id := fmt.Sprintf("r%d", i)
 			model := []string{m8b, m70b}[rng.IntN(2)]
 			f.reserve(t, Reservation{RequestID: id, TeamID: teams[i%len(teams)], Model: model, PromptTokens: 1000, MaxOutputTokens: 500})
@@ -128,7 +128,7 @@ func TestRollupEqualsDirectQuery(t *testing.T) {
 		}
 		// Late settles: the clock has moved on (days, for some), the
 		// rows keep the day they were created on.
-		f.clock.Advance(2 * day)
+		f.clock.Step(2 * day)
 		for i := 3; i < len(ids); i += 5 {
 			if _, err := f.l.Settle(ctx, ids[i], Usage{PromptTokens: 10, CompletionTokens: int64(i)}, SourceExact); err != nil {
 				t.Fatal(err)

@@ -21,13 +21,13 @@ func TestSweep(t *testing.T) {
 		nodeUsage := Usage{PromptTokens: 1000, CompletionTokens: 250}
 		f.log.report("reported", nodeUsage)
 		f.log.report("finished", Usage{PromptTokens: 1, CompletionTokens: 1})
-		f.clock.Advance(DefaultSweepAfter - time.Second)
+		f.clock.Step(DefaultSweepAfter - time.Second)
 		f.reserve(t, req("fresh", team))
 		f.log.report("fresh", nodeUsage)
 		if got, err := f.l.Sweep(ctx); err != nil || got != (SweepResult{}) {
 			t.Fatalf("Sweep before the window = %+v, %v; want nothing moved", got, err)
 		}
-		f.clock.Advance(2 * time.Second)
+		f.clock.Step(2 * time.Second)
 		got, err := f.l.Sweep(ctx)
 		if err != nil {
 			t.Fatalf("Sweep: %v", err)
@@ -59,7 +59,7 @@ func TestSweepWithoutCompletionLogCancels(t *testing.T) {
 		f.reserve(t, req("r1", team))
 		f.log.report("r1", Usage{PromptTokens: 5, CompletionTokens: 5}) // not consulted
 		l := f.ledger(t, Config{SweepAfter: time.Minute})
-		f.clock.Advance(time.Minute + time.Second)
+		f.clock.Step(time.Minute + time.Second)
 		got, err := l.Sweep(context.Background())
 		if err != nil || got != (SweepResult{Cancelled: 1}) {
 			t.Fatalf("Sweep = %+v, %v; want one cancelled", got, err)
@@ -77,7 +77,7 @@ func TestSweepLeavesRowsItCannotCheck(t *testing.T) {
 		f.reserve(t, req("r1", team))
 		f.reserve(t, req("r2", team))
 		f.log.err = logDown
-		f.clock.Advance(DefaultSweepAfter + time.Second)
+		f.clock.Step(DefaultSweepAfter + time.Second)
 		got, err := f.l.Sweep(context.Background())
 		wantErr(t, "Sweep", err, logDown)
 		if got != (SweepResult{}) || f.status(t, "r1") != StatusReserved || f.status(t, "r2") != StatusReserved {
@@ -102,7 +102,7 @@ func TestSweepRacesLateSettle(t *testing.T) {
 			id := fmt.Sprint("late-", round)
 			f.reserve(t, req(id, team))
 			f.log.report(id, logged)
-			f.clock.Advance(DefaultSweepAfter + time.Second)
+			f.clock.Step(DefaultSweepAfter + time.Second)
 			var settled Outcome
 			var swept SweepResult
 			var errSettle, errSweep error
@@ -142,7 +142,7 @@ func TestSweepWorksThroughBatches(t *testing.T) {
 		for i := range rows {
 			f.reserve(t, req(fmt.Sprint("b-", i), team))
 		}
-		f.clock.Advance(DefaultSweepAfter + time.Second)
+		f.clock.Step(DefaultSweepAfter + time.Second)
 		got, err := f.l.Sweep(context.Background())
 		if err != nil || got != (SweepResult{Cancelled: rows}) {
 			t.Fatalf("Sweep = %+v, %v; want all %d cancelled", got, err, rows)
@@ -163,7 +163,7 @@ func TestRunSweepsUntilCancelled(t *testing.T) {
 		ran := make(chan error, 1) // Run's one result
 		go func() { ran <- l.Run(ctx) }()
 		f.reserve(t, req("orphan", team))
-		f.clock.Advance(DefaultSweepAfter + time.Second)
+		f.clock.Step(DefaultSweepAfter + time.Second)
 		deadline := time.Now().Add(patience)
 		for f.status(t, "orphan") == StatusReserved {
 			if time.Now().After(deadline) {
@@ -193,7 +193,7 @@ func TestSweptSettleTold(t *testing.T) {
 		var told []Outcome
 		l := f.ledger(t, Config{SweepAfter: time.Minute, Completions: f.log,
 			SweptSettle: func(_ context.Context, o Outcome) { told = append(told, o) }})
-		f.clock.Advance(time.Minute + time.Second)
+		f.clock.Step(time.Minute + time.Second)
 		for range 2 {
 			if _, err := l.Sweep(context.Background()); err != nil {
 				t.Fatal(err)

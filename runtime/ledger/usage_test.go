@@ -56,7 +56,7 @@ func TestUsageWindowIsHalfOpen(t *testing.T) {
 		team := f.team(t, "a", 1_000_000)
 		for i, id := range []string{"h0", "h1", "h2"} {
 			if i > 0 {
-				f.clock.Advance(time.Hour)
+				f.clock.Step(time.Hour)
 			}
 			f.reserve(t, req(id, team))
 			if _, err := f.l.Settle(ctx, id, Usage{PromptTokens: 1, CompletionTokens: 1}, SourceExact); err != nil {
