@@ -205,17 +205,16 @@ func screenshot(t *testing.T, tab context.Context, name string) {
 // fails with check's last complaint.
 func eventually(t *testing.T, check func() string) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for {
-		msg := check()
-		if msg == "" {
-			return
+	var msg string
+	defer func() {
+		if msg != "" {
+			t.Log(msg)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal(msg)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	}()
+	testenv.EventuallyWithin(t, waitTimeout, "the browser's page", func() bool {
+		msg = check()
+		return msg == ""
+	})
 }
 
 // contains reports whether any of the needles is in s.
