@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,17 +232,24 @@ func TestScaledToZero(t *testing.T) {
 
 	// The replica comes up and loads: 8 minutes of an L40S's loading, the
 	// reference workload's cold start, at the simulator's time scale.
+	// The load starts only once the test has seen callers refused while
+	// it is pending, so a slow machine (a StartNode that takes longer
+	// than the simulated load) cannot skip the scenario.
 	const scale = 160
+	engineLoad := &heldLoad{Clock: enginesim.NewScaledClock(scale), release: make(chan struct{})}
 	startedAt := time.Now()
 	node := p.StartNode("node-70b", big, enginesim.Config{ServedModelName: big, Seed: 1, TimeScale: scale,
-		LoadTime: 8 * time.Minute}, 16)
+		LoadTime: 8 * time.Minute, Clock: engineLoad}, 16)
 	var refused, admitted int
 	lastRetry := retryAfter(o)
 	var servedAfter time.Duration
 	for i := 0; ; i++ {
+		if refused == 3 {
+			engineLoad.start()
+		}
 		o := send(ctx, client, p.URL, key, shortBody(big, "while loading", i), nil)
 		if o.whole() {
-			servedAfter = time.Since(startedAt)
+			servedAfter, _ = engineLoad.since()
 			break
 		}
 		if o.status != http.StatusServiceUnavailable || retryAfter(o) <= 0 {
@@ -262,8 +270,11 @@ func TestScaledToZero(t *testing.T) {
 			t.Errorf("pending gauge %d while the replica loads, want the refused callers held", got)
 		}
 		refused++
-		if time.Since(startedAt) > time.Minute+8*time.Minute/scale {
+		if since, ok := engineLoad.since(); ok && since > time.Minute+8*time.Minute/scale {
 			t.Fatal("not served a minute after the replica loaded")
+		}
+		if time.Since(startedAt) > 2*time.Minute {
+			t.Fatalf("%d refusals in two minutes; the load never started", refused)
 		}
 		time.Sleep(100 * time.Millisecond) // a client's pause between tries
 	}
@@ -283,9 +294,51 @@ func TestScaledToZero(t *testing.T) {
 		t.Errorf("%d ledger rows cancelled for %d requests that queued before the model was known and %d admitted before the node's first heartbeat: a refusal at zero reserved",
 			b.Cancelled, queued, admitted)
 	}
-	figure(t, "no 70B replica: %d requests queued before the orchestrator knew the new model; then the first request got 503 model_loading at once (%v) with Retry-After %s s, pending gauge %d; a replica loading for 8 min simulated (%v here): %d requests meanwhile got 503 with Retry-After (%d of them admitted before the node's first heartbeat; the others model_loading, down to %d s), then served %v after the replica started, and the gauge dropped to 0; books: %d settled, %d cancelled, none reserved",
+	figure(t, "no 70B replica: %d requests queued before the orchestrator knew the new model; then the first request got 503 model_loading at once (%v) with Retry-After %s s, pending gauge %d; a replica loading for 8 min simulated (%v here): %d requests meanwhile got 503 with Retry-After (%d of them admitted before the node's first heartbeat; the others model_loading, down to %d s), then served %v after its load started, and the gauge dropped to 0; books: %d settled, %d cancelled, none reserved",
 		queued, o.took.Round(time.Millisecond), o.retryAfter, pending, (8 * time.Minute / scale).Round(time.Millisecond), refused, admitted, lastRetry,
 		servedAfter.Round(time.Millisecond), b.Settled, b.Cancelled)
+}
+
+// heldLoad is a simulator clock whose first sleep, the engine's load,
+// waits until start is called.
+type heldLoad struct {
+	enginesim.Clock
+	release chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	at      time.Time // when start was called
+	held    atomic.Bool
+}
+
+func (h *heldLoad) Sleep(ctx context.Context, d time.Duration) error {
+	if h.held.CompareAndSwap(false, true) {
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return h.Clock.Sleep(ctx, d)
+}
+
+// start lets the load begin.
+func (h *heldLoad) start() {
+	h.once.Do(func() {
+		h.mu.Lock()
+		h.at = time.Now()
+		h.mu.Unlock()
+		close(h.release)
+	})
+}
+
+// since is how long ago the load started, if it has.
+func (h *heldLoad) since() (time.Duration, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.at.IsZero() {
+		return 0, false
+	}
+	return time.Since(h.at), true
 }
 
 // retryAfter is o's Retry-After in seconds (0 when absent or unreadable).
