@@ -269,7 +269,7 @@ func TestAccAPIKeyInvalid(t *testing.T) {
 func (p *platform) checkReserved(t *testing.T, id string, want int64) error {
 	t.Helper()
 	var got int64
-	err := p.db.QueryRowContext(t.Context(),
+	err := p.DB.QueryRowContext(t.Context(),
 		"SELECT max_output_tokens FROM usage_ledger WHERE key_id = $1 ORDER BY id DESC LIMIT 1", id).Scan(&got)
 	if err != nil {
 		return fmt.Errorf("read the key's last reservation: %w", err)

@@ -80,7 +80,7 @@ func TestAccUserAgent(t *testing.T) {
 	p := startPlatform(t)
 	var mu sync.Mutex
 	agents := map[string]int{}
-	proxy := newFaultProxy(t, p.base, func(r *http.Request) fault {
+	proxy := newFaultProxy(t, p.URL, func(r *http.Request) fault {
 		mu.Lock()
 		agents[r.Header.Get("User-Agent")]++
 		mu.Unlock()

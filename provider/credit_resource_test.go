@@ -46,7 +46,7 @@ resource "llmplat_credit" "q4" {
 		ProtoV6ProviderFactories: factories(),
 		CheckDestroy: func(*terraform.State) error {
 			var n int
-			if err := p.db.QueryRowContext(context.Background(), "SELECT count(*) FROM credit_entries").Scan(&n); err != nil {
+			if err := p.DB.QueryRowContext(context.Background(), "SELECT count(*) FROM credit_entries").Scan(&n); err != nil {
 				return err
 			}
 			if n != entries {
@@ -62,7 +62,7 @@ resource "llmplat_credit" "q4" {
 					resource.TestMatchResourceAttr("llmplat_credit.q4", "idempotency_key", regexp.MustCompile(`^terraform-[0-9a-f]{32}$`)),
 					balance(7_000_000),
 					func(*terraform.State) error {
-						return p.db.QueryRowContext(context.Background(), "SELECT count(*) FROM credit_entries").Scan(&entries)
+						return p.DB.QueryRowContext(context.Background(), "SELECT count(*) FROM credit_entries").Scan(&entries)
 					},
 				),
 			},

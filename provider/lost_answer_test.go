@@ -21,7 +21,7 @@ import (
 // node.
 func TestAccLostCreateAnswer(t *testing.T) {
 	p := startPlatform(t)
-	ws := p.orchestrator(t)
+	ws := p.WSURL
 	dropped := map[string]bool{}
 	isCreate := func(r *http.Request) (string, bool) {
 		switch {
@@ -38,7 +38,7 @@ func TestAccLostCreateAnswer(t *testing.T) {
 		}
 		return "", false
 	}
-	proxy := newFaultProxy(t, p.base, func(r *http.Request) fault {
+	proxy := newFaultProxy(t, p.URL, func(r *http.Request) fault {
 		what, ok := isCreate(r)
 		if !ok || dropped[what] {
 			return pass
@@ -66,7 +66,7 @@ func TestAccLostCreateAnswer(t *testing.T) {
 					return fmt.Errorf("a completion with the key's secret from state answered %d", code)
 				}
 				token := attr(s, "llmplat_onprem_node.n", "token")
-				if err := admin.NewSQLNodeTokens(p.db).Verify(t.Context(), "lost-answer-1", token); err != nil {
+				if err := admin.NewSQLNodeTokens(p.DB).Verify(t.Context(), "lost-answer-1", token); err != nil {
 					return fmt.Errorf("the node token in state (%d characters) does not verify: %w", len(token), err)
 				}
 				return nil

@@ -71,7 +71,7 @@ func startCluster(t *testing.T) cluster {
 // providerBlockFor configures the provider for p, with c's kubeconfig.
 func (p *platform) providerBlockFor(c cluster) string {
 	return fmt.Sprintf("provider \"llmplat\" {\n  endpoint = %q\n  token    = %q\n  kubernetes {\n    config_path = %q\n  }\n}\n",
-		p.base, p.token, c.kubeconfig)
+		p.URL, p.token, c.kubeconfig)
 }
 
 func (c cluster) get(gvr schema.GroupVersionResource, name string) (*unstructured.Unstructured, error) {
@@ -337,7 +337,7 @@ func TestAccModelDeploymentRefusals(t *testing.T) {
 	// Planning contacts the platform only for the provider's credentials
 	// check, and never the cluster.
 	p := startPlatform(t)
-	withKube := providerBlockAt(p.base, p.token, "  kubernetes {\n    host  = \"https://127.0.0.1:1\"\n    token = \"k\"\n  }\n")
+	withKube := providerBlockAt(p.URL, p.token, "  kubernetes {\n    host  = \"https://127.0.0.1:1\"\n    token = \"k\"\n  }\n")
 	noKube := p.providerBlock()
 	tests := []struct {
 		name, provider, body string

@@ -49,7 +49,7 @@ resource "llmplat_onprem_node" "n" {
 // its token, disconnects the connected agent and deletes its declaration.
 func TestAccOnpremNode(t *testing.T) {
 	p := startPlatform(t)
-	ws := p.orchestrator(t)
+	ws := p.WSURL
 	var (
 		tokenID  string
 		stop     context.CancelFunc
@@ -73,8 +73,8 @@ func TestAccOnpremNode(t *testing.T) {
 		return nil
 	}
 	registered := func() bool {
-		n, err := p.reg.Get(context.Background(), "rack1-gpu3")
-		return err == nil && n.Owner == "orch-tf"
+		n, err := p.Registry.Get(context.Background(), "rack1-gpu3")
+		return err == nil && n.Owner == p.Replicas[0].ID
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(),

@@ -202,7 +202,7 @@ resource "llmplat_api_key" "k" {
 }
 `, allow)
 	}
-	lax := fmt.Sprintf("provider \"llmplat\" {\n  endpoint = %q\n  token    = %q\n  strict   = false\n}\n", p.base, p.token)
+	lax := fmt.Sprintf("provider \"llmplat\" {\n  endpoint = %q\n  token    = %q\n  strict   = false\n}\n", p.URL, p.token)
 	for _, tc := range []struct {
 		name, config string
 		want         *regexp.Regexp

@@ -26,7 +26,7 @@ func TestAccPlanChecksCredentials(t *testing.T) {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(),
 		Steps: []resource.TestStep{{
-			Config:      providerBlockAt(p.base, "llpadm_not-the-token-0123456789abcdef", "") + teamOnly,
+			Config:      providerBlockAt(p.URL, "llpadm_not-the-token-0123456789abcdef", "") + teamOnly,
 			PlanOnly:    true,
 			ExpectError: regexp.MustCompile(`(?s)admin token refused.*401`),
 		}},
@@ -62,7 +62,7 @@ func TestAccPlanFailsWhenPlatformDown(t *testing.T) {
 func TestAccWaitsForGateway(t *testing.T) {
 	p := startPlatform(t)
 	starting := 2 * adminclient.DefaultMaxAttempts
-	proxy := newFaultProxy(t, p.base, func(*http.Request) fault {
+	proxy := newFaultProxy(t, p.URL, func(*http.Request) fault {
 		if starting > 0 {
 			starting--
 			return notReady
@@ -87,7 +87,7 @@ func TestAccWaitsForGateway(t *testing.T) {
 func TestAccAllowlistCheckFailureSurfaces(t *testing.T) {
 	p := startPlatform(t)
 	listed := 0
-	proxy := newFaultProxy(t, p.base, func(r *http.Request) fault {
+	proxy := newFaultProxy(t, p.URL, func(r *http.Request) fault {
 		if r.Method != http.MethodGet || r.URL.Path != "/admin/models" {
 			return pass
 		}

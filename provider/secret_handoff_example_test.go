@@ -74,7 +74,7 @@ func TestAccSecretHandoffExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("TF_CLI_CONFIG_FILE", rc)
-	t.Setenv(EnvEndpoint, p.base)
+	t.Setenv(EnvEndpoint, p.URL)
 	t.Setenv(EnvToken, p.token)
 	b, err := os.ReadFile(filepath.Join("..", "examples", "secret-handoff", "main.tf"))
 	if err != nil {

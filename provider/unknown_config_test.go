@@ -32,10 +32,10 @@ resource "llmplat_team" "t" {
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(),
 		Steps: []resource.TestStep{
-			{Config: config(p.base), Check: resource.TestCheckResourceAttr("llmplat_team.t", "name", "late-endpoint")},
+			{Config: config(p.URL), Check: resource.TestCheckResourceAttr("llmplat_team.t", "name", "late-endpoint")},
 			// A new endpoint value replaces terraform_data: while planning,
 			// the team is refreshed by a provider that has no endpoint yet.
-			{Config: config(p.base + "/"), Check: resource.TestCheckResourceAttr("llmplat_team.t", "name", "late-endpoint")},
+			{Config: config(p.URL + "/"), Check: resource.TestCheckResourceAttr("llmplat_team.t", "name", "late-endpoint")},
 		},
 	})
 }
