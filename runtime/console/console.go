@@ -118,6 +118,7 @@ type Console struct {
 	cfg      Config
 	pages    map[string]*template.Template
 	sessions *sessions
+	cost     *costCache
 }
 
 // New returns the console for cfg.
@@ -130,7 +131,8 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Console{cfg: cfg, pages: pages, sessions: &sessions{rdb: cfg.Redis, prefix: cfg.Prefix + "console:", now: cfg.Now}}, nil
+	return &Console{cfg: cfg, pages: pages, sessions: &sessions{rdb: cfg.Redis, prefix: cfg.Prefix + "console:", now: cfg.Now},
+		cost: newCostCache()}, nil
 }
 
 // Register mounts the console under Path on r.

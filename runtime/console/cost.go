@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"time"
 
@@ -19,6 +20,12 @@ const (
 	// settled rows grouped per model and team, and the node events; longer
 	// than a page's few indexed reads.
 	costTimeout = 30 * time.Second
+	// costCacheTTL is how long one computed report serves the cost page:
+	// computing it reads a week of settled rows, while a minute moves a
+	// week's figures by at most one minute in 10,080, so reloads and
+	// several admins cost one computation a minute per replica, not one
+	// per view.
+	costCacheTTL = time.Minute
 )
 
 // costView is the cost page's data.
@@ -27,6 +34,48 @@ type costView struct {
 	Report costreport.Report
 	// NoModel names the row of nodes that registered no model.
 	NoModel string
+	// CacheSeconds is how long the page's report is shown before a view
+	// computes a new one.
+	CacheSeconds int
+}
+
+// costCache keeps the last cost report a replica computed, for
+// costCacheTTL. Nothing invalidates it early: the report covers the week
+// up to when it was computed and the page says when that was, so a figure
+// is at most costCacheTTL behind the ledger and the node registry, and the
+// first view after the TTL computes a new one. Each replica keeps its own.
+// Views that arrive while a report is computed wait for it rather than
+// compute their own.
+type costCache struct {
+	// lock is held while the cache is read or a report computed; a
+	// channel of one so that a waiting view gives up when its client does.
+	lock     chan struct{}
+	report   costreport.Report
+	computed time.Time // zero until a report is kept
+}
+
+func newCostCache() *costCache { return &costCache{lock: make(chan struct{}, 1)} }
+
+// get returns the report computed within costCacheTTL before now, or
+// computes one for now with compute and keeps it; it returns when the
+// report was computed. A failed computation is not kept.
+func (c *costCache) get(ctx context.Context, now time.Time,
+	compute func(context.Context, time.Time) (costreport.Report, error)) (costreport.Report, time.Time, error) {
+	select {
+	case c.lock <- struct{}{}:
+	case <-ctx.Done():
+		return costreport.Report{}, time.Time{}, fmt.Errorf("wait for the cost report: %w", context.Cause(ctx))
+	}
+	defer func() { <-c.lock }()
+	if age := now.Sub(c.computed); !c.computed.IsZero() && age >= 0 && age < costCacheTTL {
+		return c.report, c.computed, nil
+	}
+	r, err := compute(ctx, now)
+	if err != nil {
+		return costreport.Report{}, time.Time{}, err
+	}
+	c.report, c.computed = r, now
+	return r, now, nil
 }
 
 // costProfiles prices GPU-hours for the cost page: the configured ones, or
@@ -38,24 +87,30 @@ func (c *Console) costProfiles() costreport.Profiles {
 	return costreport.NewProfiles(capacity.ReferenceInput())
 }
 
+// costReport computes the cost report for the costWindow before now.
+func (c *Console) costReport(ctx context.Context, now time.Time) (costreport.Report, error) {
+	ctx, cancel := context.WithTimeout(ctx, costTimeout)
+	defer cancel()
+	return costreport.Generate(ctx, c.cfg.DB, costreport.Options{Window: costreport.Window{From: now.Add(-costWindow), To: now},
+		GPU: costreport.NodeEvents{DB: c.cfg.DB, Profiles: c.costProfiles()}})
+}
+
 // costPage shows the week's GPU-hours against the tokens the ledger
 // settled, per model: the cost report (package costreport) over the last
-// costWindow, its GPU time from the node registry's events.
+// costWindow, its GPU time from the node registry's events, computed at
+// most once per costCacheTTL.
 func (c *Console) costPage(ctx *gin.Context) {
 	se := current(ctx)
-	rctx, cancel := context.WithTimeout(ctx.Request.Context(), costTimeout)
-	defer cancel()
-	now := c.cfg.Now().UTC()
 	v := costView{pageView: c.view(se, "GPU-hours and tokens", "cost",
 		"the weekly cost report (as `llmplat report`): GPU-hours from the node registry's events (register to drain or deregister, "+
-			"times the node's GPUs, priced per GPU kind), tokens from the ledger's settled rows created in the window")}
-	r, err := costreport.Generate(rctx, c.cfg.DB, costreport.Options{Window: costreport.Window{From: now.Add(-costWindow), To: now},
-		GPU: costreport.NodeEvents{DB: c.cfg.DB, Profiles: c.costProfiles()}})
+			"times the node's GPUs, priced per GPU kind), tokens from the ledger's settled rows created in the window"),
+		NoModel: costreport.NoModel, CacheSeconds: int(costCacheTTL.Seconds())}
+	r, computed, err := c.cost.get(ctx.Request.Context(), c.cfg.Now().UTC(), c.costReport)
 	if err != nil {
 		c.cfg.Logger.Warn("console cost report unavailable", "err", err)
 		c.renderError(ctx, se, http.StatusServiceUnavailable, "The week's cost report cannot be computed: "+err.Error())
 		return
 	}
-	v.Report, v.NoModel = r, costreport.NoModel
+	v.Report, v.ReadAt = r, computed
 	c.render(ctx, http.StatusOK, "cost", v)
 }
