@@ -13,7 +13,6 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
-	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/platformtest"
 	"github.com/llmplat/llmplat/runtime/testenv"
@@ -29,6 +28,7 @@ const (
 
 // fixture is a platform with two teams and their usage over three days.
 type fixture struct {
+	t                *testing.T // the whole test, owner of what outlives a subtest
 	p                *platformtest.Platform
 	adminToken       string
 	keyA, keyB       string
@@ -36,6 +36,7 @@ type fixture struct {
 	from, to         string // the range the usage checks read
 	prefixA, prefixB string
 	secretFree       []string // strings no page may show
+	node1            bool     // node-1 runs (startNode1)
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -44,7 +45,7 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{adminToken: tok}
+	f := &fixture{t: t, adminToken: tok}
 	f.p = platformtest.Start(t, platformtest.Options{AdminToken: tok})
 	f.p.Model("llama-8b", "llama-8b")
 	f.p.Model("qwen-32b", "qwen-32b")
@@ -203,6 +204,10 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("the keys page counts each key's 429s as the API answered them", func(t *testing.T) {
+		checkKeyRefusals(t, f, browser, base)
+	})
+
 	t.Run("sign-out ends the session everywhere", func(t *testing.T) {
 		tab := newTab(t, browser)
 		signIn(t, tab, base, f.keyA)
@@ -266,8 +271,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("the GPU-hours page matches the ledger and the cost report", func(t *testing.T) {
+		checkCostPage(t, f, browser, base)
+	})
+
 	t.Run("admin sees nodes and a drain", func(t *testing.T) {
-		f.p.StartNode("node-1", "llama-8b", enginesim.Config{ServedModelName: "llama-8b", Seed: 1, TimeScale: 1}, 8)
+		f.startNode1()
 		tab := newTab(t, browser)
 		signIn(t, tab, base, f.adminToken)
 		do(t, tab, chromedp.Navigate(base+"/console/platform/nodes"), chromedp.WaitVisible(chromedp.ID("nodes")))

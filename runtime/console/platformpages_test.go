@@ -21,7 +21,7 @@ var pendingCell = regexp.MustCompile(`(?s)<tr data-model="([^"]*)">.*?<td class=
 // costCells reads a row's prompt and completion tokens off the cost page.
 func costCells(body, model string) string {
 	m := regexp.MustCompile(`(?s)<tr data-model="` + regexp.QuoteMeta(model) +
-		`">.*?<td class="prompt">([^<]*)</td><td class="completion">([^<]*)</td>`).FindStringSubmatch(body)
+		`"[^>]*>.*?<td class="prompt">([^<]*)</td><td class="completion">([^<]*)</td>`).FindStringSubmatch(body)
 	if m == nil {
 		return "no row"
 	}

@@ -21,9 +21,12 @@ var funcs = template.FuncMap{
 	"credits": formatCredits,
 	"int":     formatInt,
 	"when":    formatTime,
-	"pct":     func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
-	"perM":    func(micro int64) string { return formatCredits(micro) },
-	"fixed":   func(f float64, dec int) string { return strconv.FormatFloat(f, 'f', dec, 64) },
+	// exact writes a time to the nanosecond for a page's data attributes,
+	// so a test can ask the ledger about the very window a page shows.
+	"exact": func(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) },
+	"pct":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
+	"perM":  func(micro int64) string { return formatCredits(micro) },
+	"fixed": func(f float64, dec int) string { return strconv.FormatFloat(f, 'f', dec, 64) },
 	"optUSD": func(f *float64) string {
 		if f == nil {
 			return "—"
