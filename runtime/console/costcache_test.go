@@ -3,20 +3,14 @@ package console_test
 import (
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"testing"
 	"time"
 
-	"github.com/gin-gonic/gin"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/console"
-	"github.com/llmplat/llmplat/runtime/ledger"
-	"github.com/llmplat/llmplat/runtime/store"
-	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // computedAt reads when the cost page's figures were read, as its source
@@ -33,47 +27,26 @@ const costTestTTL = time.Minute
 // shows the new row.
 func TestCostPageCache(t *testing.T) {
 	ctx := context.Background()
-	db, err := store.Open(ctx, testenv.Postgres(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	l, err := ledger.New(db, ledger.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := admin.NewSQLStore(db)
+	db, dir, l := openDatabase(t)
 	clk := clocktesting.NewFakeClock(time.Now().UTC().Truncate(time.Second))
 	team, _, err := dir.CreateTeam(ctx, "alpha", clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := testenv.Redis(t)
 	const token = "llpadm_cost-cache-test"
-	web, err := console.New(console.Config{
+	srv := serveConsole(t, console.Config{
 		Authenticate: func(_ context.Context, authz string) (auth.Principal, error) {
 			if authz != "Bearer "+token {
 				return auth.Principal{}, auth.ErrInvalidCredential
 			}
 			return auth.Principal{Kind: auth.KindAdminToken, Subject: "admin", Role: auth.RoleAdmin}, nil
 		},
-		Redis: rdb.Client(), Prefix: rdb.Prefix, Ledger: l, DB: db, Directory: dir, Now: clk.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gin.SetMode(gin.ReleaseMode)
-	r := gin.New()
-	web.Register(r)
-	srv := httptest.NewServer(r)
-	t.Cleanup(srv.Close)
-	client, csrf := formClient(t, srv.URL)
-	if got := postSignIn(t, client, srv.URL, csrf, token); got != http.StatusSeeOther {
+		Ledger: l, DB: db, Directory: dir, Now: clk.Now})
+	client, csrf := formClient(t, srv)
+	if got := postSignIn(t, client, srv, csrf, token); got != http.StatusSeeOther {
 		t.Fatalf("admin sign-in: %d", got)
 	}
-	cookie := jarSession(t, client, srv.URL)
+	cookie := jarSession(t, client, srv)
 	settle := func(id string, prompt, completion int64) {
 		t.Helper()
 		if _, err := db.ExecContext(ctx, `INSERT INTO usage_ledger (request_id, team_id, model, prompt_tokens, completion_tokens,
@@ -84,7 +57,7 @@ func TestCostPageCache(t *testing.T) {
 	}
 	view := func() (computed, tokens string) {
 		t.Helper()
-		resp, body := get(t, srv.URL, "/console/platform/cost", cookie)
+		resp, body := get(t, srv, "/console/platform/cost", cookie)
 		m := computedAt.FindStringSubmatch(body)
 		if resp.StatusCode != http.StatusOK || m == nil {
 			t.Fatalf("cost page: %d\n%s", resp.StatusCode, body)

@@ -38,7 +38,10 @@
 // (quota.Limiter.CountRefusal); the platform models page shows the pending
 // requests every replica can read (Config.Pending: the shared queue and the
 // callers held while a model wakes from zero); the GPU-hours page runs the
-// weekly cost report (package costreport) over the last seven days.
+// weekly cost report (package costreport) over the last seven days, at most
+// once a minute per replica: the views within that minute share the report
+// and its computed-at time, nothing invalidates it early, and the first
+// view after it computes a new one.
 //
 // Assets are embedded; nothing is fetched from elsewhere at run time.
 package console
