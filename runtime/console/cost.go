@@ -92,7 +92,7 @@ func (c *Console) costReport(ctx context.Context, now time.Time) (costreport.Rep
 	ctx, cancel := context.WithTimeout(ctx, costTimeout)
 	defer cancel()
 	return costreport.Generate(ctx, c.cfg.DB, costreport.Options{Window: costreport.Window{From: now.Add(-costWindow), To: now},
-		GPU: costreport.NodeEvents{DB: c.cfg.DB, Profiles: c.costProfiles()}})
+		GPU: costreport.NodeEvents{DB: c.cfg.DB, Profiles: c.costProfiles(), CountUnpriced: true}})
 }
 
 // costPage shows the week's GPU-hours against the tokens the ledger

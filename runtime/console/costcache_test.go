@@ -4,13 +4,16 @@ import (
 	"context"
 	"net/http"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/console"
+	"github.com/llmplat/llmplat/runtime/store"
 )
 
 // computedAt reads when the cost page's figures were read, as its source
@@ -27,26 +30,13 @@ const costTestTTL = time.Minute
 // shows the new row.
 func TestCostPageCache(t *testing.T) {
 	ctx := context.Background()
-	db, dir, l := openDatabase(t)
 	clk := clocktesting.NewFakeClock(time.Now().UTC().Truncate(time.Second))
-	team, _, err := dir.CreateTeam(ctx, "alpha", clk.Now())
+	c := adminConsole(t, clk)
+	db, srv, cookie := c.db, c.srv, c.cookie
+	team, _, err := c.dir.CreateTeam(ctx, "alpha", clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
-	const token = "llpadm_cost-cache-test"
-	srv := serveConsole(t, console.Config{
-		Authenticate: func(_ context.Context, authz string) (auth.Principal, error) {
-			if authz != "Bearer "+token {
-				return auth.Principal{}, auth.ErrInvalidCredential
-			}
-			return auth.Principal{Kind: auth.KindAdminToken, Subject: "admin", Role: auth.RoleAdmin}, nil
-		},
-		Ledger: l, DB: db, Directory: dir, Now: clk.Now})
-	client, csrf := formClient(t, srv)
-	if got := postSignIn(t, client, srv, csrf, token); got != http.StatusSeeOther {
-		t.Fatalf("admin sign-in: %d", got)
-	}
-	cookie := jarSession(t, client, srv)
 	settle := func(id string, prompt, completion int64) {
 		t.Helper()
 		if _, err := db.ExecContext(ctx, `INSERT INTO usage_ledger (request_id, team_id, model, prompt_tokens, completion_tokens,
@@ -82,4 +72,55 @@ func TestCostPageCache(t *testing.T) {
 	if at3 == at1 || tokens3 != "3,000/300" {
 		t.Errorf("a view past the cache's life shows %s computed at %s, want 3,000/300 computed anew (first at %s)", tokens3, at3, at1)
 	}
+}
+
+// TestCostPageUnpricedGPU: a node of a GPU kind the console has no price
+// for (an on-premises card nobody priced) does not break the cost page:
+// its hours count, the cost leaves them out, and the page says so.
+func TestCostPageUnpricedGPU(t *testing.T) {
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(time.Now().UTC().Truncate(time.Second))
+	c := adminConsole(t, clk)
+	if _, err := c.db.ExecContext(ctx, `INSERT INTO nodes (id, location, gpus, gpu_model, models)
+		VALUES ('odd', 'onprem', 1, 'MI300X', '["llama-8b"]')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.db.ExecContext(ctx, `INSERT INTO node_events (node_id, kind, created_at) VALUES ('odd', 'register', $1)`,
+		clk.Now().Add(-2*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	resp, body := get(t, c.srv, "/console/platform/cost", c.cookie)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `id="unpriced"`) || !strings.Contains(body, "2.000 GPU-hours ran on GPU kinds without a price") {
+		t.Fatalf("cost page with an unpriced GPU: %d, want 200 saying 2.000 GPU-hours are unpriced\n%s", resp.StatusCode, body)
+	}
+}
+
+// adminTestConsole is a console on its own database with an admin
+// signed in.
+type adminTestConsole struct {
+	db     *store.DB
+	dir    *admin.SQLStore
+	srv    string // the console's base URL
+	cookie *http.Cookie
+}
+
+// adminConsole serves a console on its own database, on clk, and signs an
+// admin in.
+func adminConsole(t *testing.T, clk *clocktesting.FakeClock) adminTestConsole {
+	t.Helper()
+	db, dir, l := openDatabase(t)
+	const token = "llpadm_cost-test"
+	srv := serveConsole(t, console.Config{
+		Authenticate: func(_ context.Context, authz string) (auth.Principal, error) {
+			if authz != "Bearer "+token {
+				return auth.Principal{}, auth.ErrInvalidCredential
+			}
+			return auth.Principal{Kind: auth.KindAdminToken, Subject: "admin", Role: auth.RoleAdmin}, nil
+		},
+		Ledger: l, DB: db, Directory: dir, Now: clk.Now})
+	client, csrf := formClient(t, srv)
+	if got := postSignIn(t, client, srv, csrf, token); got != http.StatusSeeOther {
+		t.Fatalf("admin sign-in: %d", got)
+	}
+	return adminTestConsole{db: db, dir: dir, srv: srv, cookie: jarSession(t, client, srv)}
 }

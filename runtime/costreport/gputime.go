@@ -15,12 +15,15 @@ type GPUTime struct {
 	// served nothing.
 	IdleGPUHours float64
 	CostUSD      float64
+	// UnpricedGPUHours is the part of GPUHours on GPU kinds without a
+	// price, left out of CostUSD (NodeEvents.CountUnpriced).
+	UnpricedGPUHours float64
 }
 
 // add returns g plus o.
 func (g GPUTime) add(o GPUTime) GPUTime {
 	return GPUTime{GPUHours: g.GPUHours + o.GPUHours, IdleGPUHours: g.IdleGPUHours + o.IdleGPUHours,
-		CostUSD: g.CostUSD + o.CostUSD}
+		CostUSD: g.CostUSD + o.CostUSD, UnpricedGPUHours: g.UnpricedGPUHours + o.UnpricedGPUHours}
 }
 
 // GPUTimeSource tells each model's GPU time in a window.

@@ -3,6 +3,7 @@ package costreport
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,6 +26,11 @@ const (
 type NodeEvents struct {
 	DB       *store.DB
 	Profiles Profiles
+	// CountUnpriced counts the hours of a GPU kind without a price at no
+	// cost, as UnpricedGPUHours, instead of failing the report: a page
+	// that shows the week must not break because one on-premises node
+	// reports a GPU nobody priced.
+	CountUnpriced bool
 }
 
 var _ GPUTimeSource = NodeEvents{}
@@ -65,7 +71,8 @@ func (s NodeEvents) GPUTime(ctx context.Context, w Window, usage LedgerUsage, ca
 			continue
 		}
 		price, err := s.Profiles.GPUPrice(n.gpuModel)
-		if err != nil {
+		unpriced := errors.Is(err, ErrUnknownPrice) && s.CountUnpriced
+		if err != nil && !unpriced {
 			return nil, fmt.Errorf("node %s: %w", n.id, err)
 		}
 		models := []string{NoModel}
@@ -77,9 +84,13 @@ func (s NodeEvents) GPUTime(ctx context.Context, w Window, usage LedgerUsage, ca
 		}
 		share := float64(n.gpus) / float64(len(models))
 		for _, m := range models {
-			out[m] = out[m].add(nodeTime(ups, share, price, func(t time.Time) bool {
+			g := nodeTime(ups, share, price, func(t time.Time) bool {
 				return m != NoModel && usage.active(m, t)
-			}))
+			})
+			if unpriced {
+				g.UnpricedGPUHours = g.GPUHours
+			}
+			out[m] = out[m].add(g)
 		}
 	}
 	return out, nil

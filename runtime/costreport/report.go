@@ -45,6 +45,9 @@ type ModelReport struct {
 	BilledUSD float64 `json:"billed_usd"`
 	// CostUSD is the GPU time at its price per GPU-hour.
 	CostUSD float64 `json:"cost_usd"`
+	// UnpricedGPUHours is the part of GPUHours on GPU kinds without a
+	// price, left out of CostUSD.
+	UnpricedGPUHours float64 `json:"unpriced_gpu_hours,omitempty"`
 	// CostPerMillionOutputTokensUSD is CostUSD per million completion
 	// tokens; null when the model produced none.
 	CostPerMillionOutputTokensUSD *float64 `json:"cost_usd_per_million_output_tokens"`
@@ -145,7 +148,7 @@ func build(r *Report, cat Catalog, usage LedgerUsage, gpu map[string]GPUTime, en
 			row.Teams = []TeamUsage{}
 		}
 		g := gpu[m]
-		row.GPUHours, row.IdleGPUHours, row.CostUSD = g.GPUHours, g.IdleGPUHours, g.CostUSD
+		row.GPUHours, row.IdleGPUHours, row.CostUSD, row.UnpricedGPUHours = g.GPUHours, g.IdleGPUHours, g.CostUSD, g.UnpricedGPUHours
 		var billed int64
 		for _, t := range row.Teams {
 			row.Requests += t.Requests
@@ -163,6 +166,7 @@ func build(r *Report, cat Catalog, usage LedgerUsage, gpu map[string]GPUTime, en
 		total.GPUHours += row.GPUHours
 		total.IdleGPUHours += row.IdleGPUHours
 		total.CostUSD += row.CostUSD
+		total.UnpricedGPUHours += row.UnpricedGPUHours
 		total.Requests += row.Requests
 		total.PromptTokens += row.PromptTokens
 		total.CompletionTokens += row.CompletionTokens

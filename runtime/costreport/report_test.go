@@ -286,3 +286,38 @@ func addNode(gpuKind string) func(t *testing.T, db *store.DB) {
 		}
 	}
 }
+
+// TestCountUnpriced: with CountUnpriced a node of a GPU kind without a
+// price adds its hours as unpriced GPU-hours and nothing to the cost,
+// where the report would otherwise fail (TestGenerateErrors).
+func TestCountUnpriced(t *testing.T) {
+	ctx := context.Background()
+	opts := func(db *store.DB) Options {
+		return Options{Window: week, GPU: NodeEvents{DB: db, Profiles: referenceProfiles(), CountUnpriced: true}}
+	}
+	baseDB := fixtureDB(t, dialects[1].dsn(t))
+	base, err := Generate(ctx, baseDB, opts(baseDB))
+	if err != nil {
+		t.Fatal(err)
+	}
+	db := fixtureDB(t, dialects[1].dsn(t))
+	addNode("MI300X")(t, db)
+	r, err := Generate(ctx, db, opts(db))
+	if err != nil {
+		t.Fatalf("a node of an unpriced GPU kind failed the report: %v", err)
+	}
+	hours := week.Hours()
+	if got := r.Total.UnpricedGPUHours; !approxEqual(got, hours) {
+		t.Errorf("unpriced GPU-hours %v, want the odd node's %v", got, hours)
+	}
+	if got := rowOf(t, r, "llama-8b").UnpricedGPUHours; !approxEqual(got, hours) {
+		t.Errorf("llama-8b's unpriced GPU-hours %v, want %v", got, hours)
+	}
+	if !approxEqual(r.Total.GPUHours, base.Total.GPUHours+hours) || !approxEqual(r.Total.CostUSD, base.Total.CostUSD) {
+		t.Errorf("total %v GPU-hours costing %v USD; want the fixture's %v + %v hours at the fixture's %v USD",
+			r.Total.GPUHours, r.Total.CostUSD, base.Total.GPUHours, hours, base.Total.CostUSD)
+	}
+	if base.Total.UnpricedGPUHours != 0 {
+		t.Errorf("the fixture alone has %v unpriced GPU-hours, want 0", base.Total.UnpricedGPUHours)
+	}
+}
