@@ -164,14 +164,19 @@ resource "aws_lb_listener" "gateway_tls" {
 }
 
 # The orchestrators' node socket (/v1/nodes/connect, a WebSocket): agents
-# keep it open for hours, so targets drain for as long as a stream may run.
+# keep it open for hours. A stopping replica asks its nodes to reconnect
+# elsewhere and lets their requests finish on the old sockets for its
+# shutdown grace (30 s) within the pods' terminationGracePeriodSeconds
+# (60, templates/platform.yaml.tmpl); the target drains as long as the pod
+# lives, and no longer: a longer delay only keeps a dead target listed.
+# drain_test.go checks the relation against the rendered manifest.
 resource "aws_lb_target_group" "nodes" {
   name                 = "${var.name}-nodes"
   port                 = local.node_port
   protocol             = "TCP"
   target_type          = "ip"
   vpc_id               = local.vpc_id
-  deregistration_delay = 300
+  deregistration_delay = 60
 
   health_check {
     protocol            = "TCP"
