@@ -21,9 +21,6 @@ import (
 	"github.com/llmplat/llmplat/runtime/console"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
-	"github.com/llmplat/llmplat/runtime/ledger"
-	"github.com/llmplat/llmplat/runtime/orchestrator"
-	"github.com/llmplat/llmplat/runtime/settlelog"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/urlguard"
 )
@@ -139,12 +136,7 @@ func Run(ctx context.Context, cfg Config) error {
 		cancel()
 		_ = g.Wait()
 	}()
-	swept, err := frontdoor.SweptTokens(rdb, redisPrefix, cfg.Logger)
-	if err != nil {
-		return err
-	}
-	logs := ledger.CompletionLogs{settlelog.New(rdb, redisPrefix, cfg.Logger), orchestrator.NewCompletionLog(rdb, redisPrefix)}
-	led, err := ledger.New(db, ledger.Config{Completions: logs, Logger: cfg.Logger, SweptSettle: swept})
+	led, err := frontdoor.NewLedger(db, rdb, redisPrefix, cfg.Logger)
 	if err != nil {
 		return err
 	}

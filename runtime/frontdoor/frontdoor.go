@@ -59,12 +59,18 @@ type Config struct {
 	// with its orchestrator, so its one /metrics shows both.
 	Metrics *prometheus.Registry
 	Logger  *slog.Logger
+	// Gateway, when set, adjusts the gateway's config last, before it is
+	// built: a part left as it is is production's, a part set there
+	// replaces or wraps it (tests wrap the ledger or the limiter).
+	Gateway func(*gateway.Config)
 }
 
 // Front is a running front door.
 type Front struct {
 	// Base and Metrics are the URLs the API and /metrics answer on.
 	Base, Metrics string
+	// Server is the gateway serving Base.
+	Server *gateway.Server
 }
 
 // Start builds the front door and runs its parts in g until ctx ends.
@@ -157,7 +163,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 	if err != nil {
 		return Front{}, err
 	}
-	gw, err := gateway.New(gateway.Config{
+	gcfg := gateway.Config{
 		TLSCertFile:       cfg.TLSCertFile,
 		TLSKeyFile:        cfg.TLSKeyFile,
 		Dispatcher:        cfg.Dispatcher,
@@ -179,7 +185,11 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		StreamIdleTimeout: cfg.StreamIdleTimeout,
 		RedisTimeout:      cfg.RedisTimeout,
 		Logger:            cfg.Logger,
-	})
+	}
+	if cfg.Gateway != nil {
+		cfg.Gateway(&gcfg)
+	}
+	gw, err := gateway.New(gcfg)
 	if err != nil {
 		return Front{}, err
 	}
@@ -208,5 +218,5 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 	if cfg.TLSCertFile != "" {
 		scheme = "https://"
 	}
-	return Front{Base: scheme + ln.Addr().String(), Metrics: "http://" + mln.Addr().String()}, nil
+	return Front{Base: scheme + ln.Addr().String(), Metrics: "http://" + mln.Addr().String(), Server: gw}, nil
 }

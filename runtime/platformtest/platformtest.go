@@ -32,6 +32,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
@@ -40,7 +41,6 @@ import (
 	"github.com/llmplat/llmplat/runtime/routing"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
-	"github.com/llmplat/llmplat/runtime/urlguard"
 )
 
 // Prices every model Start registers carries, in micro-credits per million
@@ -87,6 +87,16 @@ type Options struct {
 	// before it starts (replica id in cfg.ID): a part left nil is built
 	// by the production wiring, a part set here replaces or wraps it.
 	Orchestrator func(cfg *orchestrator.Config)
+	// Gateway, when set, adjusts each gateway's config last, before it is
+	// built (frontdoor.Config.Gateway): a part left as it is is
+	// production's, a part set here replaces or wraps it (the ledger, the
+	// limiter, a timeout).
+	Gateway func(cfg *gateway.Config)
+	// Engines, when set, makes the gateways dispatch straight to these
+	// engines, as a gateway started with -engine does, instead of through
+	// the first orchestrator replica; then no replica runs (Replicas,
+	// Cloud and the node methods do not apply).
+	Engines map[string][]dispatch.Target
 }
 
 // replicaGrace is the replicas' shutdown grace: a test's platform stops
@@ -108,6 +118,9 @@ type Platform struct {
 	// URL is the gateway's base URL; WSURL the first replica's node
 	// socket.
 	URL, WSURL string
+	// DSN is the database URL every part uses (through PostgresProxy when
+	// Options.Proxied is set).
+	DSN string
 	// PostgresProxy and RedisProxy stand between every part and the
 	// servers when Options.Proxied is set.
 	PostgresProxy, RedisProxy *testenv.FaultProxy
@@ -118,6 +131,10 @@ type Platform struct {
 	orchHook                  func(*orchestrator.Config) // Options.Orchestrator
 	coldStarts                *coldstart.Board
 	policy                    string // Options.Policy
+	opts                      Options
+	// Gateways are the running gateways, the first serving URL
+	// (StartGateway adds more).
+	Gateways []*gateway.Server
 }
 
 // Start runs a platform until the test ends.
@@ -160,7 +177,7 @@ func Start(tb testing.TB, opts Options) *Platform {
 	}
 	tb.Cleanup(func() { db.Close() })
 	p := &Platform{tb: tb, DB: db, Redis: redisEnv, redisDirect: redisDirect, Admin: admin.NewSQLStore(db), tokens: admin.NewSQLNodeTokens(db),
-		PostgresProxy: pgProxy, RedisProxy: redisProxy, logger: logger}
+		PostgresProxy: pgProxy, RedisProxy: redisProxy, logger: logger, opts: opts, DSN: dsn}
 	// Registered after the servers and their proxies, so it runs before
 	// they stop: the platform shuts down while it can still reach them.
 	tb.Cleanup(func() {
@@ -187,23 +204,20 @@ func Start(tb testing.TB, opts Options) *Platform {
 	p.orchCfg = orchestrator.Config{Redis: rdb, Registry: p.Registry, ShutdownGrace: replicaGrace, Logger: logger,
 		CloudNodes: opts.Cloud, CloudClient: opts.CloudClient, RegistrationsPerSecond: opts.RegistrationsPerSecond}
 	p.orchHook = opts.Orchestrator
-	for i := range max(opts.Replicas, 1) {
-		p.Replicas = append(p.Replicas, p.startReplica(fmt.Sprintf("orch-%d", i+1)))
+	// A gateway that dispatches straight to engines has no orchestrator
+	// (one would publish its models at zero, having no node of them).
+	if opts.Engines == nil {
+		for i := range max(opts.Replicas, 1) {
+			p.Replicas = append(p.Replicas, p.startReplica(fmt.Sprintf("orch-%d", i+1)))
+		}
+		p.WSURL = p.Replicas[0].WSURL
+		p.wsAddr = strings.TrimSuffix(strings.TrimPrefix(p.WSURL, "ws://"), orchestrator.ConnectPath)
 	}
-	p.WSURL = p.Replicas[0].WSURL
-	p.wsAddr = strings.TrimSuffix(strings.TrimPrefix(p.WSURL, "ws://"), orchestrator.ConnectPath)
-	if p.Ledger, err = ledger.New(db, ledger.Config{Completions: orchestrator.NewCompletionLog(rdb, p.Redis.Prefix), Logger: logger}); err != nil {
+	if p.Ledger, err = frontdoor.NewLedger(db, rdb, p.Redis.Prefix, logger); err != nil {
 		tb.Fatal(err)
 	}
 	g.Go(func() error { return p.Ledger.Run(gctx) })
-	front, err := frontdoor.Start(gctx, g, frontdoor.Config{Addr: "127.0.0.1:0", MetricsAddr: "127.0.0.1:0", DB: db,
-		Redis: rdb, RedisPrefix: p.Redis.Prefix, Ledger: p.Ledger, Dispatcher: p.Replicas[0], AdminToken: opts.AdminToken,
-		URLGuard: &urlguard.Guard{AllowUnresolvable: true}, StreamIdleTimeout: opts.StreamIdleTimeout,
-		FirstTokenTimeout: opts.FirstTokenTimeout, RedisTimeout: opts.RedisTimeout, QueueLimit: opts.QueueLimit, Logger: logger})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p.URL = front.Base
+	p.URL = p.startFront(gctx, g, rdb)
 	return p
 }
 

@@ -13,14 +13,10 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/gateway"
-	"github.com/llmplat/llmplat/runtime/ledger"
-	"github.com/llmplat/llmplat/runtime/orchestrator"
-	"github.com/llmplat/llmplat/runtime/settlelog"
 )
 
 func init() {
@@ -112,8 +108,6 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 			return err
 		}
 		cfg.Dispatcher = dispatch.NewRemote(base, token, nil)
-	} else {
-		cfg.Dispatcher = dispatch.NewDirect(engines, nil)
 	}
 
 	db, rdb, err := openStores(ctx, *dbURL, *dbSecret, *redisURL)
@@ -123,20 +117,10 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	defer db.Close()
 	defer rdb.Close()
 	cfg.DB, cfg.Redis = db, rdb
-	if direct, ok := cfg.Dispatcher.(*dispatch.Direct); ok {
-		direct.UseServedNames(dispatch.NewServedNames(admin.NewSQLStore(db).ServedNames))
+	if cfg.Dispatcher == nil {
+		cfg.Dispatcher = frontdoor.NewDirect(engines, db)
 	}
-	// The sweeper settles orphaned rows from the nodes' done frames, which
-	// the orchestrators keep in Redis.
-	completions := orchestrator.NewCompletionLog(rdb, cfg.RedisPrefix)
-	swept, err := frontdoor.SweptTokens(rdb, cfg.RedisPrefix, cfg.Logger)
-	if err != nil {
-		return err
-	}
-	// The sweeper settles an orphan from the gateway's kept settle when the
-	// database refused it, else from a node's done record.
-	logs := ledger.CompletionLogs{settlelog.New(rdb, cfg.RedisPrefix, cfg.Logger), completions}
-	if cfg.Ledger, err = ledger.New(db, ledger.Config{Completions: logs, Logger: cfg.Logger, SweptSettle: swept}); err != nil {
+	if cfg.Ledger, err = frontdoor.NewLedger(db, rdb, cfg.RedisPrefix, cfg.Logger); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
