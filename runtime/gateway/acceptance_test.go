@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,14 +17,9 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 )
-
-func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-func chatBody(model string, stream bool, maxTokens int) string {
-	return fmt.Sprintf(`{"model":%q,"stream":%v,"max_tokens":%d,"messages":[{"role":"user","content":"a secret prompt about llamas"}]}`, model, stream, maxTokens)
-}
 
 // TestOfficialClientSettlesExactly: the official Go client streams through
 // the gateway; the ledger row settles to the engine's exact counts, the
@@ -88,7 +82,7 @@ func TestOfficialClientSettlesExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var rep UsageReport
+	var rep gateway.UsageReport
 	if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
 		t.Fatal(err)
 	}
@@ -105,33 +99,6 @@ func TestOfficialClientSettlesExactly(t *testing.T) {
 	}
 	if comp.Choices[0].Message.Content == "" || comp.Usage.CompletionTokens == 0 {
 		t.Errorf("non-streamed answer empty: %+v", comp)
-	}
-}
-
-// errorCase is one refusal the gateway must give in the OpenAI shape.
-type errorCase struct {
-	name       string
-	status     int
-	typ, code  string
-	retryAfter bool
-}
-
-func checkError(t *testing.T, resp *http.Response, body string, want errorCase) {
-	t.Helper()
-	var e oa.ErrorBody
-	if err := json.Unmarshal([]byte(body), &e); err != nil {
-		t.Fatalf("body %q is not an OpenAI error: %v", body, err)
-	}
-	var code string
-	_ = json.Unmarshal(e.Error.Code, &code)
-	if resp.StatusCode != want.status || e.Error.Type != want.typ || code != want.code || e.Error.Message == "" {
-		t.Errorf("got %d %s/%s %q, want %d %s/%s", resp.StatusCode, e.Error.Type, code, e.Error.Message, want.status, want.typ, want.code)
-	}
-	if got := resp.Header.Get("Retry-After"); want.retryAfter && (got == "" || got == "0") {
-		t.Errorf("Retry-After = %q, want a positive number of seconds", got)
-	}
-	if resp.Header.Get("X-Request-Id") == "" {
-		t.Error("no x-request-id on an error")
 	}
 }
 
@@ -189,7 +156,7 @@ func TestRefusals(t *testing.T) {
 			`{"model":"llama-8b","messages":[{"role":"user","content":"hi"}],"tools":[{"type":"function","function":{"name":"f","description":"http://127.0.0.1/"}}]}`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+		t.Run(tt.Name, func(t *testing.T) {
 			resp, body := s.do(tt.key, tt.body)
 			checkError(t, resp, body, tt.errorCase)
 		})
@@ -558,7 +525,7 @@ func TestTenantIsolation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rep UsageReport
+		var rep gateway.UsageReport
 		_ = json.NewDecoder(resp.Body).Decode(&rep)
 		resp.Body.Close()
 		if len(rep.Data) != tc.wantN {

@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/quota"
 )
@@ -19,7 +20,7 @@ import (
 // heldLedger holds every settle and cancel until release is closed, and
 // tells on closed which request's settle arrived.
 type heldLedger struct {
-	Ledger
+	gateway.Ledger
 	closing chan string
 	release chan struct{}
 }
@@ -45,7 +46,7 @@ func TestResponseEndsBeforeTheSettle(t *testing.T) {
 	team := s.team("alpha", 10*credit)
 	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	held := heldLedger{closing: make(chan string, 2), release: make(chan struct{})}
-	base := s.gateway(func(cfg *Config) { held.Ledger = cfg.Ledger; cfg.Ledger = held })
+	base := s.gateway(func(cfg *gateway.Config) { held.Ledger = cfg.Ledger; cfg.Ledger = held })
 	released := false
 	defer func() {
 		if !released {
@@ -136,7 +137,7 @@ func TestPanicInTheRelayStillSettles(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
 	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
-	base := s.gateway(func(cfg *Config) { cfg.Dispatcher = panicDispatcher{cfg.Dispatcher} })
+	base := s.gateway(func(cfg *gateway.Config) { cfg.Dispatcher = panicDispatcher{cfg.Dispatcher} })
 	resp, err := s.post(context.Background(), base, key, chatBody("llama-8b", true, 200))
 	if err != nil {
 		t.Fatal(err)
@@ -155,10 +156,10 @@ func TestPanicInTheRelayStillSettles(t *testing.T) {
 	}
 }
 
-// failingReleases is a Limiter whose first releases fail, as they do when
+// failingReleases is a gateway.Limiter whose first releases fail, as they do when
 // Redis is slow under a mass disconnect.
 type failingReleases struct {
-	Limiter
+	gateway.Limiter
 	failures atomic.Int64 // releases still to fail
 }
 
@@ -184,7 +185,7 @@ func (f *failingReleases) Finish(ctx context.Context, fin quota.Finish) (quota.F
 func TestFailedSlotReleaseIsRetried(t *testing.T) {
 	f := &failingReleases{}
 	f.failures.Store(3)
-	s := newStack(t, stackOpts{wrapLimits: func(l Limiter) Limiter { f.Limiter = l; return f }})
+	s := newStack(t, stackOpts{wrapLimits: func(l gateway.Limiter) gateway.Limiter { f.Limiter = l; return f }})
 	team := s.team("t", 100*credit)
 	key := s.key(adminwire.CreateKeyRequest{TeamID: team, MaxStreams: 1})
 	for i := range 2 { // the second request needs the first one's slot

@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/coldstart"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -31,7 +32,7 @@ func TestModelAtZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := s.gateway(func(c *Config) { c.ColdStarts = board })
+	url := s.gateway(func(c *gateway.Config) { c.ColdStarts = board })
 	ctx := context.Background()
 	const load = 12 * time.Minute
 	for _, step := range []struct {
@@ -54,12 +55,12 @@ func TestModelAtZero(t *testing.T) {
 				t.Fatal(err)
 			}
 			body := readAll(t, resp)
-			checkError(t, resp, body, errorCase{status: http.StatusServiceUnavailable,
-				typ: openai.TypeUnavailable, code: "model_loading", retryAfter: true})
+			checkError(t, resp, body, errorCase{Status: http.StatusServiceUnavailable,
+				Typ: openai.TypeUnavailable, Code: "model_loading", RetryAfter: true})
 			if got, _ := strconv.Atoi(resp.Header.Get("Retry-After")); got != step.want {
 				t.Errorf("Retry-After %d s, want %d", got, step.want)
 			}
-			if waited := time.Since(start); waited >= DefaultQueueLimit {
+			if waited := time.Since(start); waited >= gateway.DefaultQueueLimit {
 				t.Errorf("the refusal took %v: it queued", waited)
 			}
 		})
@@ -107,7 +108,7 @@ func readAll(t *testing.T, resp *http.Response) string {
 
 // countingColdStarts counts the record's reads.
 type countingColdStarts struct {
-	ColdStarts
+	gateway.ColdStarts
 	calls atomic.Int64
 }
 
@@ -129,7 +130,7 @@ func TestServingModelSkipsTheRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	counting := &countingColdStarts{ColdStarts: board}
-	url := s.gateway(func(c *Config) { c.ColdStarts = counting })
+	url := s.gateway(func(c *gateway.Config) { c.ColdStarts = counting })
 	ctx := context.Background()
 	if err := board.Publish(ctx, "orch-1", "llama-8b", coldstart.Ready, time.Minute); err != nil {
 		t.Fatal(err)
@@ -146,7 +147,7 @@ func TestServingModelSkipsTheRecord(t *testing.T) {
 		}
 	}
 	elapsed := time.Since(start)
-	if calls, most := counting.calls.Load(), int64(elapsed/servingRecheck)+1; calls > most {
+	if calls, most := counting.calls.Load(), int64(elapsed/gateway.ServingRecheck)+1; calls > most {
 		t.Errorf("%d requests in %v read the cold-start record %d times, want at most %d", n, elapsed, calls, most)
 	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"bufio"
@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/httpserve"
 )
 
@@ -22,7 +23,7 @@ func TestIdleAndSlowConnectionsClosed(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	lim, q := s.quotas()
 	const short = 300 * time.Millisecond
-	gw, err := New(Config{Dispatcher: s.direct, Catalog: StaticCatalog{}, Auth: denyAll{}, Limits: lim, Queue: q, Ledger: s.led,
+	gw, err := gateway.New(gateway.Config{Dispatcher: s.direct, Catalog: gateway.StaticCatalog{}, Auth: denyAll{}, Limits: lim, Queue: q, Ledger: s.led,
 		ConnLimits: httpserve.Limits{ReadHeaderTimeout: short, BodyReadTimeout: short, IdleTimeout: short}})
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +75,7 @@ func TestIdleAndSlowConnectionsClosed(t *testing.T) {
 
 // serveOn serves gw with Serve on a loopback port until the test ends and
 // returns the address.
-func serveOn(t *testing.T, gw *Server) string {
+func serveOn(t *testing.T, gw *gateway.Server) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -13,13 +13,9 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
-
-// waitLimit bounds every wait of these tests for something the gateway
-// does on its own: far beyond what any of it takes, so a slow machine
-// passes and a broken gateway fails instead of hanging.
-const waitLimit = 10 * time.Second
 
 // dispatchLog records which requests reached the dispatcher, and which of
 // their streams were closed.
@@ -65,23 +61,6 @@ func (l *dispatchLog) dispatched(id string, d time.Duration) bool {
 	return waitClosed(l.signal(l.sent, id), d)
 }
 
-// waitClosed reports whether c is closed within d.
-func waitClosed(c <-chan struct{}, d time.Duration) bool {
-	select {
-	case <-c:
-		return true
-	default:
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-c:
-		return true
-	case <-t.C:
-		return false
-	}
-}
-
 // loggedStream closes closed on its first Close.
 type loggedStream struct {
 	dispatch.Stream
@@ -98,7 +77,7 @@ func (s *loggedStream) Close() error {
 // engine, and choose its answer. Only the reservations made while gate is
 // set are gated.
 type gatedLedger struct {
-	Ledger
+	gateway.Ledger
 	log *dispatchLog
 
 	mu   sync.Mutex
@@ -173,12 +152,12 @@ type earlyStack struct {
 func newEarlyStack(t *testing.T) *earlyStack {
 	t.Helper()
 	e := &earlyStack{}
-	s := newStack(t, stackOpts{wrapLedger: func(l Ledger) Ledger {
+	s := newStack(t, stackOpts{wrapLedger: func(l gateway.Ledger) gateway.Ledger {
 		e.led = &gatedLedger{Ledger: l}
 		return e.led
 	}})
 	e.stack = s
-	s.url = s.gateway(func(c *Config) {
+	s.url = s.gateway(func(c *gateway.Config) {
 		e.log = newDispatchLog(c.Dispatcher)
 		c.Dispatcher = e.log
 		e.led.log = e.log
@@ -187,7 +166,7 @@ func newEarlyStack(t *testing.T) *earlyStack {
 	// the warm-up below keeps it fresh for the test's requests
 	// (TestBalanceView covers its TTL).
 	frozen := time.Now()
-	s.servers[len(s.servers)-1].balances.now = func() time.Time { return frozen }
+	s.p.Gateways[len(s.p.Gateways)-1].SetBalanceClock(func() time.Time { return frozen })
 	e.team = s.team("alpha", 1000*credit)
 	e.key = s.key(adminwire.CreateKeyRequest{TeamID: e.team, MaxStreams: 4})
 	// The first request of the team reserves before its dispatch, and

@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"crypto/rand"
@@ -16,6 +16,7 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -77,7 +78,7 @@ func TestJWTCallers(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(v.Close)
-	base := s.gateway(func(cfg *Config) { cfg.Auth = &auth.Authenticator{JWT: v} })
+	base := s.gateway(func(cfg *gateway.Config) { cfg.Auth = &auth.Authenticator{JWT: v} })
 
 	ldap := is.token(t, "k1", "CN=Jane Doe,OU=ML {lab}", "alpha")
 	resp, err := s.post(t.Context(), base, ldap, chatBody("llama-8b", false, 5))

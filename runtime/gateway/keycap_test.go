@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	oa "github.com/llmplat/llmplat/runtime/openai"
-	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
 // engineAsk is the output limit one request named to the engine; nil is
@@ -70,17 +69,6 @@ func (s *stack) reservedRow(requestID string) (maxOut, microcredits int64) {
 		s.t.Fatalf("read the reservation of %s: %v", requestID, err)
 	}
 	return maxOut, microcredits
-}
-
-// promptEstimate is the gateway's estimate of body's prompt, which the
-// ledger reserves for.
-func promptEstimate(t *testing.T, body string) int64 {
-	t.Helper()
-	var req oa.ChatCompletionRequest
-	if err := json.Unmarshal([]byte(body), &req); err != nil {
-		t.Fatal(err)
-	}
-	return tokens.EstimateRequest(&req)
 }
 
 // TestKeyMaxTokensClampsTheAsk: a key with max_tokens sends the engine at
@@ -196,34 +184,6 @@ func TestKeyMaxTokensCapsTheAnswer(t *testing.T) {
 	}
 	if row := s.waitRow(resp.Header.Get("X-Request-Id")); row.status != "settled" || row.completion != limit {
 		t.Errorf("ledger row %+v, want settled at %d completion tokens", row, limit)
-	}
-}
-
-func TestKeyCap(t *testing.T) {
-	tests := []struct {
-		name         string
-		asked        int64
-		limit        int
-		left, prompt int64
-		want         int64
-	}{
-		{"no cap keeps the ask", 500, 0, -1, 20, 500},
-		{"no cap, no ask", 0, 0, -1, 20, 0},
-		{"no ask takes the cap", 0, 100, -1, 20, 100},
-		{"an ask above the cap is clamped", 4000, 100, -1, 20, 100},
-		{"an ask at the cap is kept", 100, 100, -1, 20, 100},
-		{"an ask below the cap is kept", 20, 100, -1, 20, 20},
-		{"the day's room below the cap wins", 4000, 100, 60, 20, 40},
-		{"the cap below the day's room wins", 4000, 100, 10_000, 20, 100},
-		{"no ask, the day's room below the cap", 0, 100, 60, 20, 40},
-		{"an ask below both is kept", 30, 100, 10_000, 20, 30},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := dayCap(keyCap(tt.asked, tt.limit), tt.left, tt.prompt); got != tt.want {
-				t.Errorf("dayCap(keyCap(%d, %d), %d, %d) = %d, want %d", tt.asked, tt.limit, tt.left, tt.prompt, got, tt.want)
-			}
-		})
 	}
 }
 

@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/settlelog"
 	"github.com/llmplat/llmplat/runtime/testenv"
@@ -56,7 +57,7 @@ func TestStreamDuringPostgresOutageIsBilledOnce(t *testing.T) {
 			// takes down; the test itself reads the database directly.
 			proxy, led := s.ledgerBehindProxy()
 			log := settlelog.New(s.redis.Client(), s.redis.Prefix, nil)
-			base := s.gateway(func(cfg *Config) { cfg.Ledger, cfg.Settles = led, log })
+			base := s.gateway(func(cfg *gateway.Config) { cfg.Ledger, cfg.Settles = led, log })
 
 			type answer struct {
 				resp *http.Response

@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/runtime/urlguard"
@@ -57,7 +58,7 @@ func TestFrozenRedis(t *testing.T) {
 	done := make(chan struct{})
 	go func() { defer close(done); _ = keys.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	gw, err := New(Config{Dispatcher: s.direct, Catalog: NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
+	gw, err := gateway.New(gateway.Config{Dispatcher: s.direct, Catalog: gateway.NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
 		Auth: &auth.Authenticator{Keys: keys}, Limits: lim, Queue: q, Ledger: s.led,
 		URLGuard: &urlguard.Guard{Resolver: noDNS{}}, RedisTimeout: 200 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})

@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/tokens"
 )
@@ -86,14 +86,14 @@ func TestUsageChunkOnlyWhenAsked(t *testing.T) {
 func TestTLSAtTheEdge(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	certFile, keyFile, pool := selfSigned(t)
-	gw, err := New(Config{Dispatcher: s.direct, Catalog: StaticCatalog{}, Auth: denyAll{}, Limits: nil, Queue: nil, Ledger: s.led,
+	gw, err := gateway.New(gateway.Config{Dispatcher: s.direct, Catalog: gateway.StaticCatalog{}, Auth: denyAll{}, Limits: nil, Queue: nil, Ledger: s.led,
 		TLSCertFile: certFile, TLSKeyFile: keyFile})
 	if err == nil {
 		t.Fatal("New accepted a config without limits and queue")
 	}
 	_ = gw
 	lim, q := s.quotas()
-	gw, err = New(Config{Dispatcher: s.direct, Catalog: StaticCatalog{}, Auth: denyAll{}, Limits: lim, Queue: q, Ledger: s.led,
+	gw, err = gateway.New(gateway.Config{Dispatcher: s.direct, Catalog: gateway.StaticCatalog{}, Auth: denyAll{}, Limits: lim, Queue: q, Ledger: s.led,
 		TLSCertFile: certFile, TLSKeyFile: keyFile})
 	if err != nil {
 		t.Fatal(err)
@@ -140,21 +140,4 @@ func selfSigned(t *testing.T) (certFile, keyFile string, pool *x509.CertPool) {
 	}
 	pool.AddCert(cert)
 	return certFile, keyFile, pool
-}
-
-// TestDispatchRejectionStatus: a 503 from an engine or the orchestrator
-// (busy, no other node) stays a 503 with its Retry-After; other 5xx are
-// the upstream's failure, 502; a 4xx passes as it is.
-func TestDispatchRejectionStatus(t *testing.T) {
-	for _, tt := range []struct{ engine, want int }{
-		{http.StatusServiceUnavailable, http.StatusServiceUnavailable},
-		{http.StatusInternalServerError, http.StatusBadGateway},
-		{http.StatusGatewayTimeout, http.StatusBadGateway},
-		{http.StatusBadRequest, http.StatusBadRequest},
-	} {
-		r := dispatchRejection(context.Background(), &dispatch.Error{Status: tt.engine, RetryAfter: 5 * time.Second})
-		if r.status != tt.want || r.retryAfter != 5*time.Second {
-			t.Errorf("engine %d → %d (Retry-After %v), want %d with the engine's Retry-After", tt.engine, r.status, r.retryAfter, tt.want)
-		}
-	}
 }

@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
 // lostAckLedger commits every reservation and then reports an error, as
 // when the commit's acknowledgement is lost with the connection.
-type lostAckLedger struct{ Ledger }
+type lostAckLedger struct{ gateway.Ledger }
 
 func (l lostAckLedger) Reserve(ctx context.Context, r ledger.Reservation) (ledger.Reserved, error) {
 	if _, err := l.Ledger.Reserve(ctx, r); err != nil {
@@ -25,7 +26,7 @@ func (l lostAckLedger) Reserve(ctx context.Context, r ledger.Reservation) (ledge
 // an error is cancelled right after the refusal, so the team's credit is not held until
 // the sweeper's window (false 402s near the balance).
 func TestReserveErrorLeavesNoHold(t *testing.T) {
-	s := newStack(t, stackOpts{wrapLedger: func(l Ledger) Ledger { return lostAckLedger{l} }})
+	s := newStack(t, stackOpts{wrapLedger: func(l gateway.Ledger) gateway.Ledger { return lostAckLedger{l} }})
 	team := s.team("alpha", 10*credit)
 	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	resp, body := s.do(key, chatBody("llama-8b", false, 100))

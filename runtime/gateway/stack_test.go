@@ -42,14 +42,6 @@ const (
 
 // stackOpts shape a test platform.
 type stackOpts struct {
-	timeScale         float64       // engine speed; 0 means 200× real time
-	maxInFlight       int           // per engine; 0 means no cap
-	queueLimit        time.Duration // 0 means the default
-	firstTokenTimeout time.Duration
-	streamIdleTimeout time.Duration
-	// maxRequestDuration is the gateways'; 0 means the default.
-	maxRequestDuration time.Duration
-	faults             enginesim.Faults
 	// engine, when set, serves llama-8b instead of a simulator: a
 	// hand-written engine for streams the simulator does not make.
 	engine http.Handler
@@ -57,16 +49,16 @@ type stackOpts struct {
 	wrapLedger func(Ledger) Ledger
 	// wrapLimits, when set, wraps the limiter the gateways use.
 	wrapLimits func(Limiter) Limiter
-	// redisTimeout, when set, replaces the gateways' budget for a Redis
-	// call: a test of a limit under a burst of hundreds of requests on a
-	// loaded machine must not turn into a test of that budget, whose
-	// honest answer when exceeded is a 503.
-	redisTimeout time.Duration
 }
 
-// stack is the whole admission path on real PostgreSQL and Redis with a
-// simulated engine per model: what production runs, minus the
-// orchestrator.
+// engineTimeScale is the simulated engines' speed: 200 times real time,
+// so a test's answers take milliseconds.
+const engineTimeScale = 200
+
+// stack is the admission path on real PostgreSQL and Redis with a
+// simulated engine per model, for the white-box tests only: they reach
+// the gateway's internals, and this package cannot import platformtest
+// (which imports it). Black-box tests use platformtest (platform_test.go).
 type stack struct {
 	t      *testing.T
 	dsn    string // the test's database
@@ -94,9 +86,6 @@ func (s *stack) settled() {
 
 func newStack(t *testing.T, o stackOpts) *stack {
 	t.Helper()
-	if o.timeScale == 0 {
-		o.timeScale = 200
-	}
 	ctx := context.Background()
 	dsn := testenv.Postgres(t)
 	db, err := store.Open(ctx, dsn)
@@ -131,7 +120,7 @@ func newStack(t *testing.T, o stackOpts) *stack {
 		} else {
 			url = s.startEngine(name)
 		}
-		targets[name] = []dispatch.Target{{URL: url, ServedName: name, MaxInFlight: o.maxInFlight}}
+		targets[name] = []dispatch.Target{{URL: url, ServedName: name}}
 	}
 	s.direct = dispatch.NewDirect(targets, nil)
 	// Before the engines stop (cleanups run last first): a pooled
@@ -148,7 +137,7 @@ func (s *stack) startEngine(model string) string {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	sim, err := enginesim.New(enginesim.Config{Deployment: dep, ServedModelName: model, TimeScale: s.opts.timeScale, Seed: 7, Faults: s.opts.faults})
+	sim, err := enginesim.New(enginesim.Config{Deployment: dep, ServedModelName: model, TimeScale: engineTimeScale, Seed: 7})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -203,20 +192,15 @@ func (s *stack) gateway(configure ...func(*Config)) string {
 		led = s.opts.wrapLedger(led)
 	}
 	cfg := Config{
-		Dispatcher:         s.direct,
-		Catalog:            NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
-		Auth:               &auth.Authenticator{Keys: keys},
-		Limits:             limits,
-		Queue:              q,
-		Ledger:             led,
-		Quoter:             s.led,
-		URLGuard:           &urlguard.Guard{Resolver: noDNS{}},
-		QueueLimit:         s.opts.queueLimit,
-		FirstTokenTimeout:  s.opts.firstTokenTimeout,
-		StreamIdleTimeout:  s.opts.streamIdleTimeout,
-		MaxRequestDuration: s.opts.maxRequestDuration,
-		RedisTimeout:       s.opts.redisTimeout,
-		Logger:             slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Dispatcher: s.direct,
+		Catalog:    NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
+		Auth:       &auth.Authenticator{Keys: keys},
+		Limits:     limits,
+		Queue:      q,
+		Ledger:     led,
+		Quoter:     s.led,
+		URLGuard:   &urlguard.Guard{Resolver: noDNS{}},
+		Logger:     slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	for _, f := range configure {
 		f(&cfg)
@@ -309,22 +293,6 @@ func (s *stack) ledgerRow(requestID string) (row, error) {
 	return r, err
 }
 
-// waitRow polls until the request's row has left 'reserved'.
-func (s *stack) waitRow(requestID string) row {
-	s.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r, err := s.ledgerRow(requestID)
-		if err == nil && r.status != "reserved" {
-			return r
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("row %s still %q (err %v) after 10 s", requestID, r.status, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // ledgerBehindProxy returns a ledger that reaches the stack's database
 // through a fault proxy, for a gateway whose database the test takes
 // down or freezes; the test itself still reads the database directly.
@@ -346,22 +314,6 @@ func (s *stack) ledgerBehindProxy() (*testenv.FaultProxy, *ledger.Ledger) {
 		s.t.Fatal(err)
 	}
 	return proxy, led
-}
-
-// waitSlotsFree polls until the key holds no stream slot and returns the
-// count it last saw. A slot is given back as the response ends, or, when
-// Redis is too busy to answer in time, by a retry in the background:
-// either way it is free soon after, never necessarily at once.
-func (s *stack) waitSlotsFree(rdb *redis.Client, keyID int64) int64 {
-	s.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n := s.activeStreams(rdb, keyID)
-		if n == 0 || time.Now().After(deadline) {
-			return n
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // activeStreams counts the key's held stream slots in Redis: the members

@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -58,7 +59,7 @@ func TestUnknownFieldsBounded(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
 	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
-	big := strings.Repeat("x", MaxExtraBytes)
+	big := strings.Repeat("x", gateway.MaxExtraBytes)
 	resp, body := s.do(key, `{"model":"llama-8b","max_tokens":3,"padding":"`+big+`","messages":[{"role":"user","content":"hi"}]}`)
 	checkError(t, resp, body, errorCase{"big extra", 400, oa.TypeInvalidRequest, "unknown_fields_too_large", false})
 	if !strings.Contains(body, `"param":"padding"`) {

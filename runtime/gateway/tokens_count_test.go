@@ -1,13 +1,15 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
 	"errors"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/quota"
 )
@@ -15,7 +17,7 @@ import (
 // lostSettleAck applies the first settle and then reports an error, as
 // when its commit acknowledgement is lost; later calls pass through.
 type lostSettleAck struct {
-	Ledger
+	gateway.Ledger
 	lost atomic.Bool
 }
 
@@ -27,9 +29,9 @@ func (l *lostSettleAck) Settle(ctx context.Context, id string, u ledger.Usage, s
 	return out, err
 }
 
-// failedFinish is a Limiter whose one-round-trip end of a request always
+// failedFinish is a gateway.Limiter whose one-round-trip end of a request always
 // fails: the gateway goes on with the parts one by one.
-type failedFinish struct{ Limiter }
+type failedFinish struct{ gateway.Limiter }
 
 func (failedFinish) Finish(context.Context, quota.Finish) (quota.Finished, error) {
 	return quota.Finished{}, errors.New("redis: i/o timeout")
@@ -42,13 +44,13 @@ func (failedFinish) Finish(context.Context, quota.Finish) (quota.Finished, error
 func TestLostSettleAckStillCountsTokens(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
-		limits func(Limiter) Limiter
+		limits func(gateway.Limiter) gateway.Limiter
 	}{
 		{"counted at the end of the request", nil},
-		{"counted after the settle", func(l Limiter) Limiter { return failedFinish{l} }},
+		{"counted after the settle", func(l gateway.Limiter) gateway.Limiter { return failedFinish{l} }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newStack(t, stackOpts{wrapLedger: func(l Ledger) Ledger { return &lostSettleAck{Ledger: l} }, wrapLimits: tt.limits})
+			s := newStack(t, stackOpts{wrapLedger: func(l gateway.Ledger) gateway.Ledger { return &lostSettleAck{Ledger: l} }, wrapLimits: tt.limits})
 			team := s.team("alpha", 10*credit)
 			key := s.key(adminwire.CreateKeyRequest{TeamID: team, TokensPerDay: 1_000_000, MaxStreams: 2})
 			resp, body := s.do(key, chatBody("llama-8b", false, 20))
@@ -65,7 +67,7 @@ func TestLostSettleAckStillCountsTokens(t *testing.T) {
 				t.Fatal(err)
 			}
 			keys := quota.NewKeys(s.redis.Prefix)
-			counter := keys.TokensPerDay("key:"+itoa(keyID), time.Now())
+			counter := keys.TokensPerDay("key:"+strconv.FormatInt(keyID, 10), time.Now())
 			got, _ := s.redis.Client().Get(t.Context(), counter).Int64()
 			if want := row.prompt + row.completion; got != want {
 				t.Errorf("the day counted %d tokens, want the request's %d", got, want)

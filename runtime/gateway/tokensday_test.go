@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"encoding/json"
@@ -37,27 +37,5 @@ func TestTokensPerDayCapsTheAnswer(t *testing.T) {
 	}
 	if row := s.waitRow(resp.Header.Get("X-Request-Id")); row.completion != want {
 		t.Errorf("ledger settled %d completion tokens, want %d", row.completion, want)
-	}
-}
-
-func TestDayCap(t *testing.T) {
-	tests := []struct {
-		name                string
-		asked, left, prompt int64
-		want                int64
-	}{
-		{"no daily limit keeps the ask", 500, -1, 20, 500},
-		{"no daily limit, no ask", 0, -1, 20, 0},
-		{"room above the ask", 500, 10_000, 20, 500},
-		{"ask above the room", 4000, 60, 20, 40},
-		{"no ask takes the room", 0, 60, 20, 40},
-		{"prompt beyond the room still gets a token", 4000, 10, 20, 1},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := dayCap(tt.asked, tt.left, tt.prompt); got != tt.want {
-				t.Errorf("dayCap(%d, %d, %d) = %d, want %d", tt.asked, tt.left, tt.prompt, got, tt.want)
-			}
-		})
 	}
 }

@@ -1,14 +1,16 @@
-package gateway
+package gateway_test
 
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
@@ -30,27 +32,42 @@ func usageEngine(chunks int, prompt, completion int64) http.Handler {
 	})
 }
 
-// meteredGateway starts one more gateway replica on s with metrics the
-// test reads, and makes it the one s.do talks to.
-func (s *stack) meteredGateway() *Metrics {
-	m := NewMetrics(nil)
-	s.url = s.gateway(func(c *Config) { c.Metrics = m })
-	return m
+// meteredGateway starts one more gateway replica on s whose metrics join
+// a registry the test reads, and makes it the one s.do talks to.
+func (s *stack) meteredGateway() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	s.url = s.gateway(func(c *gateway.Config) { c.Metrics = gateway.NewMetrics(reg) })
+	return reg
 }
 
-// corrections returns how many settles of llama-8b m counted as corrected
-// for reason.
-func corrections(t *testing.T, m *Metrics, reason string) float64 {
+// corrections returns how many settles of llama-8b the registry's gateway
+// counted as corrected for reason.
+func corrections(t *testing.T, reg *prometheus.Registry, reason string) float64 {
 	t.Helper()
-	var d dto.Metric
-	if err := m.corrected.WithLabelValues("llama-8b", reason).Write(&d); err != nil {
+	families, err := reg.Gather()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return d.GetCounter().GetValue()
+	labels := map[string]string{"model": "llama-8b", "reason": reason}
+	for _, f := range families {
+		if f.GetName() != "llmplat_gateway_usage_corrected_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			got := map[string]string{}
+			for _, l := range m.GetLabel() {
+				got[l.GetName()] = l.GetValue()
+			}
+			if maps.Equal(got, labels) {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 // usageReport reads the key's team's /v1/usage.
-func (s *stack) usageReport(key string) (int, UsageReport) {
+func (s *stack) usageReport(key string) (int, gateway.UsageReport) {
 	s.t.Helper()
 	req, _ := http.NewRequest(http.MethodGet, s.url+"/v1/usage", nil)
 	req.Header.Set("Authorization", "Bearer "+key)
@@ -59,7 +76,7 @@ func (s *stack) usageReport(key string) (int, UsageReport) {
 		s.t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var rep UsageReport
+	var rep gateway.UsageReport
 	if resp.StatusCode == http.StatusOK {
 		if err := json.NewDecoder(resp.Body).Decode(&rep); err != nil {
 			s.t.Fatal(err)

@@ -1,0 +1,38 @@
+package gateway
+
+import "time"
+
+// Helpers the white-box tests define that the black-box ones
+// (package gateway_test) share.
+var (
+	ChatBody = chatBody
+	Itoa     = itoa
+)
+
+// NoDNS resolves nothing: tests never leave the machine.
+type NoDNS = noDNS
+
+// CheckError checks a refusal in the OpenAI shape (checkError).
+var CheckError = checkError
+
+// ServingRecheck is how long a served model is not asked about again.
+const ServingRecheck = servingRecheck
+
+// PromptEstimate is the gateway's estimate of a body's prompt.
+var PromptEstimate = promptEstimate
+
+// Request bodies nested as deep as a test asks (depth_test.go).
+var (
+	Nest        = nest
+	WithTool    = withTool
+	WithContent = withContent
+)
+
+// SetBalanceClock sets the clock of the gateway's view of balances: a
+// test that must not see it age freezes it.
+func (s *Server) SetBalanceClock(now func() time.Time) { s.balances.now = now }
+
+// WaitLimit and WaitClosed: the early and lifecycle tests' waits.
+const WaitLimit = waitLimit
+
+var WaitClosed = waitClosed
