@@ -2,8 +2,11 @@
 // on the private PostgreSQL and Redis the test harness starts: an
 // orchestrator replica, a gateway that dispatches to it in process (as the
 // local mode does), and nodes — simulated engines whose agents dial the
-// orchestrator's socket over loopback. Benchmarks and the chaos suite build
-// on it; it is for tests only.
+// orchestrator's socket over loopback. Benchmarks, the chaos suite and the
+// gateway's black-box tests build on it; it is for tests only. A test
+// changes a part one way: Options.Orchestrator and Options.Gateway adjust a
+// replica's or a gateway's config last, so a part left alone is
+// production's and a part set there replaces or wraps it.
 package platformtest
 
 import (
