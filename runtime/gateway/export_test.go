@@ -9,9 +9,6 @@ var (
 	Itoa     = itoa
 )
 
-// NoDNS resolves nothing: tests never leave the machine.
-type NoDNS = noDNS
-
 // CheckError checks a refusal in the OpenAI shape (checkError).
 var CheckError = checkError
 

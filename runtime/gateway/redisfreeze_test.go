@@ -3,9 +3,7 @@ package gateway_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,12 +11,14 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
-	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/testenv"
-	"github.com/llmplat/llmplat/runtime/urlguard"
 )
+
+// frozenRedisTimeout is the gateway's budget for a Redis call here: short,
+// so that the frozen calls' 503s come without a long wait.
+const frozenRedisTimeout = 200 * time.Millisecond
 
 // TestFrozenRedis: with the quota Redis frozen, a request of a key with
 // limits gets a 503 instead of waiting on Redis, and a key without limits
@@ -49,34 +49,19 @@ func TestFrozenRedis(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := s.redis.Client() // keys and revocations stay reachable
-	keys, err := auth.NewKeyCache(auth.KeyCacheConfig{Store: s.adm, Redis: rdb, Prefix: s.redis.Prefix})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = keys.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	gw, err := gateway.New(gateway.Config{Dispatcher: s.direct, Catalog: gateway.NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
-		Auth: &auth.Authenticator{Keys: keys}, Limits: lim, Queue: q, Ledger: s.led,
-		URLGuard: &urlguard.Guard{Resolver: noDNS{}}, RedisTimeout: 200 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(gw.Handler())
-	t.Cleanup(gw.Wait) // after the server closed: the last settles
-	t.Cleanup(srv.Close)
+	// Keys, revocations and everything else stay on the reachable Redis.
+	base := s.gateway(func(c *gateway.Config) {
+		c.Limits, c.Refusals, c.Queue, c.RedisTimeout = lim, lim, q, frozenRedisTimeout
+	})
 
-	if resp, body := post(t, srv.URL, limited); resp.StatusCode != http.StatusOK {
+	if resp, body := post(t, base, limited); resp.StatusCode != http.StatusOK {
 		t.Fatalf("before the freeze: %d %s", resp.StatusCode, body)
 	}
 	proxy.Freeze()
-	if resp, body := post(t, srv.URL, limited); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+	if resp, body := post(t, base, limited); resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("limited key with Redis frozen: %d (Retry-After %q) %s; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 	}
-	if resp, body := post(t, srv.URL, free); resp.StatusCode != http.StatusOK {
+	if resp, body := post(t, base, free); resp.StatusCode != http.StatusOK {
 		t.Errorf("key without limits with Redis frozen: %d %s; want 200", resp.StatusCode, body)
 	}
 	proxy.Thaw()

@@ -8,9 +8,6 @@ var (
 	itoa     = gateway.Itoa
 )
 
-// noDNS resolves nothing: tests never leave the machine.
-type noDNS = gateway.NoDNS
-
 // errorCase is one refusal the gateway must give in the OpenAI shape.
 type errorCase = gateway.ErrorCase
 
