@@ -193,7 +193,7 @@ func (s *stack) gateway(configure ...func(*Config)) string {
 	}
 	cfg := Config{
 		Dispatcher: s.direct,
-		Catalog:    NewCachedCatalog(s.adm.OpenAIModels, time.Millisecond),
+		Catalog:    NewCachedCatalog(s.adm.OpenAIModels, 0),
 		Auth:       &auth.Authenticator{Keys: keys},
 		Limits:     limits,
 		Queue:      q,
