@@ -73,7 +73,7 @@ func TestGatewayWrap(t *testing.T) {
 	}
 	p.Settled()
 	if len(wrapped) != 2 {
-		t.Fatalf("the hook wrapped %d ledgers, want 2 (one a gateway)", len(wrapped))
+		t.Fatalf("the hook wrapped %d ledgers, want 2 (one per gateway)", len(wrapped))
 	}
 	for i, l := range wrapped {
 		if got := [2]int64{l.reserves.Load(), l.settles.Load()}; got != [2]int64{1, 1} {
