@@ -213,7 +213,14 @@ func checkBatcherBound(t *testing.T, seed uint64, n int) {
 	serial.Lock()              // another batch runs: the calls queue
 	start(0, inBatch)
 	serial.Unlock()
-	testenv.Eventually(t, "the first batch to block", func() bool { return b.batches.Load() == 1 })
+	// The batch counts itself before it runs; wait until it has recorded
+	// its calls (under mu), or a caller that leaves meanwhile would be
+	// judged before its batch said it held it.
+	testenv.Eventually(t, "the first batch to block", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !first
+	})
 	start(inBatch, n)
 	for i, r := range results {
 		if r.left {
