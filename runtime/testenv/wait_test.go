@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +16,7 @@ func TestEventuallyReturnsOnceTheConditionHolds(t *testing.T) {
 	}
 }
 
-// fatalRecorder records a Fatalf instead of ending the test.
+// fatalRecorder records a Fatalf's message instead of ending the test.
 type fatalRecorder struct {
 	testing.TB
 	failed string
@@ -23,7 +25,7 @@ type fatalRecorder struct {
 func (f *fatalRecorder) Helper() {}
 
 func (f *fatalRecorder) Fatalf(format string, args ...any) {
-	f.failed = format
+	f.failed = fmt.Sprintf(format, args...)
 	panic(f)
 }
 
@@ -39,5 +41,36 @@ func TestEventuallyWithinFailsAtItsDeadline(t *testing.T) {
 	}()
 	if rec.failed == "" {
 		t.Fatal("EventuallyWithin returned on a condition that never holds")
+	}
+}
+
+func TestEventuallyNilReportsTheLastStateSeen(t *testing.T) {
+	rec := &fatalRecorder{TB: t}
+	var calls atomic.Int32
+	func() {
+		defer func() {
+			if r := recover(); r != nil && r != any(rec) {
+				panic(r)
+			}
+		}()
+		EventuallyNil(rec, 50*time.Millisecond, "never", func() error {
+			return fmt.Errorf("check %d", calls.Add(1))
+		})
+	}()
+	if want := fmt.Sprintf("check %d", calls.Load()); !strings.Contains(rec.failed, want) {
+		t.Errorf("failure %q does not report the last state seen, %q", rec.failed, want)
+	}
+}
+
+func TestEventuallyNilReturnsOnNil(t *testing.T) {
+	var calls atomic.Int32
+	EventuallyNil(t, WaitFor, "the third check", func() error {
+		if calls.Add(1) < 3 {
+			return errNotYet
+		}
+		return nil
+	})
+	if got := calls.Load(); got != 3 {
+		t.Errorf("check called %d times, want 3", got)
 	}
 }
