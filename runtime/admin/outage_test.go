@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -49,15 +50,11 @@ func TestDatabaseOutageIs503(t *testing.T) {
 	}
 
 	proxy.Restore()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	testenv.EventuallyNil(t, 30*time.Second, "the admin api to serve again after the database came back", func() error {
 		got, err := h.client.GetTeam(context.Background(), team)
-		if err == nil && got.ID == team {
-			break
+		if err == nil && got.ID != team {
+			err = fmt.Errorf("team %d, want %d", got.ID, team)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the admin api did not serve again after the database came back: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err
+	})
 }

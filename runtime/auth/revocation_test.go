@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -67,11 +68,9 @@ func startReplicaWith(t *testing.T, env testenv.RedisEnv, cfg KeyCacheConfig, na
 	// cached before that flush would be forgotten, so the replica is
 	// ready only after it (Redis counting the subscriber is not enough:
 	// the client may not have read the confirmation yet).
-	for deadline := time.Now().Add(resubscribeDeadline); cache.Stats().Flushes < 1; time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("replica %s did not subscribe within %v", name, resubscribeDeadline)
-		}
-	}
+	testenv.EventuallyWithin(t, resubscribeDeadline, "replica "+name+" to subscribe and flush", func() bool {
+		return cache.Stats().Flushes >= 1
+	})
 	return replica{cache: cache, name: name}
 }
 
@@ -79,20 +78,16 @@ func startReplicaWith(t *testing.T, env testenv.RedisEnv, cfg KeyCacheConfig, na
 func waitSubscribers(t *testing.T, rdb *redis.Client, prefix string, n int64) {
 	t.Helper()
 	ch := RevocationChannel(prefix)
-	deadline := time.Now().Add(resubscribeDeadline)
-	for {
+	testenv.EventuallyNil(t, resubscribeDeadline, fmt.Sprintf("%d subscribers on %s", n, ch), func() error {
 		counts, err := rdb.PubSubNumSub(context.Background(), ch).Result()
-		if err != nil {
-			t.Fatalf("pubsub numsub: %v", err)
+		switch {
+		case err != nil:
+			return fmt.Errorf("pubsub numsub: %w", err)
+		case counts[ch] != n:
+			return fmt.Errorf("%d subscribers", counts[ch])
 		}
-		if counts[ch] == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d subscribers on %s, want %d", counts[ch], ch, n)
-		}
-		time.Sleep(pollEvery)
-	}
+		return nil
+	})
 }
 
 // waitRejected polls cache until hash fails with want, and returns how long

@@ -50,6 +50,11 @@ func startDev(t *testing.T) (baseURL, key, adminToken string) {
 	return r.baseURL, r.key, r.adminToken
 }
 
+// devStartWait bounds local mode's start: it migrates an embedded
+// database and starts every part, seconds alone and more on a loaded
+// machine.
+const devStartWait = 60 * time.Second
+
 // startDevOn runs the local mode on dataDir (empty: a temporary one) and
 // waits for its printed lines.
 func startDevOn(t *testing.T, dataDir string) *devRun {
@@ -83,18 +88,15 @@ func startDevOn(t *testing.T, dataDir string) *devRun {
 		})
 	}
 	t.Cleanup(r.stop)
-	deadline := time.Now().Add(60 * time.Second)
-	for r.baseURL == "" || r.key == "" || r.adminToken == "" || r.nodeURL == "" || r.consoleURL == "" || r.metricsURL == "" {
+	testenv.EventuallyNil(t, devStartWait, "local mode to print its credentials and addresses", func() error {
 		select {
 		case err := <-done:
 			done <- err // for stop, at the cleanup
 			t.Fatalf("local mode exited before printing its credentials: %v\n%s", err, out.String())
-		case <-time.After(20 * time.Millisecond):
+		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("local mode printed no credentials within 60 s:\n%s", out.String())
-		}
-		for _, l := range strings.Split(out.String(), "\n") {
+		printed := out.String()
+		for _, l := range strings.Split(printed, "\n") {
 			if v, found := strings.CutPrefix(l, "OPENAI_BASE_URL="); found {
 				r.baseURL = v
 			}
@@ -114,7 +116,11 @@ func startDevOn(t *testing.T, dataDir string) *devRun {
 				r.metricsURL, _, _ = strings.Cut(v, ", ")
 			}
 		}
-	}
+		if r.baseURL == "" || r.key == "" || r.adminToken == "" || r.nodeURL == "" || r.consoleURL == "" || r.metricsURL == "" {
+			return fmt.Errorf("it printed:\n%s", printed)
+		}
+		return nil
+	})
 	return r
 }
 

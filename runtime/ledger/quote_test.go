@@ -179,17 +179,14 @@ func TestQuoteDoesNotWaitForAReload(t *testing.T) {
 		got, err := f.l.Quote(ctx, r)
 		reloading <- result{got, err}
 	}()
-	deadline := time.Now().Add(quoteWaitDeadline)
-	for waiting := 0; waiting == 0; {
+	testenv.EventuallyWithin(t, quoteWaitDeadline, "the reloading quote to wait on the locked models table", func() bool {
+		var waiting int
 		if err := f.db.QueryRowContext(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE wait_event_type = 'Lock' AND query LIKE '%FROM models%'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the reloading quote never waited on the locked models table")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return waiting > 0
+	})
 	other := make(chan result, 1)
 	go func() {
 		got, err := f.l.Quote(ctx, r)

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 func TestSweep(t *testing.T) {
@@ -164,13 +166,9 @@ func TestRunSweepsUntilCancelled(t *testing.T) {
 		go func() { ran <- l.Run(ctx) }()
 		f.reserve(t, req("orphan", team))
 		f.clock.Step(DefaultSweepAfter + time.Second)
-		deadline := time.Now().Add(patience)
-		for f.status(t, "orphan") == StatusReserved {
-			if time.Now().After(deadline) {
-				t.Fatalf("Run did not sweep the orphan within %v", patience)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+		testenv.EventuallyWithin(t, patience, "Run to sweep the orphan", func() bool {
+			return f.status(t, "orphan") != StatusReserved
+		})
 		cancel()
 		if err := <-ran; err != nil {
 			t.Fatalf("Run = %v, want nil once ctx ends", err)

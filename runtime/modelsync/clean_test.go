@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/modelsync"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // lockSeenWait bounds the wait for a sync to take (or wait for) a
@@ -217,23 +218,23 @@ func TestSyncWaitingWhileItsRevisionIsRemoved(t *testing.T) {
 // done (the holder) ends first.
 func waitLocked(t *testing.T, dir string, done <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(lockSeenWait)
-	for {
-		if f, err := os.OpenFile(filepath.Join(dir, modelsync.LockName), os.O_RDWR, 0); err == nil {
-			err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	testenv.EventuallyNil(t, lockSeenWait, "a sync to hold "+dir+"'s lock", func() error {
+		f, err := os.OpenFile(filepath.Join(dir, modelsync.LockName), os.O_RDWR, 0)
+		if err == nil {
+			err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
 			f.Close() // also releases it when it was free
 			if errors.Is(err, syscall.EWOULDBLOCK) {
-				return
+				return nil
+			}
+			if err == nil {
+				err = errors.New("the lock is free")
 			}
 		}
 		select {
-		case err := <-done:
-			t.Fatalf("the sync ended before it was seen holding its lock: %v", err)
+		case derr := <-done:
+			t.Fatalf("the sync ended before it was seen holding its lock: %v", derr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no sync took %s's lock within %v", dir, lockSeenWait)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err
+	})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -158,8 +159,7 @@ func writeHBA(t *testing.T, admin *DB, file string, lines []string) {
 	}
 	// The postmaster rereads the file on SIGHUP, asynchronously: wait until
 	// the loaded rules are the written ones.
-	deadline := time.Now().Add(backendsGoneWait)
-	for {
+	testenv.EventuallyNil(t, backendsGoneWait, fmt.Sprintf("the %d written pg_hba.conf rules loaded", len(lines)), func() error {
 		var n int
 		if err := admin.QueryRow("SELECT count(*) FROM pg_hba_file_rules WHERE error IS NULL").Scan(&n); err != nil {
 			t.Fatal(err)
@@ -168,14 +168,11 @@ func writeHBA(t *testing.T, admin *DB, file string, lines []string) {
 		if err := admin.QueryRow("SELECT count(*) FROM pg_hba_file_rules").Scan(&loaded); err != nil {
 			t.Fatal(err)
 		}
-		if n == len(lines) && loaded == len(lines) {
-			break
+		if n != len(lines) || loaded != len(lines) {
+			return fmt.Errorf("%d rules loaded, %d valid", loaded, n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pg_hba.conf holds %d rules (%d valid), want %d", loaded, n, len(lines))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // terminateBackends kills every backend of role and waits until they are
@@ -183,20 +180,16 @@ func writeHBA(t *testing.T, admin *DB, file string, lines []string) {
 func terminateBackends(t *testing.T, admin *DB, role string) {
 	t.Helper()
 	exec(t, admin, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '"+role+"'")
-	deadline := time.Now().Add(backendsGoneWait)
-	for {
+	testenv.EventuallyNil(t, backendsGoneWait, "the backends of "+role+" gone after pg_terminate_backend", func() error {
 		var n int
 		if err := admin.QueryRow("SELECT count(*) FROM pg_stat_activity WHERE usename = $1", role).Scan(&n); err != nil {
 			t.Fatal(err)
 		}
-		if n == 0 {
-			return
+		if n != 0 {
+			return fmt.Errorf("%d backends still run", n)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d backends of %s still run after pg_terminate_backend", n, role)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // openWith is openTest with options.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,10 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.MainWithLeakCheck(m) }
+
+// commandWait bounds a test's wait for a command to start or for what it
+// serves to show a request: a second alone, with room for a loaded machine.
+const commandWait = 30 * time.Second
 
 // startEngine serves a simulated llama-8b, 100 times faster than real
 // time, until the test ends.
@@ -61,14 +66,15 @@ func TestGatewayCommand(t *testing.T) {
 		}
 	})
 	var base string
-	for deadline := time.Now().Add(30 * time.Second); base == ""; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway did not start: %s", out.String())
+	testenv.EventuallyNil(t, commandWait, "the gateway to print where it serves", func() error {
+		printed := out.String()
+		_, rest, ok := strings.Cut(printed, "serving ")
+		if !ok {
+			return fmt.Errorf("it printed %q", printed)
 		}
-		if _, rest, ok := strings.Cut(out.String(), "serving "); ok {
-			base, _, _ = strings.Cut(rest, " ")
-		}
-	}
+		base, _, _ = strings.Cut(rest, " ")
+		return nil
+	})
 
 	cl, err := adminclient.NewClient(base, adminToken, nil)
 	if err != nil {
@@ -86,7 +92,7 @@ func TestGatewayCommand(t *testing.T) {
 		`llmplat_gateway_requests_total{model="llama-8b",outcome="completed"} 1`, "go_goroutines"}
 	// The settle runs after the response, so its counter may come a moment
 	// later.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	testenv.EventuallyNil(t, commandWait, "the request's and the settle's metrics", func() error {
 		mresp, err := http.Get(metricsURL)
 		if err != nil {
 			t.Fatal(err)
@@ -99,12 +105,10 @@ func TestGatewayCommand(t *testing.T) {
 				missing = append(missing, want)
 			}
 		}
-		if len(missing) == 0 {
-			break
+		if len(missing) != 0 {
+			return fmt.Errorf("metrics lack %s", strings.Join(missing, ", "))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("metrics lack %s", strings.Join(missing, ", "))
-		}
-	}
+		return nil
+	})
 	http.DefaultClient.CloseIdleConnections()
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -32,16 +33,18 @@ func startCommand(t *testing.T, name string, run func(context.Context, []string,
 			t.Errorf("%s returned %v", name, err)
 		}
 	})
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), want); time.Sleep(20 * time.Millisecond) {
+	testenv.EventuallyNil(t, commandWait, fmt.Sprintf("%s to print %q", name, want), func() error {
 		select {
 		case err := <-done:
+			done <- err // for the cleanup's wait
 			t.Fatalf("%s exited: %v\n%s", name, err, out.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not start: %s", name, out.String())
+		if printed := out.String(); !strings.Contains(printed, want) {
+			return fmt.Errorf("it printed %q", printed)
 		}
-	}
+		return nil
+	})
 	return out.String()
 }
 
@@ -93,15 +96,13 @@ func TestSplitDeployment(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testenv.EventuallyNil(t, commandWait, "node-1 live and healthy in GET /admin/nodes", func() error {
 		list, err := cl.ListNodes(ctx)
-		if err == nil && len(list.Data) == 1 && list.Data[0].Live != nil && list.Data[0].Live.Healthy {
-			break
+		if err == nil && (len(list.Data) != 1 || list.Data[0].Live == nil || !list.Data[0].Live.Healthy) {
+			err = fmt.Errorf("nodes %+v", list.Data)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("node-1 not live in GET /admin/nodes: %+v, %v", list, err)
-		}
-	}
+		return err
+	})
 	key := bootstrapKey(ctx, t, cl)
 	// The orchestrator's snapshot takes up to a second to show the node;
 	// meanwhile the request waits in the model's queue.
