@@ -3,6 +3,7 @@ package testenv
 import (
 	"bufio"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -153,13 +154,12 @@ func TestServersDieWithTestProcess(t *testing.T) {
 			if pid == 0 {
 				t.Fatalf("child reported no server; stdout:\n%s\nstderr:\n%s", strings.Join(lines, "\n"), stderr.String())
 			}
-			deadline := time.Now().Add(stopGrace)
-			for _, err := processStartTime(pid); err == nil; _, err = processStartTime(pid) {
-				if time.Now().After(deadline) {
-					t.Fatalf("server %d still runs %v after its test process was killed", pid, stopGrace)
+			EventuallyNil(t, stopGrace, fmt.Sprintf("server %d to stop after its test process was killed", pid), func() error {
+				if _, err := processStartTime(pid); err == nil {
+					return errors.New("it still runs")
 				}
-				time.Sleep(stalePollInterval)
-			}
+				return nil
+			})
 			if _, err := reapStale(os.TempDir(), time.Now()); err != nil {
 				t.Errorf("reapStale: %v", err)
 			}
