@@ -273,7 +273,7 @@ func TestUnusedTicketsFreeTheirSlots(t *testing.T) {
 	}
 	// Until the tickets' life ends, the other replica finds fewer slots;
 	// then it finds all of them.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testenv.EventuallyNil(t, 30*time.Second, "the other replica to find every slot", func() error {
 		var got []string
 		for i := range lim.MaxStreams {
 			id := fmt.Sprintf("o%d", i)
@@ -290,13 +290,11 @@ func TestUnusedTicketsFreeTheirSlots(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if len(got) == lim.MaxStreams {
-			return
+		if len(got) != lim.MaxStreams {
+			return fmt.Errorf("it finds %d of %d slots", len(got), lim.MaxStreams)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the other replica still finds %d of %d slots", len(got), lim.MaxStreams)
-		}
-	}
+		return nil
+	})
 }
 
 // TestLeaseTicketsAreTakenOneAtATime: concurrent requests of a busy key

@@ -18,19 +18,15 @@ import (
 // waitPending waits until n callers queue behind the pipeline held out.
 func waitPending(t *testing.T, p *pipeliner, n int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testenv.EventuallyNil(t, testenv.WaitFor, fmt.Sprintf("%d callers queued", n), func() error {
 		p.mu.Lock()
 		got := len(p.pending)
 		p.mu.Unlock()
-		if got == n {
-			return
+		if got != n {
+			return fmt.Errorf("%d queued", got)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d callers queued, want %d", got, n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	})
 }
 
 // release ends the pipeline the test held out, as send does: the first
@@ -186,7 +182,9 @@ func TestPipelineEndsByItsEarliestDeadline(t *testing.T) {
 		t.Fatal(err)
 	}
 	var conns sync.WaitGroup
+	accepting := make(chan struct{})
 	go func() { // a frozen Redis: reads the commands, answers nothing
+		defer close(accepting)
 		for {
 			c, err := ln.Accept()
 			if err != nil {
@@ -206,6 +204,7 @@ func TestPipelineEndsByItsEarliestDeadline(t *testing.T) {
 	t.Cleanup(func() {
 		rdb.Close()
 		ln.Close()
+		<-accepting // no conns.Add after this: Wait may begin
 		conns.Wait()
 	})
 	l := newLimiter(t, rdb, Config{})
