@@ -17,6 +17,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/platformtest"
 	"github.com/llmplat/llmplat/runtime/registry"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // cloudNode is a cloud engine of model on sim at url, as the cluster's
@@ -116,21 +117,23 @@ func TestUnresponsiveNode(t *testing.T) {
 	// The node hangs just after a heartbeat, so that it is routed to
 	// for the two heartbeat intervals docs/requirements.md allows.
 	last := lastSeen(t, p, "node-hung")
-	for deadline := time.Now().Add(30 * time.Second); lastSeen(t, p, "node-hung").Equal(last); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no heartbeat from the node in 30 s")
+	testenv.EventuallyNil(t, 30*time.Second, "a heartbeat from the node", func() error {
+		if seen := lastSeen(t, p, "node-hung"); seen.Equal(last) {
+			return fmt.Errorf("last seen still %v", seen)
 		}
-	}
+		return nil
+	})
 	link.Freeze()
 	hungAt := time.Now()
 	beat := lastSeen(t, p, "node-hung")
 	// Every request sent now goes to the hung node, the only one.
 	hung := openStreams(ctx, client, p.URL, key, "to the hung node", n, 5)
-	for deadline := time.Now().Add(30 * time.Second); p.Orchestrator().Pending(ctx)[model] < int64(n); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d requests waiting on the hung node after 30 s", p.Orchestrator().Pending(ctx)[model], n)
+	testenv.EventuallyNil(t, 30*time.Second, fmt.Sprintf("%d requests waiting on the hung node", n), func() error {
+		if got := p.Orchestrator().Pending(ctx)[model]; got < int64(n) {
+			return fmt.Errorf("%d waiting", got)
 		}
-	}
+		return nil
+	})
 	// The node the retries go to comes up meanwhile.
 	other := p.StartNode("node-other", model, enginesim.Config{ServedModelName: model, Seed: 2, TimeScale: 50}, 4*n)
 	var unhealthy time.Duration
@@ -284,11 +287,12 @@ func TestScaledToZero(t *testing.T) {
 	if !node.Sim.Ready() {
 		t.Error("a request was served before the engine had loaded")
 	}
-	for deadline := time.Now().Add(time.Minute); p.Orchestrator().Pending(ctx)[big] != 0; time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("pending gauge %d a minute after the replica served, want 0", p.Orchestrator().Pending(ctx)[big])
+	testenv.EventuallyNil(t, time.Minute, "the pending gauge at 0 after the replica served", func() error {
+		if got := p.Orchestrator().Pending(ctx)[big]; got != 0 {
+			return fmt.Errorf("pending gauge %d", got)
 		}
-	}
+		return nil
+	})
 	b := checkBooks(t, p)
 	if b.Cancelled != queued+admitted {
 		t.Errorf("%d ledger rows cancelled for %d requests that queued before the model was known and %d admitted before the node's first heartbeat: a refusal at zero reserved",

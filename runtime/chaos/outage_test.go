@@ -3,6 +3,7 @@ package chaos_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -16,6 +17,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/platformtest"
 	"github.com/llmplat/llmplat/runtime/settlelog"
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // Bounds of the frozen PostgreSQL, with slack for a loaded machine.
@@ -119,11 +121,17 @@ func TestDatastoreOutage(t *testing.T) {
 				defer mu.Unlock()
 				return lastOK.After(t0)
 			}
-			for deadline := time.Now().Add(30 * time.Second); !okSince(time.Time{}); time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatal("no request served before the outage")
+			testenv.EventuallyNil(t, 30*time.Second, "a request served before the outage", func() error {
+				if okSince(time.Time{}) {
+					return nil
 				}
-			}
+				mu.Lock()
+				defer mu.Unlock()
+				if len(reqs) == 0 {
+					return errors.New("no request answered")
+				}
+				return fmt.Errorf("%d requests answered, none served; the last: %s", len(reqs), reqs[len(reqs)-1].status)
+			})
 			time.Sleep(time.Second) // a second of load before the outage: the scenario's input
 			began := time.Now()
 			switch {
