@@ -164,7 +164,7 @@ func (cfg Config) parts() (orchestrator.Config, *prometheus.Registry, error) {
 		oc.Tokens = admin.NewSQLNodeTokens(cfg.DB)
 	}
 	if oc.Events == nil {
-		oc.Events = orchestrator.NewEvents(cfg.DB, nil)
+		oc.Events = orchestrator.NewEvents(cfg.DB, oc.Clock)
 	}
 	if oc.Pending == nil {
 		queue, err := quota.NewQueue(oc.Redis, quota.Config{Prefix: cfg.RedisPrefix, Logger: oc.Logger})

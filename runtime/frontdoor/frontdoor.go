@@ -128,7 +128,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 	if err != nil {
 		return Front{}, err
 	}
-	nodes := orchestrator.NewControl(nodeReg, cfg.Redis, orchestrator.NewEvents(cfg.DB, nil))
+	nodes := orchestrator.NewControl(nodeReg, cfg.Redis, orchestrator.NewEvents(cfg.DB, nil), nil)
 	adminAPI, err := admin.New(admin.Config{DB: cfg.DB, Ledger: cfg.Ledger, Authenticate: authn.Authenticate, Revoker: keys,
 		NodeTokenRevoker: nodes, Nodes: nodes, Drainer: nodes, Logger: cfg.Logger})
 	if err != nil {

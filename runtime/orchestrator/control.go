@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/adminwire"
@@ -23,6 +23,7 @@ type Control struct {
 	rdb    redis.UniversalClient
 	events *Events
 	keys   registry.Keys
+	clock  clock.PassiveClock
 }
 
 var (
@@ -32,9 +33,14 @@ var (
 )
 
 // NewControl returns the control over a registry, its Redis client and
-// the event store.
-func NewControl(reg *registry.Registry, rdb redis.UniversalClient, events *Events) *Control {
-	return &Control{reg: reg, rdb: rdb, events: events, keys: reg.Keys()}
+// the event store. clk tells Live whether a node's last beat is recent
+// enough to be healthy, as the replicas' Config.Clock tells their
+// routing; nil means the real clock.
+func NewControl(reg *registry.Registry, rdb redis.UniversalClient, events *Events, clk clock.PassiveClock) *Control {
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
+	return &Control{reg: reg, rdb: rdb, events: events, keys: reg.Keys(), clock: clk}
 }
 
 // Drain implements admin.Drainer: the drain is recorded in the database
@@ -72,14 +78,15 @@ func (c *Control) RevokeNodeToken(ctx context.Context, nodeID string, tokenID in
 	return c.send(ctx, header{Node: nodeID, Op: opRevoke}, nil)
 }
 
-// Live implements admin.NodeView from the registry's records.
+// Live implements admin.NodeView from the registry's records; a node's
+// health is judged at the control's clock.
 func (c *Control) Live(ctx context.Context) (map[string]adminwire.NodeLive, error) {
 	nodes, err := c.reg.List(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
 	}
 	out := make(map[string]adminwire.NodeLive, len(nodes))
-	now := time.Now()
+	now := c.clock.Now()
 	for _, n := range nodes {
 		l := adminwire.NodeLive{Healthy: n.Healthy(now), QueueDepth: n.QueueDepth, Running: n.Running,
 			KVCacheUsage: n.KVCacheUsage, Draining: n.State == registry.StateDraining, Owner: n.Owner, BeatAt: n.LastSeen,

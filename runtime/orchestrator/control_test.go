@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
@@ -34,7 +36,7 @@ func TestDrain(t *testing.T) {
 		}
 		go func() { results <- drain(st) }()
 	}
-	ctl := orchestrator.NewControl(c.reg, c.rdb, c.events)
+	ctl := orchestrator.NewControl(c.reg, c.rdb, c.events, nil)
 	if err := ctl.Drain(t.Context(), n.id); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func TestRevokedTokenClosesSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := orchestrator.NewControl(c.reg, c.rdb, c.events).RevokeNodeToken(t.Context(), n.id, n.tokenID); err != nil {
+	if err := orchestrator.NewControl(c.reg, c.rdb, c.events, nil).RevokeNodeToken(t.Context(), n.id, n.tokenID); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(c.t, "the node leaves the registry", func() bool {
@@ -177,5 +179,67 @@ func TestNodeDrainsItself(t *testing.T) {
 	testenv.Eventually(c.t, "node-1 gone from the registry", func() bool {
 		_, err := c.reg.Get(t.Context(), n1.id)
 		return errors.Is(err, registry.ErrNotFound)
+	})
+}
+
+// TestLiveHealthFollowsTheClock: Control.Live judges a node's health at
+// its clock, not the machine's: the same record is healthy at its last
+// beat and unhealthy once the clock is past registry.HealthyWithin.
+func TestLiveHealthFollowsTheClock(t *testing.T) {
+	c := newCluster(t)
+	if _, err := c.reg.Register(t.Context(), registry.NodeRecord{ID: "node-1", Owner: "orch-a", Location: registry.LocationOnPrem,
+		Models: []registry.ModelSlot{{Name: testModel, ServedName: "sim", MaxNumSeqs: 8, MaxModelLen: 8192, KVCapacityTokens: 1000}}}); err != nil {
+		t.Fatal(err)
+	}
+	n, err := c.reg.Get(t.Context(), "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakePassiveClock(n.LastSeen)
+	ctl := orchestrator.NewControl(c.reg, c.rdb, c.events, clk)
+	for _, tt := range []struct {
+		name    string
+		at      time.Time
+		healthy bool
+	}{
+		{"at its last beat", n.LastSeen, true},
+		{"at the end of its healthy span", n.LastSeen.Add(registry.HealthyWithin), true},
+		{"past its healthy span", n.LastSeen.Add(registry.HealthyWithin + time.Millisecond), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			clk.SetTime(tt.at)
+			live, err := ctl.Live(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := live["node-1"]
+			if !ok {
+				t.Fatalf("Live = %v, want node-1", live)
+			}
+			if got.Healthy != tt.healthy {
+				t.Errorf("healthy = %v at %v after the last beat, want %v", got.Healthy, tt.at.Sub(n.LastSeen), tt.healthy)
+			}
+		})
+	}
+}
+
+// TestEventsTellTimeByTheReplicasClock: a replica whose event store is
+// built by controlplane dates the node's row by the replica's
+// Config.Clock, as the rest of its logic.
+func TestEventsTellTimeByTheReplicasClock(t *testing.T) {
+	c := newCluster(t)
+	at := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
+	b := c.startReplica("orch-b", func(cfg *orchestrator.Config) {
+		cfg.Clock = clocktesting.NewFakeClock(at)
+		cfg.Events = nil // controlplane builds it, as in production
+	})
+	n := c.startNode("node-1", b, nodeOpts{})
+	testenv.EventuallyNil(t, testenv.WaitFor, "the node's row dated by the replica's clock", func() error {
+		var seen time.Time
+		err := c.db.QueryRowContext(t.Context(), "SELECT last_seen FROM nodes WHERE id = $1", n.id).Scan(&seen)
+		if err == nil && !seen.Equal(at) {
+			err = fmt.Errorf("last_seen %v", seen)
+		}
+		return err
 	})
 }

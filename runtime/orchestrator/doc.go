@@ -29,8 +29,10 @@
 // TokenRecheckInterval, apart from the writer so that a slow database
 // never holds the node's frames; a revoked token closes the socket with
 // 1008. Every time the replica reads and every timer of its own logic
-// runs on Config.Clock (k8s.io/utils/clock), which tests fake; socket
-// deadlines are the network's and stay real. Each heartbeat refreshes
+// runs on Config.Clock (k8s.io/utils/clock), which tests fake, and so do
+// the dates of its node events (NewEvents) and the health Control.Live
+// reports (NewControl takes the same clock); socket deadlines are the
+// network's and stay real. Each heartbeat refreshes
 // the record with a compare-and-set on the epoch; a superseded connection
 // (the node registered again, here or at another replica) takes no new
 // work, finishes its requests and closes with 4000.

@@ -59,7 +59,7 @@ func TestDeadEngineLeavesRouting(t *testing.T) {
 		t.Errorf("gateway with every engine down: %d %s (Retry-After %q); want 503 no_healthy_node with Retry-After",
 			resp.StatusCode, body, resp.Header.Get("Retry-After"))
 	}
-	live, err := orchestrator.NewControl(c.reg, c.rdb, c.events).Live(t.Context())
+	live, err := orchestrator.NewControl(c.reg, c.rdb, c.events, nil).Live(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}

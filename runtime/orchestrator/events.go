@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/store"
@@ -24,17 +26,18 @@ const (
 // registration (the nodes row) and its registrations, drains and
 // departures (node_events). Heartbeats never reach it.
 type Events struct {
-	db  *store.DB
-	now func() time.Time
+	db    *store.DB
+	clock clock.PassiveClock
 }
 
-// NewEvents returns the event store over a migrated database; nil now
-// means time.Now.
-func NewEvents(db *store.DB, now func() time.Time) *Events {
-	if now == nil {
-		now = time.Now
+// NewEvents returns the event store over a migrated database, dating what
+// it records by clk: the replica's Config.Clock, so a test that fakes the
+// replica's time fakes its records' too. Nil means the real clock.
+func NewEvents(db *store.DB, clk clock.PassiveClock) *Events {
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	return &Events{db: db, now: now}
+	return &Events{db: db, clock: clk}
 }
 
 // Registered upserts the node's row and records the registration, dated
@@ -53,7 +56,7 @@ func (e *Events) Registered(ctx context.Context, rec registry.NodeRecord, admitt
 	if rec.ServiceURL != "" {
 		serviceURL = sql.NullString{String: rec.ServiceURL, Valid: true}
 	}
-	now := e.now().UTC()
+	now := e.clock.Now().UTC()
 	at := now
 	if !admitted.IsZero() {
 		at = admitted.UTC()
@@ -85,7 +88,7 @@ ON CONFLICT (id) DO UPDATE SET location = excluded.location, gpus = excluded.gpu
 
 // Draining records an operator's drain; the node need not be connected.
 func (e *Events) Draining(ctx context.Context, nodeID string) error {
-	now := e.now().UTC()
+	now := e.clock.Now().UTC()
 	err := e.db.InTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, "UPDATE nodes SET state = $1 WHERE id = $2", stateDraining, nodeID)
 		if err != nil {
@@ -106,7 +109,7 @@ func (e *Events) Draining(ctx context.Context, nodeID string) error {
 // reason (its Kubernetes Node is being disrupted). A cloud node has no row
 // in nodes: only the event is kept.
 func (e *Events) CloudDraining(ctx context.Context, nodeID, replica, reason string) error {
-	now := e.now().UTC()
+	now := e.clock.Now().UTC()
 	err := e.db.InTx(ctx, func(tx *sql.Tx) error {
 		return insertEvent(ctx, tx, nodeID, "drain", replica, reason, now)
 	})
@@ -118,7 +121,7 @@ func (e *Events) CloudDraining(ctx context.Context, nodeID, replica, reason stri
 
 // Departed records a socket's end; drained says the node finished a drain.
 func (e *Events) Departed(ctx context.Context, nodeID, replica string, drained bool) error {
-	now := e.now().UTC()
+	now := e.clock.Now().UTC()
 	err := e.db.InTx(ctx, func(tx *sql.Tx) error {
 		q := "UPDATE nodes SET last_seen = $1 WHERE id = $2"
 		args := []any{now, nodeID}
@@ -143,7 +146,7 @@ func (e *Events) Departed(ctx context.Context, nodeID, replica string, drained b
 
 // Revoked records that a node's token was revoked.
 func (e *Events) Revoked(ctx context.Context, nodeID string, tokenID int64) error {
-	now := e.now().UTC()
+	now := e.clock.Now().UTC()
 	return e.db.InTx(ctx, func(tx *sql.Tx) error {
 		return insertEvent(ctx, tx, nodeID, "revoke", "", fmt.Sprintf("token %d", tokenID), now)
 	})
