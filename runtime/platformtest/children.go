@@ -38,6 +38,7 @@ const (
 	clientProcessEnv  = "LLMPLAT_TEST_CLIENT"
 	proxyProcessEnv   = "LLMPLAT_TEST_PROXY"
 	loadgenProcessEnv = "LLMPLAT_TEST_LOADGEN"
+	closedProcessEnv  = "LLMPLAT_TEST_CLOSEDLOOP"
 )
 
 // Child runs the child part the environment names, if any, and reports its
@@ -56,6 +57,7 @@ func Child() (code int, ok bool) {
 		{clientProcessEnv, clientProcessMain},
 		{proxyProcessEnv, proxyProcessMain},
 		{loadgenProcessEnv, loadgenProcessMain},
+		{closedProcessEnv, closedProcessMain},
 	}
 	for _, m := range mains {
 		if raw := os.Getenv(m.env); raw != "" {
@@ -85,9 +87,10 @@ type NodeProcess struct {
 	MaxNumSeqs       int
 	StallAfterTokens int64
 	// RealTime runs the engine in real time (50 ms to a first token, 20
-	// ms a token at low load); otherwise fifty times faster, so that
-	// thousands of prompts are prefilled in seconds.
-	RealTime bool
+	// ms a token at low load); otherwise TimeScale times faster (zero:
+	// fifty, so that thousands of prompts are prefilled in seconds).
+	RealTime  bool
+	TimeScale float64
 	// TimeFirstTokens serves the engine behind a TimedEngine.
 	TimeFirstTokens bool
 }
@@ -124,7 +127,7 @@ func nodeProcessMain(raw string) int {
 	if engineURL == "" {
 		// Fifty times real time: 2,000 prompts of the reference workload's size are
 		// prefilled in seconds, not minutes.
-		scale := 50.0
+		scale := cmp.Or(pc.TimeScale, 50.0)
 		if pc.RealTime {
 			scale = 1
 		}
@@ -327,6 +330,64 @@ func loadgenProcessMain(raw string) int {
 		res.Run, err = loadgen.Run(context.Background(), lr.Run)
 	}
 	if err != nil {
+		res.Err = err.Error()
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// ClosedLoopRun configures a closed-loop client child: it sends Warm's
+// arrivals, then runs Run (their Client fields are ignored: the child uses
+// loadgen.NewClient for both).
+type ClosedLoopRun struct {
+	Warm loadgen.Config
+	Run  loadgen.ClosedLoopConfig
+}
+
+// ClosedLoopResult is what a closed-loop child reports.
+type ClosedLoopResult struct {
+	Warm []loadgen.Result
+	Run  []loadgen.ClosedLoopResult
+	Err  string
+}
+
+// RunClosedLoopProcess runs cr from a child process, whose scheduler and
+// garbage collector have only the client's work, and returns its results
+// once the run ended.
+func RunClosedLoopProcess(tb testing.TB, cr ClosedLoopRun) ClosedLoopResult {
+	tb.Helper()
+	// The child prints once both runs ended: allow them and their
+	// requests' ends.
+	line, stop := testenv.StartStoppableChild(tb, closedProcessEnv, cr, cr.Warm.Duration+cr.Run.Duration+2*time.Minute)
+	stop()
+	var res ClosedLoopResult
+	if err := json.Unmarshal([]byte(line), &res); err != nil {
+		tb.Fatalf("closed-loop process said %.200q: %v", line, err)
+	}
+	if res.Err != "" {
+		tb.Fatalf("closed-loop process: %s", res.Err)
+	}
+	return res
+}
+
+// closedProcessMain runs the warm-up and the closed loop, prints a
+// ClosedLoopResult, and returns.
+func closedProcessMain(raw string) int {
+	var cr ClosedLoopRun
+	if err := json.Unmarshal([]byte(raw), &cr); err != nil {
+		fmt.Fprintln(os.Stderr, "closed-loop process: config:", err)
+		return 2
+	}
+	client := loadgen.NewClient()
+	defer client.CloseIdleConnections()
+	cr.Warm.Client, cr.Run.Client = client, client
+	var res ClosedLoopResult
+	var err error
+	if res.Warm, err = loadgen.Run(context.Background(), cr.Warm); err == nil {
+		res.Run = loadgen.ClosedLoop(context.Background(), cr.Run)
+	} else {
 		res.Err = err.Error()
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
