@@ -1,6 +1,9 @@
 package gateway
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Helpers the white-box tests define that the black-box ones
 // (package gateway_test) share.
@@ -33,3 +36,20 @@ func (s *Server) SetBalanceClock(now func() time.Time) { s.balances.now = now }
 const WaitLimit = waitLimit
 
 var WaitClosed = waitClosed
+
+// Internal bounds and names the black-box tests check against
+// (pgfreeze_test.go, settle_test.go).
+const (
+	KeepTimeout          = keepTimeout
+	CatalogLoadTimeout   = catalogLoadTimeout
+	SettleTimeout        = settleTimeout
+	RequestsEndTimeout   = requestsEndTimeout
+	ShutdownSettleBudget = shutdownSettleBudget
+	SettleAttempts       = settleAttempts
+	SettleRetryPause     = settleRetryPause
+	RequestIDHeader      = requestIDHeader
+)
+
+// SetPause replaces the pause between a failed settle's attempts: a test
+// counts the pauses, checks their length and ends them.
+func (s *Server) SetPause(pause func(ctx context.Context, d time.Duration) bool) { s.pause = pause }

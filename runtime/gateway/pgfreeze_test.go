@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/settlelog"
 )
@@ -54,14 +55,15 @@ const (
 	freezeSlack = 5 * time.Second
 	// refusalBound: a request's catalog load, then its quote and
 	// reservation, each bounded.
-	refusalBound = catalogLoadTimeout + DefaultLedgerTimeout + freezeSlack
+	refusalBound = gateway.CatalogLoadTimeout + gateway.DefaultLedgerTimeout + freezeSlack
 	// keptBound: the settle's budget, then the keep.
-	keptBound = settleTimeout + keepTimeout + freezeSlack
+	keptBound = gateway.SettleTimeout + gateway.KeepTimeout + freezeSlack
 )
 
-// TestFrozenPostgres: PostgreSQL freezes — its proxy holds every byte
-// while connections stay open, as a stopped server or a black-holed
-// network looks to the gateway — with two streams open. A new request gets
+// TestFrozenPostgres: PostgreSQL freezes for every part of the platform —
+// its proxy holds every byte while connections stay open, as a stopped
+// server or a black-holed network looks to the gateway — with two streams
+// open. A new request gets
 // a prompt 503; the stream that finishes during the freeze has its exact
 // usage in the settle log within the settle's bound; the gateway, shut
 // down during the freeze with the other stream still open, ends that
@@ -69,18 +71,21 @@ const (
 // database thaws, the replay bills both streams' tokens.
 func TestFrozenPostgres(t *testing.T) {
 	started, release := make(chan struct{}, 4), make(chan struct{})
-	s := newStack(t, stackOpts{engine: freezeEngine(started, release)})
+	s := newStack(t, stackOpts{engine: freezeEngine(started, release), proxied: true})
 	team := s.team("alpha", 10*credit)
 	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
-	proxy, led := s.ledgerBehindProxy()
+	proxy := s.p.PostgresProxy
+	// The gateway's settle log, read here as a replayer reads it.
 	log := settlelog.New(s.redis.Client(), s.redis.Prefix, nil)
+	// grace is the gateway's shutdown grace: short, the held stream
+	// outlives it.
 	const grace = 200 * time.Millisecond
-	var cfg Config
-	s.gateway(func(c *Config) {
-		c.Ledger, c.Quoter, c.Settles, c.ShutdownGrace = led, led, log, grace
+	var cfg gateway.Config
+	s.gateway(func(c *gateway.Config) {
+		c.ShutdownGrace = grace
 		cfg = *c
 	})
-	gw, err := New(cfg) // served by Serve, so that the test can shut it down
+	gw, err := gateway.New(cfg) // served by Serve, so that the test can shut it down
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +121,7 @@ func TestFrozenPostgres(t *testing.T) {
 			}
 			defer resp.Body.Close()
 			b, err := io.ReadAll(resp.Body)
-			done <- answer{id: resp.Header.Get(requestIDHeader), body: string(b), status: resp.StatusCode, err: err}
+			done <- answer{id: resp.Header.Get(gateway.RequestIDHeader), body: string(b), status: resp.StatusCode, err: err}
 		}()
 		return done
 	}
@@ -176,7 +181,7 @@ func TestFrozenPostgres(t *testing.T) {
 	shutdown()
 	// The whole shutdown: the grace, the requests' end, the settles' last
 	// budget, the keep.
-	stopBound := grace + requestsEndTimeout + shutdownSettleBudget + keepTimeout + freezeSlack
+	stopBound := grace + gateway.RequestsEndTimeout + gateway.ShutdownSettleBudget + gateway.KeepTimeout + freezeSlack
 	select {
 	case err := <-served:
 		t.Logf("Serve returned %v after the shutdown began (%v)", time.Since(stopAt).Round(time.Millisecond), err)

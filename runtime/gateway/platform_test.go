@@ -62,6 +62,10 @@ type stackOpts struct {
 	// loaded machine must not turn into a test of that budget, whose
 	// honest answer when exceeded is a 503.
 	redisTimeout time.Duration
+	// proxied puts PostgreSQL and Redis behind the platform's fault
+	// proxies (s.p.PostgresProxy, s.p.RedisProxy): a test that freezes the
+	// database freezes it for every part, as an outage does.
+	proxied bool
 }
 
 // stack is the platform (platformtest.Start) with gateways that dispatch
@@ -105,7 +109,8 @@ func newStack(t *testing.T, o stackOpts) *stack {
 	}
 	s.p = platformtest.Start(t, platformtest.Options{Engines: engines, QueueLimit: o.queueLimit,
 		FirstTokenTimeout: o.firstTokenTimeout, StreamIdleTimeout: o.streamIdleTimeout, RedisTimeout: o.redisTimeout,
-		Logger: slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Proxied: o.proxied,
+		Logger:  slog.New(slog.NewTextHandler(s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Gateway: func(c *gateway.Config) {
 			if o.maxRequestDuration != 0 {
 				c.MaxRequestDuration = o.maxRequestDuration

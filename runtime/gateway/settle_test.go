@@ -1,4 +1,4 @@
-package gateway
+package gateway_test
 
 import (
 	"context"
@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
 // blippingLedger fails the first failures settles with a connection
 // error, as a database blip does, and counts the attempts.
 type blippingLedger struct {
-	Ledger
+	gateway.Ledger
 	mu       sync.Mutex
 	failures int
 	attempts int
@@ -47,7 +48,7 @@ func (k *keptSettles) Keep(_ context.Context, id string, _ ledger.Usage, _ ledge
 	return nil
 }
 
-// TestSettleRetries: a settle that fails is tried settleAttempts times
+// TestSettleRetries: a settle that fails is tried SettleAttempts times
 // with a pause between two attempts and none after the last; a pause cut
 // short by the settle's budget (its context ends) ends the attempts; a
 // settle not done is kept for replay. The pauses are counted, not timed.
@@ -64,9 +65,9 @@ func TestSettleRetries(t *testing.T) {
 		wantStatus   string
 	}{
 		{name: "a blip passes", failures: 1, wantAttempts: 2, wantPauses: 1, wantStatus: "settled"},
-		{name: "every attempt fails", failures: settleAttempts, wantAttempts: settleAttempts, wantPauses: settleAttempts - 1,
+		{name: "every attempt fails", failures: gateway.SettleAttempts, wantAttempts: gateway.SettleAttempts, wantPauses: gateway.SettleAttempts - 1,
 			wantKept: true, wantStatus: "reserved"},
-		{name: "the budget ends in a pause", failures: settleAttempts, cut: true, wantAttempts: 1, wantPauses: 1,
+		{name: "the budget ends in a pause", failures: gateway.SettleAttempts, cut: true, wantAttempts: 1, wantPauses: 1,
 			wantKept: true, wantStatus: "reserved"},
 	}
 	s := newStack(t, stackOpts{})
@@ -76,16 +77,16 @@ func TestSettleRetries(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			led := &blippingLedger{failures: tt.failures}
 			kept := &keptSettles{}
-			s.url = s.gateway(func(c *Config) {
+			s.url = s.gateway(func(c *gateway.Config) {
 				led.Ledger = c.Ledger
 				c.Ledger, c.Settles = led, kept
 			})
-			gw := s.servers[len(s.servers)-1]
+			gw := s.p.Gateways[len(s.p.Gateways)-1]
 			var pauses int // the settle runs in one goroutine
-			gw.pause = func(ctx context.Context, d time.Duration) bool {
+			gw.SetPause(func(ctx context.Context, d time.Duration) bool {
 				pauses++
-				if d != settleRetryPause {
-					t.Errorf("a pause of %v, want %v", d, settleRetryPause)
+				if d != gateway.SettleRetryPause {
+					t.Errorf("a pause of %v, want %v", d, gateway.SettleRetryPause)
 				}
 				// The settle runs after the response: its context is its
 				// own, not the request's, which has ended.
@@ -93,12 +94,12 @@ func TestSettleRetries(t *testing.T) {
 					t.Errorf("the settle's context: deadline %v, err %v; want its own, live", ok, ctx.Err())
 				}
 				return !tt.cut
-			}
+			})
 			resp, body := s.do(key, chatBody("llama-8b", false, 20))
 			if resp.StatusCode != http.StatusOK {
 				t.Fatalf("%d %s", resp.StatusCode, body)
 			}
-			id := resp.Header.Get(requestIDHeader)
+			id := resp.Header.Get(gateway.RequestIDHeader)
 			gw.Wait()
 			if led.attempts != tt.wantAttempts || pauses != tt.wantPauses {
 				t.Errorf("%d attempts with %d pauses, want %d with %d", led.attempts, pauses, tt.wantAttempts, tt.wantPauses)
