@@ -1,9 +1,12 @@
 package gateway
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"testing"
 	"time"
@@ -79,4 +82,11 @@ func waitClosed(c <-chan struct{}, d time.Duration) bool {
 	case <-t.C:
 		return false
 	}
+}
+
+// noDNS resolves nothing: tests never leave the machine.
+type noDNS struct{}
+
+func (noDNS) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return nil, errors.New("no DNS in tests")
 }

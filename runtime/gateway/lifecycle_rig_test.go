@@ -205,7 +205,7 @@ func (s *faultStream) Recv() (dispatch.Event, error) {
 	return dispatch.Event{}, s.f.do(s.ctx)
 }
 
-// newLifecycleStack is a stack with one more gateway whose ledger, limiter
+// newLifecycleStack is a stack whose gateway's ledger, limiter
 // and dispatcher are the rig's, with lifecycleTimeout for its ledger,
 // first-token and idle timeouts, and a view of balances that never ages (a
 // test primes it to take the early path; TestBalanceView covers its TTL).
@@ -213,19 +213,14 @@ func newLifecycleStack(t *testing.T) (*stack, *lifecycleRig, *Server) {
 	t.Helper()
 	rig := &lifecycleRig{ends: map[string]int{}, releases: map[string]int{}, admitted: map[string]string{},
 		reserved: map[string]chan struct{}{}}
-	s := newStack(t, stackOpts{
-		wrapLedger: func(l Ledger) Ledger { rig.Ledger = l; return rig },
-		wrapLimits: func(l Limiter) Limiter { rig.limits = l; return rig },
-	})
-	s.gateway(func(c *Config) {
-		rig.disp = c.Dispatcher
-		c.Dispatcher = rigDispatcher{rig}
+	s := newStack(t, func(c *Config) {
+		rig.Ledger, rig.limits, rig.disp = c.Ledger, c.Limits, c.Dispatcher
+		c.Ledger, c.Limits, c.Dispatcher = rig, rig, rigDispatcher{rig}
 		c.LedgerTimeout, c.FirstTokenTimeout, c.StreamIdleTimeout = lifecycleTimeout, lifecycleTimeout, lifecycleTimeout
 	})
-	gw := s.servers[len(s.servers)-1]
 	frozen := time.Now()
-	gw.balances.now = func() time.Time { return frozen }
-	return s, rig, gw
+	s.gw.balances.now = func() time.Time { return frozen }
+	return s, rig, s.gw
 }
 
 // counts returns how often id's row was settled or cancelled and its slot

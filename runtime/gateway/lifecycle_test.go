@@ -146,7 +146,7 @@ func TestAdmissionLifecycle(t *testing.T) {
 			if !waitClosed(handled, time.Minute) {
 				t.Fatal("the handler did not return")
 			}
-			s.settled()
+			gw.Wait()
 			if tt.leave {
 				if a.err == nil {
 					t.Errorf("the client left, yet read a whole answer (%d)", a.status)
