@@ -67,11 +67,15 @@ func TestFrozenRedis(t *testing.T) {
 	proxy.Thaw()
 }
 
-// post sends a short non-streamed completion, bounded so that a hang
-// fails the test instead of the run.
+// postLimit bounds post: far beyond a 503 after frozenRedisTimeout or a
+// five-token answer on a loaded machine, so a gateway that waits on the
+// frozen Redis fails the test instead of hanging the run.
+const postLimit = 30 * time.Second
+
+// post sends a short non-streamed completion, bounded by postLimit.
 func post(t *testing.T, base, key string) (*http.Response, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(t.Context(), postLimit)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/chat/completions", strings.NewReader(chatBody("llama-8b", false, 5)))
 	if err != nil {
