@@ -20,11 +20,8 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"golang.org/x/sync/errgroup"
 
@@ -32,13 +29,11 @@ import (
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/controlplane"
-	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/nodeagent"
-	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/routing"
@@ -349,46 +344,17 @@ func LinkURL(link *testenv.FaultProxy) string {
 // stops when the test ends.
 func (p *Platform) StartAgent(serverURL, id, model string, sim *enginesim.Sim, engineURL string) *nodeagent.Agent {
 	p.tb.Helper()
-	st := sim.Stats()
-	agent, err := nodeagent.New(nodeagent.Config{ServerURL: serverURL, NodeID: id, Token: nodeproto.Secret(p.NodeToken(id)),
-		EngineURL: engineURL, Logger: p.logger,
-		Models: []nodeproto.Model{{Name: model, ServedName: sim.ServedModelName(), MaxNumSeqs: sim.MaxNumSeqs(),
-			MaxModelLen: int(sim.MaxModelLen()), KVCapacityTokens: st.KVBlocksTotal * 16}}})
-	if err != nil {
-		p.tb.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- agent.Run(ctx) }()
-	p.tb.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			p.tb.Errorf("agent %s: %v", id, err)
-		}
-	})
-	return agent
+	cfg := AgentConfig(serverURL, id, p.NodeToken(id), model, sim, engineURL)
+	cfg.Logger = p.logger
+	return RunAgent(p.tb, cfg).Agent
 }
 
 // ServeSim runs a simulator configured by cfg on loopback until the test
 // ends and returns it with its base URL.
 func ServeSim(tb testing.TB, cfg enginesim.Config) (*enginesim.Sim, string) {
 	tb.Helper()
-	sim, err := enginesim.New(cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = sim.Serve(ctx, ln)
-	}()
-	tb.Cleanup(func() { cancel(); <-done })
-	return sim, "http://" + ln.Addr().String()
+	e := StartEngine(tb, cfg)
+	return e.Sim, e.URL
 }
 
 // Serve serves h on loopback until the test ends and returns its base URL.
@@ -446,123 +412,26 @@ func Discard(resp *http.Response) {
 // test can cut or freeze.
 func (p *Platform) NodeLink() *testenv.FaultProxy { return testenv.NewFaultProxy(p.tb, p.wsAddr) }
 
-// Replica is one orchestrator replica: an instance behind a fixed address
-// that RestartOrchestrators replaces, as a restarted pod keeps its
-// Service's address. It is also the gateway's dispatcher.
-type Replica struct {
-	ID string
-	// WSURL is where nodes dial this replica.
-	WSURL   string
-	p       *Platform
-	cur     atomic.Pointer[orchestrator.Orchestrator]
-	metrics atomic.Pointer[prometheus.Gatherer]
-	mu      sync.Mutex
-	stop    context.CancelFunc
-	done    chan error
-}
-
-// startReplica serves replica id and starts its first instance.
+// startReplica starts replica id, wired from the platform's orchestrator
+// config; the platform halts it when the test ends.
 func (p *Platform) startReplica(id string) *Replica {
 	p.tb.Helper()
-	r := &Replica{ID: id, p: p}
-	base := Serve(p.tb, http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		o := r.cur.Load()
-		if o == nil {
-			http.Error(w, "replica restarting", http.StatusServiceUnavailable)
-			return
+	r := serveReplica(p.tb, id, func() controlplane.Config {
+		cfg := p.orchCfg
+		cfg.ID = id
+		if p.policy != "" {
+			var err error
+			if cfg.Policy, err = routing.New(p.policy); err != nil {
+				p.tb.Fatal(err)
+			}
 		}
-		o.Handler().ServeHTTP(w, req)
-	}))
-	r.WSURL = "ws" + strings.TrimPrefix(base, "http") + orchestrator.ConnectPath
-	r.start()
+		if p.orchHook != nil {
+			p.orchHook(&cfg)
+		}
+		return controlplane.Config{Orchestrator: cfg, DB: p.DB, RedisPrefix: p.Redis.Prefix}
+	})
+	r.Start()
 	return r
-}
-
-// start runs a new instance of the replica, wired as the orchestrator
-// command wires one, and waits until it is ready.
-func (r *Replica) start() {
-	r.p.tb.Helper()
-	cfg := r.p.orchCfg
-	cfg.ID = r.ID
-	if r.p.policy != "" {
-		var err error
-		if cfg.Policy, err = routing.New(r.p.policy); err != nil {
-			r.p.tb.Fatal(err)
-		}
-	}
-	if r.p.orchHook != nil {
-		r.p.orchHook(&cfg)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	g, gctx := errgroup.WithContext(ctx)
-	rep, err := controlplane.Start(gctx, g, controlplane.Config{Orchestrator: cfg, DB: r.p.DB, RedisPrefix: r.p.Redis.Prefix})
-	if err != nil {
-		cancel()
-		r.p.tb.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { done <- g.Wait() }()
-	o := rep.Orchestrator
-	select {
-	case <-o.Ready():
-	case err := <-done:
-		cancel()
-		r.p.tb.Fatalf("replica %s stopped at start: %v", r.ID, err)
-	}
-	r.mu.Lock()
-	r.stop, r.done = cancel, done
-	r.mu.Unlock()
-	r.metrics.Store(&rep.Metrics)
-	r.cur.Store(o)
-}
-
-// halt stops the running instance, as a terminated pod does.
-func (r *Replica) halt() {
-	r.mu.Lock()
-	stop, done := r.stop, r.done
-	r.stop, r.done = nil, nil
-	r.mu.Unlock()
-	if stop == nil {
-		return
-	}
-	r.cur.Store(nil)
-	stop()
-	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-		r.p.tb.Errorf("replica %s: %v", r.ID, err)
-	}
-}
-
-// Orchestrator is the replica's running instance (nil while it restarts).
-func (r *Replica) Orchestrator() *orchestrator.Orchestrator { return r.cur.Load() }
-
-// Dispatch implements dispatch.Dispatcher through the running instance;
-// while the replica restarts there is no capacity, and the gateway queues.
-func (r *Replica) Dispatch(ctx context.Context, job *dispatch.Job) (dispatch.Stream, error) {
-	o := r.cur.Load()
-	if o == nil {
-		return nil, dispatch.ErrNoCapacity
-	}
-	return o.Dispatch(ctx, job)
-}
-
-// Counter sums the running instance's counter name over its labels (0
-// when it has none yet).
-func (r *Replica) Counter(name string) float64 {
-	r.p.tb.Helper()
-	families, err := (*r.metrics.Load()).Gather()
-	if err != nil {
-		r.p.tb.Fatal(err)
-	}
-	var sum float64
-	for _, f := range families {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			sum += m.GetCounter().GetValue()
-		}
-	}
-	return sum
 }
 
 // Orchestrator is the first replica's running instance.
@@ -574,7 +443,7 @@ func (p *Platform) RestartOrchestrators() {
 	p.tb.Helper()
 	p.haltReplicas()
 	for _, r := range p.Replicas {
-		r.start()
+		r.Start()
 	}
 }
 
@@ -582,7 +451,7 @@ func (p *Platform) RestartOrchestrators() {
 func (p *Platform) haltReplicas() {
 	var wg sync.WaitGroup
 	for _, r := range p.Replicas {
-		wg.Go(r.halt)
+		wg.Go(r.Halt)
 	}
 	wg.Wait()
 }
