@@ -28,7 +28,7 @@ func newCutProxy(t *testing.T, r *replica) *cutProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutProxy{ln: ln, target: strings.TrimPrefix(r.srv.URL, "http://"), conns: map[net.Conn]struct{}{}}
+	p := &cutProxy{ln: ln, target: strings.TrimPrefix(r.URL, "http://"), conns: map[net.Conn]struct{}{}}
 	p.wg.Add(1)
 	go p.serve()
 	t.Cleanup(func() {
@@ -104,6 +104,6 @@ func (p *cutProxy) dialed() int {
 // as a Service's new connections reach another pod in a rolling restart.
 func (p *cutProxy) retarget(r *replica) {
 	p.mu.Lock()
-	p.target = strings.TrimPrefix(r.srv.URL, "http://")
+	p.target = strings.TrimPrefix(r.URL, "http://")
 	p.mu.Unlock()
 }
