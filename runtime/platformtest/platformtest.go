@@ -29,6 +29,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/coldstart"
 	"github.com/llmplat/llmplat/runtime/controlplane"
+	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/gateway"

@@ -14,10 +14,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/platformtest"
-	"github.com/llmplat/llmplat/runtime/testenv"
 )
-
-func TestMain(m *testing.M) { testenv.MainWithLeakCheck(m) }
 
 // countingLedger counts the reservations and settles that pass through it.
 type countingLedger struct {
