@@ -3,7 +3,6 @@ package orchestrator_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/nodeagent"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/platformtest"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -82,27 +82,13 @@ func restartStorm(tb testing.TB, agents, rate int, within time.Duration) (time.D
 	limit := func(cfg *orchestrator.Config) { cfg.RegistrationsPerSecond = rate }
 	replicas := []*replica{c.startReplica("orch-a", limit), c.startReplica("orch-b", limit)}
 
-	sim, err := enginesim.New(enginesim.Config{TimeScale: 20, ServedModelName: "shared"})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	sctx, stopSim := context.WithCancel(context.Background())
-	simDone := make(chan struct{})
-	go func() {
-		defer close(simDone)
-		_ = sim.Serve(sctx, ln)
-	}()
+	// Started before the agents' cleanup is registered, so it stops after them.
+	engine := platformtest.StartEngine(tb, enginesim.Config{TimeScale: 20, ServedModelName: "shared"})
 	actx, stopAgents := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	tb.Cleanup(func() {
 		stopAgents()
 		wg.Wait()
-		stopSim()
-		<-simDone
 	})
 	for i := range agents {
 		id := fmt.Sprintf("storm-%03d", i)
@@ -111,7 +97,7 @@ func restartStorm(tb testing.TB, agents, rate int, within time.Duration) (time.D
 			tb.Fatal(err)
 		}
 		a, err := nodeagent.New(nodeagent.Config{ServerURL: replicas[i%2].wsURL(), NodeID: id,
-			Token: nodeproto.Secret(issued.Token), EngineURL: "http://" + ln.Addr().String(),
+			Token: nodeproto.Secret(issued.Token), EngineURL: engine.URL,
 			Models: []nodeproto.Model{{Name: testModel, ServedName: "shared", MaxNumSeqs: 64, MaxModelLen: 8192, KVCapacityTokens: 100000}}})
 		if err != nil {
 			tb.Fatal(err)
@@ -141,7 +127,7 @@ func restartStorm(tb testing.TB, agents, rate int, within time.Duration) (time.D
 	took := time.Since(start)
 
 	var busiest int
-	err = c.db.QueryRowContext(tb.Context(),
+	err := c.db.QueryRowContext(tb.Context(),
 		"SELECT coalesce(max(n), 0) FROM (SELECT count(*) AS n FROM node_events WHERE kind = 'register' GROUP BY date_trunc('second', created_at)) s").Scan(&busiest)
 	if err != nil {
 		tb.Fatal(err)
