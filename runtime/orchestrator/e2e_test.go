@@ -19,7 +19,6 @@ import (
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
-	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/runtime/urlguard"
@@ -37,10 +36,12 @@ func (c *cluster) gatewayFor(d dispatch.Dispatcher) (string, string) {
 			c.t.Errorf("gateway: %v", err)
 		}
 	})
-	led, err := ledger.New(c.db, ledger.Config{})
+	// The ledger and its sweeper as the gateway command wires and runs them.
+	led, err := frontdoor.NewLedger(c.db, c.rdb, c.prefix, nil)
 	if err != nil {
 		c.t.Fatal(err)
 	}
+	g.Go(func() error { return led.Run(gctx) })
 	adm := admin.NewSQLStore(c.db)
 	now := time.Now()
 	if _, _, err := adm.PutModel(ctx, testModel, adminwire.ModelSpec{ServedName: testModel, PromptPriceMicroPerMTok: 200_000,
