@@ -231,7 +231,6 @@ func TestEventsTellTimeByTheReplicasClock(t *testing.T) {
 	at := time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
 	b := c.startReplica("orch-b", func(cfg *orchestrator.Config) {
 		cfg.Clock = clocktesting.NewFakeClock(at)
-		cfg.Events = nil // controlplane builds it, as in production
 	})
 	n := c.startNode("node-1", b, nodeOpts{})
 	testenv.EventuallyNil(t, testenv.WaitFor, "the node's row dated by the replica's clock", func() error {

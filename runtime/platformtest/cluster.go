@@ -3,6 +3,7 @@ package platformtest
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -38,8 +39,8 @@ const readyWait = time.Minute
 // Cluster is the control plane alone, for the orchestrator's own tests:
 // orchestrator replicas over one private PostgreSQL and Redis, without a
 // gateway, and the nodes a test starts with StartEngine and RunAgent.
-// Platform is the whole platform; both run their replicas and nodes with
-// the code in this file.
+// Platform is the whole platform, built on a Cluster; both run their
+// replicas and nodes with the code in this file.
 type Cluster struct {
 	TB testing.TB
 	DB *store.DB
@@ -49,12 +50,13 @@ type Cluster struct {
 	Redis       testenv.RedisEnv
 	RedisClient *redis.Client
 	Registry    *registry.Registry
-	Tokens      *admin.SQLNodeTokens
-	Events      *orchestrator.Events
+	// Tokens and Events work on the cluster's database, as every
+	// replica's own do: a test issues node tokens and reads what the
+	// replicas record through them.
+	Tokens *admin.SQLNodeTokens
+	Events *orchestrator.Events
 	// Orchestrator is every replica's config but its ID: the parts it
 	// leaves nil are built by the production wiring (controlplane.Start).
-	// Its Tokens and Events are the cluster's, so a test sees what every
-	// replica writes.
 	Orchestrator orchestrator.Config
 }
 
@@ -62,8 +64,14 @@ type Cluster struct {
 // runs no replica yet.
 func NewCluster(tb testing.TB) *Cluster {
 	tb.Helper()
+	return newCluster(tb, testenv.Postgres(tb), testenv.Redis(tb), nil)
+}
+
+// newCluster prepares a cluster on the database at dsn, which it
+// migrates, and on env's Redis; its parts log to logger (nil: discard).
+func newCluster(tb testing.TB, dsn string, env testenv.RedisEnv, logger *slog.Logger) *Cluster {
+	tb.Helper()
 	ctx := tb.Context()
-	dsn := testenv.Postgres(tb)
 	db, err := store.Open(ctx, dsn)
 	if err != nil {
 		tb.Fatal(err)
@@ -72,16 +80,14 @@ func NewCluster(tb testing.TB) *Cluster {
 	if err := db.Migrate(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	env := testenv.Redis(tb)
 	rdb := env.Client()
-	reg, err := registry.New(rdb, registry.Config{Prefix: env.Prefix})
+	reg, err := registry.New(rdb, registry.Config{Prefix: env.Prefix, Logger: logger})
 	if err != nil {
 		tb.Fatal(err)
 	}
 	c := &Cluster{TB: tb, DB: db, DSN: dsn, Redis: env, RedisClient: rdb, Registry: reg,
 		Tokens: admin.NewSQLNodeTokens(db), Events: orchestrator.NewEvents(db, nil)}
-	c.Orchestrator = orchestrator.Config{Redis: rdb, Registry: reg, Tokens: c.Tokens, Events: c.Events,
-		ShutdownGrace: replicaGrace}
+	c.Orchestrator = orchestrator.Config{Redis: rdb, Registry: reg, ShutdownGrace: replicaGrace, Logger: logger}
 	return c
 }
 
@@ -89,7 +95,17 @@ func NewCluster(tb testing.TB) *Cluster {
 // set, adjusts the config of each of its instances.
 func (c *Cluster) StartReplica(id string, mod func(*orchestrator.Config)) *Replica {
 	c.TB.Helper()
-	r := serveReplica(c.TB, id, func() controlplane.Config {
+	r := c.replica(id, mod)
+	c.TB.Cleanup(r.Halt)
+	r.Start()
+	return r
+}
+
+// replica serves replica id, wired from the cluster's config adjusted by
+// mod, without starting it; the caller halts it before the test ends.
+func (c *Cluster) replica(id string, mod func(*orchestrator.Config)) *Replica {
+	c.TB.Helper()
+	return serveReplica(c.TB, id, func() controlplane.Config {
 		cfg := c.Orchestrator
 		cfg.ID = id
 		if mod != nil {
@@ -97,9 +113,6 @@ func (c *Cluster) StartReplica(id string, mod func(*orchestrator.Config)) *Repli
 		}
 		return controlplane.Config{Orchestrator: cfg, DB: c.DB, RedisPrefix: c.Redis.Prefix}
 	})
-	c.TB.Cleanup(r.Halt)
-	r.Start()
-	return r
 }
 
 // Replica is one orchestrator replica: instances behind a fixed address,

@@ -28,7 +28,6 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/coldstart"
-	"github.com/llmplat/llmplat/runtime/controlplane"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
@@ -126,10 +125,8 @@ type Platform struct {
 	redisDirect               testenv.RedisEnv // the server itself, not through RedisProxy
 	wsAddr                    string           // the first replica's host:port
 	logger                    *slog.Logger
-	orchCfg                   orchestrator.Config        // every replica's, but its ID, Metrics and Policy
-	orchHook                  func(*orchestrator.Config) // Options.Orchestrator
+	cluster                   *Cluster // the replicas' control plane
 	coldStarts                *coldstart.Board
-	policy                    string // Options.Policy
 	opts                      Options
 	// Gateways are the running gateways, the first serving URL
 	// (StartGateway adds more).
@@ -170,13 +167,15 @@ func Start(tb testing.TB, opts Options) *Platform {
 		ru.Host = redisProxy.Addr()
 		redisEnv.Addr, redisEnv.URL = redisProxy.Addr(), ru.String()
 	}
-	db, err := store.Open(ctx, dsn)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	p := &Platform{tb: tb, DB: db, Redis: redisEnv, redisDirect: redisDirect, Admin: admin.NewSQLStore(db), tokens: admin.NewSQLNodeTokens(db),
-		PostgresProxy: pgProxy, RedisProxy: redisProxy, logger: logger, opts: opts, DSN: dsn}
+	// The control plane the replicas run on, each wired as the
+	// orchestrator command wires one (controlplane.Start); a test's
+	// Orchestrator hook adjusts or wraps its parts.
+	c := newCluster(tb, dsn, redisEnv, logger)
+	c.Orchestrator.CloudNodes, c.Orchestrator.CloudClient = opts.Cloud, opts.CloudClient
+	c.Orchestrator.RegistrationsPerSecond = opts.RegistrationsPerSecond
+	db, rdb := c.DB, c.RedisClient
+	p := &Platform{tb: tb, DB: db, Redis: redisEnv, redisDirect: redisDirect, Registry: c.Registry, Admin: admin.NewSQLStore(db),
+		tokens: c.Tokens, PostgresProxy: pgProxy, RedisProxy: redisProxy, logger: logger, cluster: c, opts: opts, DSN: dsn}
 	// Registered after the servers and their proxies, so it runs before
 	// they stop: the platform shuts down while it can still reach them.
 	tb.Cleanup(func() {
@@ -186,23 +185,10 @@ func Start(tb testing.TB, opts Options) *Platform {
 			tb.Errorf("platform: %v", err)
 		}
 	})
-	if err := db.Migrate(ctx); err != nil {
-		tb.Fatal(err)
-	}
-	rdb := p.Redis.Client()
-	if p.Registry, err = registry.New(rdb, registry.Config{Prefix: p.Redis.Prefix, Logger: logger}); err != nil {
-		tb.Fatal(err)
-	}
+	var err error
 	if p.coldStarts, err = coldstart.New(rdb, p.Redis.Prefix, nil); err != nil {
 		tb.Fatal(err)
 	}
-	p.policy = opts.Policy
-	// The replicas are wired as the orchestrator command wires one
-	// (controlplane.Start); a test's Orchestrator hook adjusts or wraps
-	// its parts.
-	p.orchCfg = orchestrator.Config{Redis: rdb, Registry: p.Registry, ShutdownGrace: replicaGrace, Logger: logger,
-		CloudNodes: opts.Cloud, CloudClient: opts.CloudClient, RegistrationsPerSecond: opts.RegistrationsPerSecond}
-	p.orchHook = opts.Orchestrator
 	// A gateway that dispatches straight to engines has no orchestrator
 	// (one would publish its models at zero, having no node of them).
 	if opts.Engines == nil {
@@ -413,23 +399,21 @@ func Discard(resp *http.Response) {
 // test can cut or freeze.
 func (p *Platform) NodeLink() *testenv.FaultProxy { return testenv.NewFaultProxy(p.tb, p.wsAddr) }
 
-// startReplica starts replica id, wired from the platform's orchestrator
+// startReplica starts replica id of the platform's cluster, with
+// Options.Policy and then Options.Orchestrator applied to each instance's
 // config; the platform halts it when the test ends.
 func (p *Platform) startReplica(id string) *Replica {
 	p.tb.Helper()
-	r := serveReplica(p.tb, id, func() controlplane.Config {
-		cfg := p.orchCfg
-		cfg.ID = id
-		if p.policy != "" {
+	r := p.cluster.replica(id, func(cfg *orchestrator.Config) {
+		if p.opts.Policy != "" {
 			var err error
-			if cfg.Policy, err = routing.New(p.policy); err != nil {
+			if cfg.Policy, err = routing.New(p.opts.Policy); err != nil {
 				p.tb.Fatal(err)
 			}
 		}
-		if p.orchHook != nil {
-			p.orchHook(&cfg)
+		if p.opts.Orchestrator != nil {
+			p.opts.Orchestrator(cfg)
 		}
-		return controlplane.Config{Orchestrator: cfg, DB: p.DB, RedisPrefix: p.Redis.Prefix}
 	})
 	r.Start()
 	return r
