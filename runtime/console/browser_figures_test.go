@@ -117,7 +117,7 @@ func checkKeyRefusals(t *testing.T, f *fixture, browser context.Context, base st
 	do(t, tab, chromedp.Navigate(base+"/console/keys"), chromedp.WaitVisible(chromedp.ID("keys")))
 	got := run(t, tab, chromedp.Evaluate[map[string]string](`Object.fromEntries(Array.from(document.querySelectorAll('#keys tbody tr')).map(
 		tr => [tr.querySelector('.key-name').textContent, tr.querySelector('.key-refused').textContent]))`))
-	want := map[string]string{"ci-pipeline": "0", "nightly-batch": fmt.Sprintf("%d (limited now)", refused)}
+	want := map[string]string{"ci-pipeline": "0", "nightly-batch": fmt.Sprintf("%d (was limited)", refused)}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("429s in the last hour per key on the page %q, want %q (the API answered %v)", got, want, statuses)
 	}

@@ -55,8 +55,8 @@ func TestKeysShowRecentRefusals(t *testing.T) {
 	for _, m := range refusedCell.FindAllStringSubmatch(body, -1) {
 		got[m[1]] = m[2]
 	}
-	if got["limited"] != "2 (limited now)" || got["quiet"] != "0" {
-		t.Errorf("429s in the last hour per key = %q, want limited: 2 (limited now), quiet: 0\n%s", got, body)
+	if got["limited"] != "2 (was limited)" || got["quiet"] != "0" {
+		t.Errorf("429s in the last hour per key = %q, want limited: 2 (was limited), quiet: 0\n%s", got, body)
 	}
 	if !strings.Contains(body, "refusal counters in Redis") {
 		t.Errorf("the keys page does not say where the 429 counts come from:\n%s", body)
