@@ -259,7 +259,10 @@ type finishReq struct {
 // prices capped at its reservation, moves the rows out of 'reserved', and
 // debits each team once by its rows' costs and releases their holds (team
 // rows locked in id order). Rows not reserved any more are left out of the
-// answer.
+// answer. The rows it settles go into the usage rollup in one grouped
+// upsert, after the teams' rows are locked (rollup), and the setting
+// llmplat.rollup_by_statement tells the rollup's row trigger to leave them
+// (migration 0007): one upsert per team, day and model, not one per row.
 var finishBatchSQL = `WITH s AS (
 	SELECT request_id, status, NULLIF(src, '')::settle_source AS src, pt, ct
 	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS s(request_id, status, src, pt, ct)
@@ -302,7 +305,7 @@ var finishBatchSQL = `WITH s AS (
 	RETURNING u.id, u.request_id, u.team_id, COALESCE(u.key_id, 0) AS key_id, u.model, u.status,
 		COALESCE(u.settled_from::text, '') AS settled_from, u.prompt_tokens, u.completion_tokens, u.cost_microcredits,
 		(` + chargeCappedSQL("c.full_cost", "c.reserved") + ` OR c.over) AND c.final = 'settled' AS capped, c.full_cost, c.reserved,
-		c.over, c.negative, c.rpt, c.rct
+		c.over, c.negative, c.rpt, c.rct, u.created_at
 ), per_team AS (
 	SELECT team_id, sum(cost_microcredits) AS cost, sum(reserved) AS released FROM upd GROUP BY team_id
 ), locked AS (
@@ -313,6 +316,19 @@ var finishBatchSQL = `WITH s AS (
 	FROM per_team JOIN locked ON locked.id = per_team.team_id
 	WHERE t.id = per_team.team_id
 	RETURNING t.id, t.balance_microcredits
+), by_statement AS (
+	SELECT set_config('llmplat.rollup_by_statement', 'on', true) AS flag
+), rollup AS (
+	INSERT INTO usage_daily AS d (team_id, day, model, requests, prompt_tokens, completion_tokens, cost_microcredits)
+	SELECT upd.team_id, to_char(upd.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), upd.model, count(*),
+		sum(upd.prompt_tokens), sum(upd.completion_tokens), sum(upd.cost_microcredits)
+	FROM upd JOIN debit ON debit.id = upd.team_id CROSS JOIN by_statement
+	WHERE upd.status = 'settled'
+	GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
+	ON CONFLICT (team_id, day, model) DO UPDATE SET requests = d.requests + EXCLUDED.requests,
+		prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,
+		completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,
+		cost_microcredits = d.cost_microcredits + EXCLUDED.cost_microcredits
 )
 SELECT upd.request_id, upd.team_id, upd.key_id, upd.model, upd.status, upd.settled_from,
 	upd.prompt_tokens, upd.completion_tokens, upd.cost_microcredits, upd.capped, upd.full_cost, upd.reserved,

@@ -67,6 +67,8 @@
 // (migration 0006) for whole UTC days and the ledger rows only for a partial
 // day the range cuts; triggers on usage_ledger move the rollup in the
 // transaction that settles a row (deferred to commit on PostgreSQL, after the
-// team's row is locked), so Usage and UsageByDay equal the GROUP BY over the
+// team's row is locked), or, for a settle batch, the batch's statement
+// folds its rows in one grouped upsert and the triggers leave those rows
+// (migration 0007); so Usage and UsageByDay equal the GROUP BY over the
 // ledger rows exactly, late settles included.
 package ledger
