@@ -1,12 +1,15 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,10 +19,10 @@ import (
 	"github.com/llmplat/llmplat/runtime/settlelog"
 )
 
-// freezeEngine streams a role chunk and three words, then reports on
-// started. A request whose prompt says "hold" then waits for the client to
-// go; any other waits for release, then ends with its usage and [DONE].
-func freezeEngine(started chan<- struct{}, release <-chan struct{}) http.Handler {
+// freezeEngine streams a role chunk and three words. A request whose
+// prompt says "hold" then waits for the client to go; any other waits for
+// release, then ends with its usage and [DONE].
+func freezeEngine(release <-chan struct{}) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		w.Header().Set("Content-Type", "text/event-stream")
@@ -31,7 +34,6 @@ func freezeEngine(started chan<- struct{}, release <-chan struct{}) http.Handler
 		for _, word := range []string{"one", " two", " three"} {
 			chunk(`{"id":"c1","object":"chat.completion.chunk","created":1,"model":"llama-8b","choices":[{"index":0,"delta":{"content":"` + word + `"}}]}`)
 		}
-		started <- struct{}{}
 		if strings.Contains(string(body), "hold") {
 			<-r.Context().Done()
 			return
@@ -70,8 +72,8 @@ const (
 // stream and keeps its partial usage before Serve returns; and once the
 // database thaws, the replay bills both streams' tokens.
 func TestFrozenPostgres(t *testing.T) {
-	started, release := make(chan struct{}, 4), make(chan struct{})
-	s := newStack(t, stackOpts{engine: freezeEngine(started, release), proxied: true})
+	release := make(chan struct{})
+	s := newStack(t, stackOpts{engine: freezeEngine(release), proxied: true})
 	team := s.team("alpha", 10*credit)
 	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	proxy := s.p.PostgresProxy
@@ -110,24 +112,45 @@ func TestFrozenPostgres(t *testing.T) {
 		status   int
 		err      error
 	}
-	stream := func(prompt string) <-chan answer {
-		done := make(chan answer, 1)
+	// stream sends a streamed request; flowing is closed once the client
+	// has its first word, or its answer ended without one.
+	stream := func(prompt string) (done <-chan answer, flowing <-chan struct{}) {
+		out, first := make(chan answer, 1), make(chan struct{})
 		go func() {
+			var once sync.Once
+			defer once.Do(func() { close(first) })
 			body := `{"model":"llama-8b","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"` + prompt + `"}]}`
 			resp, err := s.post(context.Background(), base, key, body)
 			if err != nil {
-				done <- answer{err: err}
+				out <- answer{err: err}
 				return
 			}
 			defer resp.Body.Close()
-			b, err := io.ReadAll(resp.Body)
-			done <- answer{id: resp.Header.Get(gateway.RequestIDHeader), body: string(b), status: resp.StatusCode, err: err}
+			var b strings.Builder
+			br := bufio.NewReader(resp.Body)
+			for {
+				line, err := br.ReadString('\n')
+				b.WriteString(line)
+				if strings.Contains(line, "one") {
+					once.Do(func() { close(first) })
+				}
+				if err != nil {
+					if errors.Is(err, io.EOF) {
+						err = nil
+					}
+					out <- answer{id: resp.Header.Get(gateway.RequestIDHeader), body: b.String(), status: resp.StatusCode, err: err}
+					return
+				}
+			}
 		}()
-		return done
+		return out, first
 	}
-	finishing, holding := stream("finish"), stream("hold")
-	<-started
-	<-started
+	finishing, finishingFlows := stream("finish")
+	holding, holdingFlows := stream("hold")
+	// The gateway relays a word only once the request's reservation is
+	// held: both are in the ledger before the freeze, as the test means.
+	<-finishingFlows
+	<-holdingFlows
 	proxy.Freeze()
 	frozen = true
 
