@@ -2,7 +2,9 @@ package strictjson
 
 import (
 	"bytes"
+	"hash/maphash"
 	"reflect"
+	"slices"
 )
 
 // maxCleanKeys is how many keys of one object are compared pairwise
@@ -129,6 +131,7 @@ func (s *scanner) object(t reflect.Type, depth int) bool {
 			elem = t.Elem()
 		}
 	}
+	start := s.pos
 	s.pos++
 	s.space()
 	if s.pos < len(s.data) && s.data[s.pos] == '}' {
@@ -164,7 +167,7 @@ func (s *scanner) object(t reflect.Type, depth int) bool {
 			return false
 		}
 		if done, ok := s.separator('}'); !ok || done {
-			return ok
+			return ok && keys.unique(s.data[start:s.pos])
 		}
 	}
 }
@@ -344,20 +347,22 @@ func lookup(fields map[string]field, key []byte) (field, bool) {
 }
 
 // keySet holds the keys of one object: compared pairwise while there are
-// few, in a map once there are many (a logit_bias may have thousands).
+// few. Once there are many (a logit_bias may have thousands, a hostile
+// schema hundreds of thousands) they are only counted, and unique reads
+// the object's keys again at its end into a slice of exactly their
+// number: eight bytes a key, where a map of the keys cost some hundred
+// and a growing slice up to four times eight.
 type keySet struct {
 	few  [maxCleanKeys][]byte
 	n    int
-	many map[string]struct{}
+	many int // the keys past the few; unique compares them
 }
 
-// add records key and reports whether it was new.
+// add records key and reports whether it was new among the few; among
+// many, unique tells once the object ended.
 func (k *keySet) add(key []byte) bool {
-	if k.many != nil {
-		if _, dup := k.many[string(key)]; dup {
-			return false
-		}
-		k.many[string(key)] = struct{}{}
+	if k.many > 0 {
+		k.many++
 		return true
 	}
 	for _, seen := range k.few[:k.n] {
@@ -370,10 +375,93 @@ func (k *keySet) add(key []byte) bool {
 		k.n++
 		return true
 	}
-	k.many = make(map[string]struct{}, 2*len(k.few))
-	for _, seen := range k.few {
-		k.many[string(seen)] = struct{}{}
-	}
-	k.many[string(key)] = struct{}{}
+	k.many = 1
 	return true
+}
+
+// keySeed seeds the keys' hashes: one per process, so that no body can be
+// made to collide on purpose.
+var keySeed = maphash.MakeSeed()
+
+// unique reports whether the keys of obj, a well-formed object whose keys
+// were read without escapes, are all different, when there were many:
+// their hashes are sorted and compared. Two keys of one hash count as a
+// duplicate: the value is then not clean and the exact check (Check)
+// decides, so a collision costs time, never a wrong answer.
+func (k *keySet) unique(obj []byte) bool {
+	if k.many == 0 {
+		return true
+	}
+	hashes := make([]uint64, 0, k.n+k.many)
+	for i := 1; ; {
+		i = skipSpace(obj, i)
+		if obj[i] == '}' {
+			break
+		}
+		end := bytes.IndexByte(obj[i+1:], '"') + i + 1 // no escapes in a key read clean
+		hashes = append(hashes, maphash.Bytes(keySeed, obj[i+1:end]))
+		i = skipSpace(obj, end+1) + 1 // the colon
+		i = skipSpace(obj, skipValue(obj, skipSpace(obj, i)))
+		if obj[i] == ',' {
+			i++
+		}
+	}
+	slices.Sort(hashes)
+	for i := 1; i < len(hashes); i++ {
+		if hashes[i] == hashes[i-1] {
+			return false
+		}
+	}
+	return true
+}
+
+// skipSpace returns the first index from i of d that is not white space.
+func skipSpace(d []byte, i int) int {
+	for i < len(d) && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns the index just past the well-formed value at d[i].
+func skipValue(d []byte, i int) int {
+	depth := 0
+	for ; i < len(d); i++ {
+		switch d[i] {
+		case '"':
+			i = skipString(d, i)
+			if depth == 0 {
+				return i
+			}
+			i--
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i
+			}
+		}
+	}
+	return i
+}
+
+// skipString returns the index just past the string that opens at d[i].
+func skipString(d []byte, i int) int {
+	for i++; i < len(d); i++ {
+		switch d[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return i
 }
