@@ -176,6 +176,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		Quoter:            cfg.Ledger,
 		Settles:           settles,
 		ColdStarts:        coldStarts,
+		Credit:            cfg.Ledger,
 		URLGuard:          cfg.URLGuard,
 		Metrics:           gateway.NewMetrics(reg),
 		Admin:             adminAPI,

@@ -16,30 +16,32 @@ import (
 	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
-// admit checks the key's limits, then reserves in the ledger. The limits
-// take one Redis round trip (quota.Limiter.Admit): the stream slot, the
-// day's tokens (read only), then requests per minute (the one check that
-// cannot be undone, so it runs last), and a refusal there holds nothing:
-// no request the limits refuse costs GPU time. The reservation in
-// PostgreSQL comes next; on its refusal the caller closes a (Close), which
-// gives the slot back.
+// reservation is what the ledger is asked to hold for req: the prompt's
+// estimate and the output cap — the client's, clamped by its key's
+// max_tokens and by what the key's day has left (checkLimits) — which the
+// ledger may clamp further.
+func (s *Server) reservation(a *admission, req *openai.ChatCompletionRequest) ledger.Reservation {
+	p := a.p
+	a.promptEstimate = tokens.EstimateRequest(req)
+	asked := keyCap(req.MaxOutputTokens(), p.Limits.MaxTokens)
+	return ledger.Reservation{
+		RequestID: a.requestID, TeamID: p.TeamID, KeyID: p.KeyID, Model: req.Model,
+		PromptTokens: a.promptEstimate, MaxOutputTokens: dayCap(asked, a.tokensLeft, a.promptEstimate),
+	}
+}
+
+// admit reserves r in the ledger for an admission whose key's limits
+// passed (checkLimits: the stream slot, the day's tokens, requests per
+// minute, in one Redis round trip, before the body was read). On a
+// refusal the caller closes a (Close), which gives the slot back.
 //
 // When the team's recently seen balance covers the request many times over
 // (balanceView.claim), the reservation is only started here, on the
 // ledger's quote of the cap (ledger.Ledger.Quote): the request goes to its
 // engine while the reservation commits, and confirm waits for it before
 // anything of the answer reaches the client.
-func (s *Server) admit(c *gin.Context, ctx context.Context, a *admission, req *openai.ChatCompletionRequest) *rejection {
+func (s *Server) admit(ctx context.Context, a *admission, r ledger.Reservation) *rejection {
 	p := a.p
-	if r := s.checkLimits(c, ctx, p, a); r != nil {
-		return r
-	}
-	a.promptEstimate = tokens.EstimateRequest(req)
-	asked := keyCap(req.MaxOutputTokens(), p.Limits.MaxTokens)
-	r := ledger.Reservation{
-		RequestID: a.requestID, TeamID: p.TeamID, KeyID: p.KeyID, Model: req.Model,
-		PromptTokens: a.promptEstimate, MaxOutputTokens: dayCap(asked, a.tokensLeft, a.promptEstimate),
-	}
 	// The quote and the reservation share one budget: a frozen database
 	// must not hold the client (LedgerTimeout).
 	deadline := time.Now().Add(s.cfg.LedgerTimeout)

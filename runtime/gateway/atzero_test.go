@@ -20,13 +20,15 @@ import (
 // TestModelAtZero: while the orchestrators report qwen-32b at zero, every
 // caller is answered at once with 503 in the OpenAI shape and a
 // Retry-After of the expected load less what the wake has run; the
-// refusals take nothing (no ledger row, no reserved credit, no request of
-// the key's one per minute, no stream slot) and leave the caller's demand
-// held. Once a replica is ready the same key is served.
+// refusals hold nothing (no ledger row, no reserved credit, no stream
+// slot: the key's one slot serves the next request), each counts as one
+// of the key's requests per minute, as every request does, and the
+// caller's demand is held. Once a replica is ready the same key is served.
 func TestModelAtZero(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
-	key := s.key(adminwire.CreateKeyRequest{TeamID: team, RPM: 1, MaxStreams: 1})
+	const rpm = 10
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team, RPM: rpm, MaxStreams: 1})
 	clock := testingclock.NewFakeClock(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
 	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, clock.Now)
 	if err != nil {
@@ -35,7 +37,7 @@ func TestModelAtZero(t *testing.T) {
 	url := s.gateway(func(c *gateway.Config) { c.ColdStarts = board })
 	ctx := context.Background()
 	const load = 12 * time.Minute
-	for _, step := range []struct {
+	for i, step := range []struct {
 		name    string
 		advance time.Duration
 		want    int // Retry-After, seconds
@@ -59,6 +61,9 @@ func TestModelAtZero(t *testing.T) {
 				Typ: openai.TypeUnavailable, Code: "model_loading", RetryAfter: true})
 			if got, _ := strconv.Atoi(resp.Header.Get("Retry-After")); got != step.want {
 				t.Errorf("Retry-After %d s, want %d", got, step.want)
+			}
+			if got, want := resp.Header.Get("X-Ratelimit-Remaining-Requests"), strconv.Itoa(rpm-1-i); got != want {
+				t.Errorf("requests left this minute %q, want %s: the refusal is one of the key's requests", got, want)
 			}
 			if waited := time.Since(start); waited >= gateway.DefaultQueueLimit {
 				t.Errorf("the refusal took %v: it queued", waited)
@@ -89,7 +94,7 @@ func TestModelAtZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	if body := readAll(t, resp); resp.StatusCode != http.StatusOK {
-		t.Errorf("with a replica ready: %d %s; want 200 on the key's one request a minute", resp.StatusCode, body)
+		t.Errorf("with a replica ready: %d %s; want 200 on the key's one stream slot", resp.StatusCode, body)
 	}
 	if held, err := board.Held(ctx, "qwen-32b"); err != nil || held != 0 {
 		t.Errorf("held demand %d (%v) once a replica is ready, want 0", held, err)
@@ -112,9 +117,56 @@ type countingColdStarts struct {
 	calls atomic.Int64
 }
 
+func (c *countingColdStarts) AtZero(ctx context.Context, model string) (bool, error) {
+	c.calls.Add(1)
+	return c.ColdStarts.AtZero(ctx, model)
+}
+
 func (c *countingColdStarts) Refuse(ctx context.Context, model, caller string) (time.Duration, bool, error) {
 	c.calls.Add(1)
 	return c.ColdStarts.Refuse(ctx, model, caller)
+}
+
+// TestAtZeroHoldsOnlyCallersAdmissionWouldAdmit: a caller of a model at
+// zero is the model's demand (which keeps the wake signal up for up to
+// coldstart.MaxHold) only when admission would take it. A team without
+// credit gets the ledger's 402, as on a running model, and a key past its
+// requests per minute its 429; neither is held. A caller with credit is.
+func TestAtZeroHoldsOnlyCallersAdmissionWouldAdmit(t *testing.T) {
+	s := newStack(t, stackOpts{})
+	broke := s.key(adminwire.CreateKeyRequest{TeamID: s.team("broke", 0)})
+	paying := s.team("paying", 10*credit)
+	limited := s.key(adminwire.CreateKeyRequest{TeamID: paying, RPM: 1})
+	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := s.gateway(func(c *gateway.Config) { c.ColdStarts = board })
+	ctx := context.Background()
+	if err := board.Publish(ctx, "orch-1", "qwen-32b", coldstart.Zero, 12*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name     string
+		key      string
+		want     errorCase
+		wantHeld int64
+	}{
+		{"a team without credit", broke, errorCase{Status: http.StatusPaymentRequired, Typ: openai.TypeInsufficient, Code: "insufficient_balance"}, 0},
+		{"a key's one request a minute", limited, errorCase{Status: http.StatusServiceUnavailable, Typ: openai.TypeUnavailable, Code: "model_loading", RetryAfter: true}, 1},
+		{"the same key past its minute", limited, errorCase{Status: http.StatusTooManyRequests, Typ: openai.TypeRateLimit, Code: "rate_limit_exceeded", RetryAfter: true}, 1},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			resp, err := s.post(ctx, url, step.key, chatBody("qwen-32b", true, 5))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkError(t, resp, readAll(t, resp), step.want)
+			if held, err := board.Held(ctx, "qwen-32b"); err != nil || held != step.wantHeld {
+				t.Errorf("held demand %d (%v), want %d", held, err, step.wantHeld)
+			}
+		})
+	}
 }
 
 // TestServingModelSkipsTheRecord: a model the record finds serving is not

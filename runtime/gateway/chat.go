@@ -2,14 +2,9 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
 	"net/http"
-	"reflect"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,7 +15,6 @@ import (
 	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/quota"
-	"github.com/llmplat/llmplat/runtime/strictjson"
 	"github.com/llmplat/llmplat/runtime/urlguard"
 )
 
@@ -82,8 +76,16 @@ type exchange struct {
 	streamed, wantUsage bool
 }
 
-// open authenticates, reads, checks, admits and dispatches the request.
-// It reports false when the request ends there, answered.
+// open authenticates, admits, reads, checks, reserves and dispatches the
+// request. It reports false when the request ends there, answered.
+//
+// The order is the cheapest refusal first. The key's limits (one Redis
+// round trip) come before the body is read: a key over its stream slots or
+// its requests per minute is refused without its body being read, however
+// large, so a flood on one key costs the gateway almost nothing. The body
+// is then read and decoded under the process's body budget (readRequest),
+// whose weight is held until the reservation has answered: by then the
+// request is bounded by its model's context, or refused.
 func (x *exchange) open() bool {
 	s, c := x.s, x.c
 	x.deadline = x.start.Add(s.cfg.MaxRequestDuration)
@@ -91,33 +93,40 @@ func (x *exchange) open() bool {
 	if !ok {
 		return false
 	}
-	req, raw, ok := readRequest(c)
-	if !ok {
-		return false
-	}
-	if hoptrace.On {
-		hoptrace.MarkAt(hoptrace.Key(raw), hoptrace.RelayIn, x.start)
-	}
-	if r := s.checkBody(c, p, req, raw); r != nil {
-		s.write(c, r)
-		return false
-	}
-	if r := s.atZero(c, p, req.Model); r != nil {
-		s.write(c, r)
-		return false
-	}
-	a := s.newAdmission(p, requestIDOf(c), req.Model)
+	a := s.newAdmission(p, requestIDOf(c))
 	x.p, x.a = p, a
 	// Admission runs on the client's context: each of its steps has its
 	// own timeout, and the contexts they derive for it would leave their
 	// parent a map of children for the stream's life.
-	if r := s.admit(c, c.Request.Context(), a, req); r != nil {
-		// Given back before the answer: the key's next request finds
-		// its slot free.
-		a.Close(Outcome{State: Refused})
-		s.write(c, r)
+	if r := s.checkLimits(c, c.Request.Context(), p, a); r != nil {
+		drainUnread(c)
+		x.refuse(r)
 		return false
 	}
+	req, raw, held, ok := s.readRequest(c)
+	if !ok {
+		a.Close(Outcome{State: Refused})
+		return false
+	}
+	defer held.release()
+	if hoptrace.On {
+		hoptrace.MarkAt(hoptrace.Key(raw), hoptrace.RelayIn, x.start)
+	}
+	if r := s.checkBody(c, p, req, raw); r != nil {
+		x.refuse(r)
+		return false
+	}
+	a.model = req.Model
+	res := s.reservation(a, req)
+	if r := s.atZero(c, a, res); r != nil {
+		x.refuse(r)
+		return false
+	}
+	if r := s.admit(c.Request.Context(), a, res); r != nil {
+		x.refuse(r)
+		return false
+	}
+	held.release()
 	if hoptrace.On {
 		hoptrace.Alias(a.requestID, raw)
 		hoptrace.Mark(a.requestID, hoptrace.Admitted)
@@ -161,6 +170,13 @@ func (x *exchange) open() bool {
 		x.rel.trace.Set(a.requestID)
 	}
 	return true
+}
+
+// refuse ends the admission, giving back what it took before the answer
+// (the key's next request finds its slot free), then answers r.
+func (x *exchange) refuse(r *rejection) {
+	x.a.Close(Outcome{State: Refused})
+	x.s.write(x.c, r)
 }
 
 // arm sets the timer to d from now, or to the request's deadline when
@@ -378,153 +394,6 @@ func dispatchRejection(ctx context.Context, err error) *rejection {
 	}
 }
 
-// readRequest decodes and validates the body, answering 400/413 itself.
-func readRequest(c *gin.Context) (*openai.ChatCompletionRequest, []byte, bool) {
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, MaxBodyBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(c, http.StatusRequestEntityTooLarge, openai.NewError(openai.TypeInvalidRequest, "request_too_large", "", "request body exceeds "+strconv.Itoa(MaxBodyBytes)+" bytes"))
-			return nil, nil, false
-		}
-		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_body", "", "could not read the request body"))
-		return nil, nil, false
-	}
-	req, e := decodeRequest(body)
-	if e != nil {
-		writeError(c, http.StatusBadRequest, e)
-		return nil, nil, false
-	}
-	return req, body, true
-}
-
-// decodeRequest decodes and validates a chat request body; a refusal is
-// the 400's body.
-func decodeRequest(body []byte) (*openai.ChatCompletionRequest, *openai.ErrorBody) {
-	req, ok := scanRequest(body)
-	if !ok {
-		var refusal *openai.ErrorBody
-		if req, refusal = decodeChecked(body); refusal != nil {
-			return nil, refusal
-		}
-	}
-	if name, n := extraBytes(req); n > MaxExtraBytes {
-		return nil, openai.NewError(openai.TypeInvalidRequest, "unknown_fields_too_large", name,
-			fmt.Sprintf("fields the API does not define take %d bytes; at most %d are forwarded", n, MaxExtraBytes))
-	}
-	if err := req.Validate(); err != nil {
-		var fe *openai.FieldError
-		param := ""
-		if errors.As(err, &fe) {
-			param = fe.Param
-		}
-		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_value", param, err.Error())
-	}
-	return req, nil
-}
-
-// decodeChecked decodes a body scanRequest leaves: strictjson.Check, then
-// the request's own decode; a refusal is the 400's body.
-func decodeChecked(body []byte) (*openai.ChatCompletionRequest, *openai.ErrorBody) {
-	// Keys are read exactly, as the engine reads them: a duplicate or a
-	// variant spelling of a known key ("max_to\u212aens") would let
-	// encoding/json and the engine disagree about what was asked.
-	// Check is the first pass over the body, and bounds the depth of
-	// every later one: the decode, the URL guard's walk.
-	if err := strictjson.Check(body, requestType); err != nil {
-		var se *strictjson.Error
-		if errors.Is(err, strictjson.ErrTooDeep) {
-			return nil, tooDeep()
-		}
-		if errors.As(err, &se) {
-			code := "variant_key"
-			if se.Duplicate {
-				code = "duplicate_key"
-			}
-			return nil, openai.NewError(openai.TypeInvalidRequest, code, se.Path, se.Msg)
-		}
-		return nil, bodyRefusal(body, err)
-	}
-	// The body is well-formed JSON (Check said so): the decode is called
-	// directly, without json.Unmarshal's validation of the whole body
-	// before it calls the decode, which validates it again.
-	var req openai.ChatCompletionRequest
-	if err := req.UnmarshalJSON(body); err != nil {
-		return nil, bodyRefusal(body, err)
-	}
-	return &req, nil
-}
-
-// tooDeep is the 400 of a body nested past strictjson.MaxDepth.
-func tooDeep() *openai.ErrorBody {
-	return openai.NewError(openai.TypeInvalidRequest, "nesting_too_deep", "", fmt.Sprintf(
-		"the request body nests objects and arrays deeper than %d levels", strictjson.MaxDepth))
-}
-
-// bodyRefusal is the 400 for a body that is not JSON, or whose field has
-// the wrong type: it names the field (a message by its index, as
-// duplicate_key does) and the types in the API's terms, not the decoder's.
-func bodyRefusal(body []byte, err error) *openai.ErrorBody {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) && te.Field != "" {
-		field := te.Field
-		inMessage := field == "messages" || strings.HasPrefix(field, "messages.")
-		if inMessage && (te.Type == nil || te.Type.Kind() != reflect.Slice) {
-			if i, ok := badMessage(body); ok {
-				field = "messages[" + strconv.Itoa(i) + "]" + strings.TrimPrefix(field, "messages")
-			}
-		}
-		return openai.NewError(openai.TypeInvalidRequest, "invalid_type", field,
-			fmt.Sprintf("invalid type for %q: expected %s, got %s", field, jsonKind(te.Type), te.Value))
-	}
-	msg := strings.TrimPrefix(err.Error(), strictjson.ErrInvalid.Error()+": ")
-	return openai.NewError(openai.TypeInvalidRequest, "invalid_json", "", "the request body is not valid JSON: "+msg)
-}
-
-// badMessage returns the index of the first message of body that does not
-// decode: the decoder's type error names the field, not the message.
-func badMessage(body []byte) (int, bool) {
-	var top struct {
-		Messages []json.RawMessage `json:"messages"`
-	}
-	if json.Unmarshal(body, &top) != nil {
-		return 0, false
-	}
-	for i, raw := range top.Messages {
-		var m openai.Message
-		if json.Unmarshal(raw, &m) != nil {
-			return i, true
-		}
-	}
-	return 0, false
-}
-
-// jsonKind names what JSON value a Go type is decoded from.
-func jsonKind(t reflect.Type) string {
-	for t != nil && t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t == nil {
-		return "another type"
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "a string"
-	case reflect.Bool:
-		return "a boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
-	case reflect.Float32, reflect.Float64:
-		return "a number"
-	case reflect.Slice, reflect.Array:
-		return "an array"
-	case reflect.Struct, reflect.Map:
-		return "an object"
-	}
-	return "another type"
-}
-
 // withProgress completes out with the engine's last running count, when a
 // stream broke before its usage arrived: that count is exact where the
 // relay's count of chunks is not.
@@ -536,33 +405,4 @@ func withProgress(out Outcome, view *clientView) Outcome {
 	out.Usage = true
 	out.PromptTokens, out.CompletionTokens = p.PromptTokens, max(p.CompletionTokens, out.CompletionTokens)
 	return out
-}
-
-// requestType is what a chat request body decodes into.
-var requestType = reflect.TypeFor[openai.ChatCompletionRequest]()
-
-// MaxExtraBytes bounds the fields of a request the API does not define
-// (vLLM's own sampling options travel this way), summed over the request
-// and its messages: enough for a guided-decoding schema, and far from the
-// megabytes that would be held for a stream's whole life.
-const MaxExtraBytes = 256 << 10
-
-// extraBytes sums the raw size of the request's undefined fields and names
-// the largest.
-func extraBytes(req *openai.ChatCompletionRequest) (largest string, total int) {
-	most := -1
-	add := func(prefix func() string, extra map[string]json.RawMessage) {
-		for k, v := range extra {
-			total += len(k) + len(v)
-			if len(v) > most {
-				most, largest = len(v), prefix()+k
-			}
-		}
-	}
-	add(func() string { return "" }, req.Extra)
-	for i := range req.Messages {
-		// The prefix is built only for a message that has extra fields.
-		add(func() string { return fmt.Sprintf("messages[%d].", i) }, req.Messages[i].Extra)
-	}
-	return largest, total
 }

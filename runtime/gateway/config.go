@@ -108,11 +108,18 @@ type SettleKeeper interface {
 	Keep(ctx context.Context, requestID string, u ledger.Usage, src ledger.Source) error
 }
 
-// ColdStarts tells a model at zero (coldstart.Board): when model has no
-// ready replica, Refuse holds caller's demand and returns the wait to
-// advise.
+// ColdStarts tells a model at zero (coldstart.Board): AtZero asks,
+// holding nothing; when model has no ready replica, Refuse holds caller's
+// demand and returns the wait to advise.
 type ColdStarts interface {
+	AtZero(ctx context.Context, model string) (bool, error)
 	Refuse(ctx context.Context, model, caller string) (retryAfter time.Duration, atZero bool, err error)
+}
+
+// CreditChecker tells whether a team's balance covers a reservation,
+// holding nothing (ledger.Ledger.Covers).
+type CreditChecker interface {
+	Covers(ctx context.Context, r ledger.Reservation) error
 }
 
 // Catalog lists the models the platform serves.
@@ -161,6 +168,16 @@ type Config struct {
 	// ColdStarts, when set, answers the callers of a model at zero at once
 	// (see atZero); nil means they wait in the queue like any other.
 	ColdStarts ColdStarts
+	// Credit, when set, tells whether a caller of a model at zero has the
+	// credit admission would ask of it: only such a caller is held as the
+	// model's demand. nil means every caller that passed its key's limits
+	// is.
+	Credit CreditChecker
+	// BodyBudget bounds the memory of the request bodies being read and
+	// decoded at once (DefaultBodyBudget); BodyWait is how long a body
+	// waits for room in it before a 503 (DefaultBodyWait).
+	BodyBudget int64
+	BodyWait   time.Duration
 	// Metrics records the gateway's metrics; nil means a private registry.
 	Metrics *Metrics
 	// Admin, when set, mounts the admin API under /admin.
@@ -199,6 +216,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("gateway: TLS needs both a certificate and a key file")
 	case c.LedgerTimeout < 0 || c.ShutdownGrace < 0:
 		return c, errors.New("gateway: negative ledger timeout or shutdown grace")
+	case c.BodyBudget < 0 || c.BodyWait < 0:
+		return c, errors.New("gateway: negative body budget or wait")
 	}
 	if c.URLGuard == nil {
 		c.URLGuard = &urlguard.Guard{}
@@ -226,6 +245,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.ShutdownGrace == 0 {
 		c.ShutdownGrace = ShutdownGrace
+	}
+	if c.BodyBudget == 0 {
+		c.BodyBudget = DefaultBodyBudget
+	}
+	if c.BodyWait == 0 {
+		c.BodyWait = DefaultBodyWait
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

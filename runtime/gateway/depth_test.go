@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/hostilebody"
 	"github.com/llmplat/llmplat/runtime/jsonvariant"
 	oa "github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/strictjson"
@@ -62,52 +63,98 @@ func hostileChatBodies(size int) map[string]string {
 	}
 }
 
+// decodingServer is a gateway with only what reading a body needs: its
+// budget and its metrics.
+var decodingServer = &Server{cfg: Config{Metrics: NewMetrics(nil)}, bodies: newBodyBudget(DefaultBodyBudget, DefaultBodyWait, nil)}
+
 // decodeAll is the gateway's whole decode of a body: read, check, decode,
 // validate, and the URL guard's walk.
 func decodeAll(g *urlguard.Guard, body string) (*oa.ChatCompletionRequest, int) {
 	w := httptest.NewRecorder()
 	c, _ := gin.CreateTestContext(w)
 	c.Request = httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
-	req, raw, ok := readRequest(c)
+	req, raw, held, ok := decodingServer.readRequest(c)
 	if !ok {
 		return nil, w.Code
 	}
+	held.release()
 	if err := g.CheckJSON(context.Background(), raw); err != nil {
 		return nil, http.StatusBadRequest
 	}
 	return req, http.StatusOK
 }
 
-// maxDecodeBytesPerByte bounds what the gateway allocates per byte of a
-// body to decode it. Most bodies cost 4 to 10 (reading it, the decode);
-// the most are bodies dense with tokens that go through encoding/json's
-// tokenizer or decoder: 30 for one dense with escaped keys (the key
-// check's slow path), 40 for thousands of one-word messages (each
-// message is decoded on its own). All of it but the body and the decoded
-// request is garbage when the decode ends; a body refused for its depth
-// costs its reading.
-const maxDecodeBytesPerByte = 64
+// decodeFixedBytes is what any decode may allocate besides its bounds per
+// byte: the request's struct, gin's context, small buffers.
+const decodeFixedBytes = 64 << 10
 
-// TestDecodeMemoryIsLinear: decoding a body costs memory linear in its
-// size, whatever its nesting; a deep one is refused.
-func TestDecodeMemoryIsLinear(t *testing.T) {
+// decodeBound is what the gateway may allocate to read and decode body:
+// the body itself, then what the body budget weighs for its decode — two
+// bytes per byte and each decoded message's struct on the scan, which
+// reads every SDK's bodies, or slowBodyWeight bytes per byte on the exact
+// two-pass decode of a body the scan gives up on (at most
+// MaxSlowBodyBytes). The budget (bodybudget.go) holds these figures while
+// a body is decoded, so this test is what keeps its accounting true.
+func decodeBound(body string) uint64 {
+	n := int64(len(body))
+	req, verdict := scanRequest([]byte(body), nil)
+	switch verdict {
+	case scanGaveUp:
+		if n > MaxSlowBodyBytes {
+			return uint64(n + decodeFixedBytes) // refused once read
+		}
+		return uint64(n + slowBodyWeight*n + decodeFixedBytes)
+	case scanTooMany:
+		return uint64(n + decodeFixedBytes)
+	}
+	return uint64(n + (bodyWeight-1)*n + int64(len(req.Messages))*messageSize + decodeFixedBytes)
+}
+
+// TestDecodeMemoryIsBounded: reading and decoding a body allocates no
+// more than decodeBound — a small multiple of its size on the scan, and
+// a bounded one on the exact decode, which takes small bodies only —
+// whatever its nesting, width or spelling; a deep one is refused.
+func TestDecodeMemoryIsBounded(t *testing.T) {
 	g := &urlguard.Guard{}
-	const size = 1 << 20
-	for name, body := range hostileChatBodies(size) {
+	type tc struct {
+		body   string
+		status int
+	}
+	cases := map[string]tc{}
+	for name, body := range hostileChatBodies(MaxSlowBodyBytes - 4<<10) {
+		status := http.StatusOK
+		if strings.HasPrefix(name, "deep") {
+			status = http.StatusBadRequest
+		}
+		cases[name] = tc{body, status}
+	}
+	// The report's 8 MiB bodies: the one-word messages pass MaxMessages,
+	// the escaped keys MaxSlowBodyBytes; the wide schema decodes.
+	for _, sh := range hostilebody.Shapes {
+		status := http.StatusBadRequest
+		if sh.Name == "wide json_schema" {
+			status = http.StatusOK
+		}
+		cases["8 MiB "+sh.Name] = tc{sh.Build(MaxBodyBytes), status}
+	}
+	cases["the most messages"] = tc{hostilebody.Messages(MaxMessages), http.StatusOK}
+	cases["one message too many"] = tc{hostilebody.Messages(MaxMessages + 1), http.StatusBadRequest}
+	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
+			limit := decodeBound(c.body)
 			var before, after runtime.MemStats
 			runtime.GC()
 			runtime.ReadMemStats(&before)
-			_, status := decodeAll(g, body)
+			_, status := decodeAll(g, c.body)
 			runtime.ReadMemStats(&after)
 			got := after.TotalAlloc - before.TotalAlloc
-			t.Logf("%d bytes allocated for a %d-byte body: %d", got, len(body), status)
-			if limit := uint64(maxDecodeBytesPerByte * len(body)); got > limit {
-				t.Errorf("decoding allocated %d bytes for a %d-byte body, want at most %d", got, len(body), limit)
+			t.Logf("%d bytes allocated for a %d-byte body (%.1f per byte, bound %.1f): %d", got, len(c.body),
+				float64(got)/float64(len(c.body)), float64(limit)/float64(len(c.body)), status)
+			if got > limit {
+				t.Errorf("decoding allocated %d bytes for a %d-byte body, want at most %d", got, len(c.body), limit)
 			}
-			deep := strings.HasPrefix(name, "deep")
-			if deep != (status == http.StatusBadRequest) {
-				t.Errorf("status %d, want a 400 only for a deep body", status)
+			if status != c.status {
+				t.Errorf("status %d, want %d", status, c.status)
 			}
 		})
 	}
@@ -132,8 +179,8 @@ func BenchmarkNestedBody(b *testing.B) {
 }
 
 // FuzzDecodeBounded: whatever the body, the gateway's decode allocates at
-// most maxDecodeBytesPerByte per byte of it (and a fixed amount for a
-// small one), and accepts none nested past strictjson.MaxDepth.
+// most decodeBound (and a fixed amount more for a small one), and accepts
+// none nested past strictjson.MaxDepth.
 func FuzzDecodeBounded(f *testing.F) {
 	for _, body := range hostileChatBodies(4 << 10) {
 		f.Add([]byte(body))
@@ -146,7 +193,7 @@ func FuzzDecodeBounded(f *testing.F) {
 		runtime.ReadMemStats(&before)
 		req, _ := decodeAll(g, string(body))
 		runtime.ReadMemStats(&after)
-		if got, limit := after.TotalAlloc-before.TotalAlloc, uint64(maxDecodeBytesPerByte*len(body)+256<<10); got > limit {
+		if got, limit := after.TotalAlloc-before.TotalAlloc, decodeBound(string(body))+256<<10; got > limit {
 			t.Fatalf("decoding allocated %d bytes for a %d-byte body, want at most %d", got, len(body), limit)
 		}
 		if req != nil {

@@ -3,10 +3,18 @@
 // engine's answer back to the client. It depends on a dispatch.Dispatcher
 // for the engine side and never on the orchestrator's internals.
 //
+// The order of a request's checks is the cheapest refusal first (chat.go,
+// exchange.open): the credential, then the key's limits — before the body
+// is read, so a key over them costs one Redis round trip whatever it
+// sends — then the body, read and decoded under the process's body budget
+// (bodybudget.go), which bounds the memory of the bodies being decoded at
+// once, then the body's checks, the model at zero, the reservation.
+//
 // A caller of a model at zero (no ready replica, as the orchestrators
-// publish it in package coldstart) is answered before admission: 503 with
-// a Retry-After of the load time left, holding no limit and no ledger row,
-// and its demand recorded for the autoscaler.
+// publish it in package coldstart) is answered before the reservation:
+// 503 with a Retry-After of the load time left, holding no stream slot and
+// no ledger row, and its demand recorded for the autoscaler when the
+// ledger says its team's balance covers the request.
 //
 // A request's hold on the platform — its key's limits in Redis (a stream
 // slot, the day's tokens, the minute) and its row in the ledger — is one

@@ -75,9 +75,10 @@ type admission struct {
 	refused *rejection
 }
 
-// newAdmission is the pending admission of a request of p for model.
-func (s *Server) newAdmission(p auth.Principal, requestID, model string) *admission {
-	return &admission{s: s, p: p, requestID: requestID, model: model, tokensLeft: -1}
+// newAdmission is the pending admission of a request of p; its model is
+// set once the body named one the catalog knows.
+func (s *Server) newAdmission(p auth.Principal, requestID string) *admission {
+	return &admission{s: s, p: p, requestID: requestID, tokensLeft: -1}
 }
 
 // take takes a reservation's answer: the row held (admHeld), or a

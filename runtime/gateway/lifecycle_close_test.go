@@ -52,7 +52,8 @@ func TestAdmissionCloseFromEveryState(t *testing.T) {
 		for j, oc := range outcomes {
 			t.Run(st.String()+"/"+oc.name, func(t *testing.T) {
 				rid := fmt.Sprintf("req_close_%d_%d", i, j)
-				a := gw.newAdmission(p, rid, "llama-8b")
+				a := gw.newAdmission(p, rid)
+				a.model = "llama-8b"
 				a.promptEstimate = 12
 				r := ledger.Reservation{RequestID: rid, TeamID: team, KeyID: k.ID, Model: "llama-8b", PromptTokens: 12, MaxOutputTokens: 50}
 				if st >= admAdmitted {

@@ -28,6 +28,7 @@ type Metrics struct {
 	corrected    *prometheus.CounterVec
 	early        *prometheus.CounterVec
 	admitted     *prometheus.CounterVec
+	bodyBytes    prometheus.Gauge
 }
 
 // NewMetrics registers the gateway's metrics, and the Go runtime's
@@ -71,9 +72,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Reservations that ran while the engine prefilled, by result (held, or refused after the dispatch)."}, []string{"result"}),
 		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_quota_admissions_total",
 			Help: "Requests the key's limits admitted, by how (redis: a round trip; ticket: on a ticket this replica held)."}, []string{"via"}),
+		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmplat_gateway_body_budget_bytes",
+			Help: "Weight of the request bodies being read and decoded now, against the body budget (refusals count in llmplat_gateway_rejections_total, reason body_budget)."}),
 	}
 	reg.MustRegister(m.requests, m.rejections, m.ttft, m.tokensPerSec, m.queueWaitH, m.inFlight, m.reservedMC, m.settledMC,
-		m.settledTok, m.overReserved, m.capped, m.corrected, m.early, m.admitted)
+		m.settledTok, m.overReserved, m.capped, m.corrected, m.early, m.admitted, m.bodyBytes)
 	_ = reg.Register(collectors.NewGoCollector()) // already registered on a shared registry is fine
 	return m
 }
@@ -113,6 +116,9 @@ func (m *Metrics) finished(model string, out Outcome, total time.Duration) {
 func (m *Metrics) overReservation(model string) { m.overReserved.WithLabelValues(model).Inc() }
 
 func (m *Metrics) settleCapped(model string) { m.capped.WithLabelValues(model).Inc() }
+
+// bodyBudget moves the body budget's gauge by delta bytes.
+func (m *Metrics) bodyBudget(delta int64) { m.bodyBytes.Add(float64(delta)) }
 
 // usageCorrected counts one settle's corrections, once per reason.
 func (m *Metrics) usageCorrected(model string, c ledger.Correction) {

@@ -25,7 +25,15 @@ import (
 // than it compares pairwise — reports false, and the two passes decide,
 // refusal and all. FuzzDecodeRequest holds decodeRequest, this path
 // included, to the two passes' answers.
-func scanRequest(body []byte) (*openai.ChatCompletionRequest, bool) {
+//
+// Values kept raw (a message's content, the tools) are slices of body, not
+// copies: the body lives as long as the request does anyway, and a copy of
+// each was as much memory again for every request being decoded. A
+// messages array longer than MaxMessages is refused (scanTooMany) before
+// any message is decoded; grow, when set, is asked for the memory the
+// decoded messages take before they are allocated, and its error ends the
+// scan (scanNoRoom).
+func scanRequest(body []byte, grow func(bytes int64) error) (*openai.ChatCompletionRequest, scanVerdict) {
 	req := &openai.ChatCompletionRequest{}
 	var seen [len(requestFieldNames)]bool
 	var unknown keyList
@@ -34,31 +42,69 @@ func scanRequest(body []byte) (*openai.ChatCompletionRequest, bool) {
 		i, plain := jsonscan.Match(k, requestFieldNames[:])
 		switch {
 		case !plain:
-			return nil, false
+			return nil, scanGaveUp
 		case i < 0:
 			// A key the type does not name: kept as it came, and,
 			// like strictjson, checked for exact duplicates.
 			if !unknown.add(k) || !clean(v, 1) {
-				return nil, false
+				return nil, scanGaveUp
 			}
 			if req.Extra == nil {
 				req.Extra = map[string]json.RawMessage{}
 			}
-			req.Extra[string(k)] = bytes.Clone(v)
+			req.Extra[string(k)] = keep(v)
 			continue
 		case seen[i]:
-			return nil, false
+			return nil, scanGaveUp
 		}
 		seen[i] = true
+		if i == messagesField {
+			n, ok := countElements(v)
+			if !ok {
+				return nil, scanGaveUp
+			}
+			if n > MaxMessages {
+				return nil, scanTooMany
+			}
+			if grow != nil && grow(int64(n)*messageSize) != nil {
+				return nil, scanNoRoom
+			}
+			if !readMessages(&req.Messages, v, n) {
+				return nil, scanGaveUp
+			}
+			continue
+		}
 		if !setRequestField(req, i, v) {
-			return nil, false
+			return nil, scanGaveUp
 		}
 	}
 	if o.Malformed() {
-		return nil, false
+		return nil, scanGaveUp
 	}
-	return req, true
+	return req, scanned
 }
+
+// scanVerdict is what scanRequest made of a body.
+type scanVerdict uint8
+
+const (
+	// scanned: the body was read exactly; the request is the decode's.
+	scanned scanVerdict = iota
+	// scanGaveUp: the body holds something the scan does not read as the
+	// two passes would; they decide.
+	scanGaveUp
+	// scanTooMany: the messages array is longer than MaxMessages.
+	scanTooMany
+	// scanNoRoom: grow found no room for the decoded messages.
+	scanNoRoom
+)
+
+// messageSize is what one decoded message takes before its content, which
+// stays in the body.
+var messageSize = int64(reflect.TypeFor[openai.Message]().Size())
+
+// messagesField is the index of "messages" in requestFieldNames.
+const messagesField = 1
 
 // requestFieldNames are the JSON names of ChatCompletionRequest's fields,
 // in the order setRequestField reads them by index.
@@ -77,8 +123,6 @@ func setRequestField(req *openai.ChatCompletionRequest, i int, v []byte) bool {
 	switch name := requestFieldNames[i]; name {
 	case "model":
 		return readString(&req.Model, v)
-	case "messages":
-		return readMessages(&req.Messages, v)
 	case "stream":
 		return readBool(&req.Stream, v)
 	case "stream_options":
@@ -133,20 +177,31 @@ const rawFieldsFrom = 22
 // messageFieldNames are the JSON names of Message's fields.
 var messageFieldNames = [...]string{"role", "content", "name", "tool_calls", "tool_call_id", "refusal", "audio"}
 
-// readMessages reads the messages array; each message is an object (or
-// null, which decodes to an empty message).
-func readMessages(dst *[]openai.Message, v []byte) bool {
+// countElements counts the elements of an array (0 for null), without
+// decoding them; ok is false for any other value.
+func countElements(v []byte) (n int, ok bool) {
 	if jsonscan.IsNull(v) {
-		*dst = nil
-		return true
+		return 0, true
 	}
-	// Counted first, so that the slice is allocated once and no larger
-	// than it needs: a message is some 150 bytes before its content.
-	n := 0
+	if v[0] != '[' {
+		return 0, false
+	}
 	for a := jsonscan.Elements(v); ; n++ {
 		if _, more := a.Next(); !more {
 			break
 		}
+	}
+	return n, true
+}
+
+// readMessages reads the messages array of n elements (countElements);
+// each message is an object (or null, which decodes to an empty message).
+// The slice is allocated once and no larger than it needs: a message is
+// some 150 bytes before its content.
+func readMessages(dst *[]openai.Message, v []byte, n int) bool {
+	if jsonscan.IsNull(v) {
+		*dst = nil
+		return true
 	}
 	a := jsonscan.Elements(v)
 	msgs := make([]openai.Message, 0, n)
@@ -185,7 +240,7 @@ func readMessage(m *openai.Message, v []byte) bool {
 			if m.Extra == nil {
 				m.Extra = map[string]json.RawMessage{}
 			}
-			m.Extra[string(k)] = bytes.Clone(v)
+			m.Extra[string(k)] = keep(v)
 			continue
 		case seen[i]:
 			return false
@@ -194,7 +249,7 @@ func readMessage(m *openai.Message, v []byte) bool {
 		var ok bool
 		switch i {
 		case 0:
-			ok = readString(&m.Role, v)
+			ok = readRole(&m.Role, v)
 		case 1:
 			ok = readRaw(&m.Content, v, depth)
 		case 2:
@@ -338,7 +393,37 @@ func readRaw(dst *json.RawMessage, v []byte, depth int) bool {
 	if !clean(v, depth) {
 		return false
 	}
-	*dst = bytes.Clone(v)
+	*dst = keep(v)
+	return true
+}
+
+// keep is a raw value as the request holds it: the body's own bytes, with
+// the capacity cut so that nothing appended to it could write into the
+// body.
+func keep(v []byte) json.RawMessage { return v[:len(v):len(v)] }
+
+// readRole reads a message's role: the roles the API defines are the
+// constants themselves, so that a request of many messages does not hold
+// a copy of its role in each.
+func readRole(dst *string, v []byte) bool {
+	lit, ok := jsonscan.Literal(v)
+	if !ok {
+		return readString(dst, v)
+	}
+	switch string(lit) {
+	case "user":
+		*dst = "user"
+	case "assistant":
+		*dst = "assistant"
+	case "system":
+		*dst = "system"
+	case "tool":
+		*dst = "tool"
+	case "developer":
+		*dst = "developer"
+	default:
+		*dst = string(lit)
+	}
 	return true
 }
 

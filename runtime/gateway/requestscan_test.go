@@ -41,8 +41,8 @@ func TestScanRequestReadsEveryField(t *testing.T) {
 				body = []byte(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`)
 				body = []byte(strings.Replace(string(body), `"`+name+`":`, `"`+name+`":`+v+`,"ignored_`+name+`":`, 1))
 			}
-			got, ok := scanRequest(body)
-			if !ok {
+			got, verdict := scanRequest(body, nil)
+			if verdict != scanned {
 				t.Fatalf("the scan left %s to the two passes", body)
 			}
 			want, refusal := decodeChecked(body)
@@ -85,7 +85,7 @@ func TestScanRequestLeavesTheUnusual(t *testing.T) {
 		{"many unknown keys", `{"model":"m",` + msgs + many.String() + `}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, ok := scanRequest([]byte(tc.body)); ok {
+			if _, verdict := scanRequest([]byte(tc.body), nil); verdict == scanned {
 				t.Fatalf("the scan read %s itself", tc.body)
 			}
 			_, refusal := decodeRequest([]byte(tc.body))
@@ -109,7 +109,7 @@ func TestScanRequestLeavesTheUnusual(t *testing.T) {
 // the one pass, or the fast path is dead code.
 func TestScanRequestReadsCommonBodies(t *testing.T) {
 	for _, b := range decodeBodies {
-		if _, ok := scanRequest([]byte(b.body)); !ok {
+		if _, verdict := scanRequest([]byte(b.body), nil); verdict != scanned {
 			t.Errorf("%s: left to the two passes", b.name)
 		}
 	}

@@ -69,6 +69,9 @@ type Server struct {
 	// serving remembers, per model, when the cold-start record last said
 	// the model was not at zero (atZero).
 	serving sync.Map // model → *atomic.Int64 (UnixNano)
+	// bodies bounds the memory of the request bodies being read and
+	// decoded at once (readRequest).
+	bodies *bodyBudget
 	// pause spaces a failed settle's attempts (finish): pauseFor, which a
 	// test replaces to count the pauses and end them.
 	pause func(ctx context.Context, d time.Duration) bool
@@ -86,7 +89,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{}), balances: newBalanceView(time.Now), pause: pauseFor}
+	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{}), balances: newBalanceView(time.Now), pause: pauseFor,
+		bodies: newBodyBudget(cfg.BodyBudget, cfg.BodyWait, cfg.Metrics)}
 	s.settling, s.stopSettling = context.WithCancel(context.Background())
 	// The recovery logs through the gateway's logger only: gin's own
 	// writer would dump the request's headers to stderr.

@@ -61,6 +61,39 @@ func (l *Ledger) Quote(ctx context.Context, r Reservation) (Reserved, error) {
 	return Reserved{RequestID: r.RequestID, Microcredits: est, MaxOutputTokens: maxOut}, nil
 }
 
+// Covers reports whether Reserve would hold r now, holding nothing: nil
+// when the team's available balance covers it (with the output cap fitted
+// to the balance when the client named none, as Reserve fits it), or the
+// refusal Reserve would give (ErrInsufficientBalance, ErrUnknownModel,
+// ErrContextTooLong, ErrUnknownTeam). It reads the team's row without a
+// lock, so a reservation made meanwhile may still be refused: it is for
+// deciding whether a caller is one admission would take (a model woken
+// from zero counts only those as its demand), never for money.
+func (l *Ledger) Covers(ctx context.Context, r Reservation) error {
+	if err := r.validate(); err != nil {
+		return fmt.Errorf("covers %q: %w", r.RequestID, err)
+	}
+	m, ok, err := l.modelTerms(ctx, r.Model)
+	if err != nil {
+		return fmt.Errorf("covers %q: %w", r.RequestID, err)
+	}
+	if !ok {
+		return fmt.Errorf("covers %q: model %q: %w", r.RequestID, r.Model, ErrUnknownModel)
+	}
+	maxOut, err := clampOutput(r, m)
+	if err != nil {
+		return fmt.Errorf("covers %q: %w", r.RequestID, err)
+	}
+	b, err := l.Balance(ctx, r.TeamID)
+	if err != nil {
+		return fmt.Errorf("covers %q: %w", r.RequestID, err)
+	}
+	if _, _, err := fitBalance(r, m, maxOut, b.Available); err != nil {
+		return fmt.Errorf("covers %q: %w", r.RequestID, err)
+	}
+	return nil
+}
+
 // modelTerms returns a model's terms from the cache. When the cache is
 // older than quoteTermsTTL, one caller reloads every model's terms while
 // the others go on with the terms they have (a stale quote is safe, see
