@@ -129,6 +129,14 @@ func TestLintBites(t *testing.T) {
 		{"crash-looping pod blocks a drain", "PodDisruptionBudget", "vllm-llama-8b",
 			func(d map[string]any) { delete(d["spec"].(map[string]any), "unhealthyPodEvictionPolicy") },
 			finding{rulePDB, "PodDisruptionBudget/vllm-llama-8b", "", "AlwaysAllow"}},
+		{"gateway without its memory limit in the environment", "Deployment", "llmplat-gateway",
+			func(d map[string]any) { delete(container(d, "containers", "gateway"), "env") },
+			finding{ruleMemory, "Deployment/llmplat-gateway", "gateway", "no LLMPLAT_MEMORY_LIMIT"}},
+		{"modelsync without a memory limit", "Deployment", "vllm-qwen-32b",
+			func(d map[string]any) {
+				delete(container(d, "initContainers", "modelsync")["resources"].(map[string]any)["limits"].(map[string]any), "memory")
+			},
+			finding{ruleMemory, "Deployment/vllm-qwen-32b", "modelsync", "no memory limit"}},
 		{"gateway of one replica", "Deployment", "llmplat-gateway",
 			func(d map[string]any) { d["spec"].(map[string]any)["replicas"] = 1 },
 			finding{rulePDB, "PodDisruptionBudget/llmplat-gateway", "", "the last ready one"}},

@@ -32,7 +32,15 @@ const (
 	// what it selects, each model has exactly one, and a model's lets an
 	// unready pod go (unhealthyPodEvictionPolicy: AlwaysAllow).
 	rulePDB = "pdb"
+	// ruleMemory: every container of the platform's own image has a
+	// memory limit and is told it (LLMPLAT_MEMORY_LIMIT from the downward
+	// API), so its Go runtime keeps the heap under it (GOMEMLIMIT) rather
+	// than be killed at it.
+	ruleMemory = "memory"
 )
+
+// platformRepo is the repository name of the platform's own image.
+const platformRepo = "llmplat"
 
 // lintMaxReplicas bounds the replica counts the PDB rule walks: 1,000 is
 // far above any max_replicas a GPU model is given.
@@ -215,6 +223,11 @@ func lintContainers(w workload) []finding {
 		if err := CheckImage(c.Image); c.Image == "" || err != nil {
 			out = append(out, finding{ruleImage, w.Object, c.Name, fmt.Sprintf("image %q: %v", c.Image, err)})
 		}
+		if _, repo := splitImage(c.Image); path.Base(repo) == platformRepo {
+			if msg := memoryLimitKnown(c); msg != "" {
+				out = append(out, finding{ruleMemory, w.Object, c.Name, msg})
+			}
+		}
 	}
 	if !w.isModel() {
 		return out
@@ -230,6 +243,26 @@ func lintContainers(w workload) []finding {
 		}
 	}
 	return out
+}
+
+// memoryLimitKnown says what is missing for c's Go runtime to know its
+// memory limit: "" when nothing is.
+func memoryLimitKnown(c corev1.Container) string {
+	if q, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok || q.IsZero() {
+		return "no memory limit"
+	}
+	for _, e := range c.Env {
+		if e.Name != "LLMPLAT_MEMORY_LIMIT" {
+			continue
+		}
+		if f := e.ValueFrom; f != nil && f.ResourceFieldRef != nil && f.ResourceFieldRef.Resource == "limits.memory" &&
+			(f.ResourceFieldRef.ContainerName == "" || f.ResourceFieldRef.ContainerName == c.Name) &&
+			(f.ResourceFieldRef.Divisor.IsZero() || f.ResourceFieldRef.Divisor.Value() == 1) {
+			return ""
+		}
+		return "LLMPLAT_MEMORY_LIMIT is not its own limits.memory in bytes"
+	}
+	return "no LLMPLAT_MEMORY_LIMIT: its Go runtime would not know the memory limit"
 }
 
 // waive removes the findings a waiver covers and returns the rest, and

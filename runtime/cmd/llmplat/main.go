@@ -48,6 +48,10 @@ func realMain(args []string, stdout, stderr io.Writer) int {
 		usage(stderr)
 		return 2
 	}
+	if _, err := applyMemoryLimit(os.Getenv); err != nil {
+		fmt.Fprintf(stderr, "llmplat %s: %v\n", args[0], err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := cmd.run(ctx, args[1:], stdout); err != nil {
