@@ -23,7 +23,7 @@ const commandWait = 30 * time.Second
 
 // startEngine serves a simulated llama-8b, 100 times faster than real
 // time, until the test ends.
-func startEngine(t *testing.T) (*enginesim.Sim, *httptest.Server) {
+func startEngine(t testing.TB) (*enginesim.Sim, *httptest.Server) {
 	t.Helper()
 	dep, err := enginesim.Profile("llama-8b")
 	if err != nil {
