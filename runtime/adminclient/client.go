@@ -91,8 +91,11 @@ func NewClient(baseURL, token string, httpClient *http.Client) (*Client, error) 
 	if httpClient == nil {
 		httpClient = http.DefaultClient
 	}
+	// A copy, so the caller's client keeps its own redirect policy.
+	hc := *httpClient
+	hc.CheckRedirect = refuseRedirect
 	return &Client{
-		base: strings.TrimSuffix(u.String(), "/"), token: token, hc: httpClient,
+		base: strings.TrimSuffix(u.String(), "/"), token: token, hc: &hc,
 		Retry:  RetryPolicy{MaxAttempts: DefaultMaxAttempts, BaseDelay: DefaultBaseDelay, MaxDelay: DefaultMaxDelay},
 		wait:   func(_ context.Context, d time.Duration) time.Duration { return d },
 		jitter: rand.Int64N,
@@ -216,6 +219,9 @@ func (c *Client) failure(cl call, resp *http.Response, err error) error {
 	switch {
 	case errors.As(err, &te):
 		return err
+	case errors.Is(err, ErrRedirect):
+		// Not a transport error: a retry would meet the same redirect.
+		return fmt.Errorf("admin api %s %s: %w", cl.method, cl.path, err)
 	case err != nil:
 		return &transportError{err: fmt.Errorf("admin api %s %s: %w", cl.method, cl.path, err)}
 	case resp.StatusCode >= 200 && resp.StatusCode < 300:
@@ -303,4 +309,17 @@ func decodeAPIError(status int, body []byte) *adminwire.APIError {
 		e.Code = strconv.Itoa(n)
 	}
 	return e
+}
+
+// ErrRedirect is a redirect the Client refused: the admin API never
+// redirects, so one comes from something else on the way, and following it
+// would send the admin token where it points.
+var ErrRedirect = errors.New("admin client: refused a redirect (the admin api never redirects)")
+
+// refuseRedirect is the Client's CheckRedirect: Go's client would follow a
+// redirect to another port of the same host with the Authorization header
+// (it drops the header only when the host name changes), so none is
+// followed.
+func refuseRedirect(req *http.Request, _ []*http.Request) error {
+	return fmt.Errorf("%w to %s", ErrRedirect, req.URL.Redacted())
 }

@@ -10,6 +10,8 @@
 // Idempotency-Key), and returns refusals as *adminwire.APIError. WaitReady
 // repeats one cheap authenticated call for as long as its context allows
 // while the platform is not there yet, and returns a refusal (a wrong
-// token) at once. The Client never logs, and its errors never contain the
-// token or a secret.
+// token) at once. The Client follows no redirect (the admin API issues
+// none, and Go's client would resend the token to another port of the
+// same host): one fails the call with ErrRedirect, unretried. The Client
+// never logs, and its errors never contain the token or a secret.
 package adminclient
