@@ -14,6 +14,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/quota"
+	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/urlguard"
 )
 
@@ -44,13 +45,11 @@ const (
 	// ContextTimeoutEnabled), as the platform's clients do.
 	DefaultRedisTimeout = 500 * time.Millisecond
 	// DefaultLedgerTimeout bounds a request's ledger calls before its
-	// dispatch (the quote and the reservation, together): a reservation
-	// commits in milliseconds, a group-commit batch under the heaviest
-	// measured load in well under a second, so five seconds without an
-	// answer means PostgreSQL is down or frozen (a stopped server or a
-	// black-holed network accepts bytes and answers nothing), and the
-	// client gets a 503 to retry instead of a hang.
-	DefaultLedgerTimeout = 5 * time.Second
+	// dispatch (the quote and the reservation, together) and a usage
+	// report's read: store.RequestBudget, the one budget of every database
+	// wait a client makes (the console's pages have it too), past which
+	// PostgreSQL is down or frozen and the client gets a 503 to retry.
+	DefaultLedgerTimeout = store.RequestBudget
 	// settleTimeout bounds the settle that runs after the client left; a
 	// settle still not done then is kept in the settle log (keepTimeout),
 	// so a settle is done or kept within 12 s of the answer's end.
@@ -193,8 +192,8 @@ type Config struct {
 	MaxRequestDuration time.Duration
 	// RedisTimeout bounds each Redis call of a request (DefaultRedisTimeout).
 	RedisTimeout time.Duration
-	// LedgerTimeout bounds a request's quote and reservation together
-	// (DefaultLedgerTimeout).
+	// LedgerTimeout bounds a request's quote and reservation together,
+	// and a usage report's read (DefaultLedgerTimeout).
 	LedgerTimeout time.Duration
 	// ShutdownGrace is how long open streams get to finish when Serve
 	// shuts down (zero: ShutdownGrace).

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"time"
@@ -56,7 +57,11 @@ func (s *Server) usage(c *gin.Context) {
 		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_value", "to", "to must be after from"))
 		return
 	}
-	rows, err := s.cfg.Ledger.Usage(c.Request.Context(), p.TeamID, from, to)
+	// The read has the ledger's budget: a frozen database answers 503 in
+	// it rather than holding the request until the thaw.
+	ctx, cancel := context.WithTimeout(c.Request.Context(), s.cfg.LedgerTimeout)
+	rows, err := s.cfg.Ledger.Usage(ctx, p.TeamID, from, to)
+	cancel()
 	if err != nil {
 		s.write(c, unavailable("ledger"))
 		return

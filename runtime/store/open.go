@@ -28,6 +28,17 @@ const PostgresMaxConns = 24
 // forever and hold their place in the pool.
 const PostgresConnectTimeout = 5 * time.Second
 
+// RequestBudget bounds the database work a client waits for in one
+// request: a chat's quote and reservation, a usage report, a console
+// page's reads and its session's key check. Each is a few indexed
+// statements that answer in milliseconds (a group-commit batch under the
+// heaviest measured load in well under a second), so five seconds without
+// an answer means PostgreSQL is down or frozen — a stopped server or a
+// black-holed network accepts bytes and answers nothing — and the client
+// gets a 503 to retry instead of a wait for the thaw that holds a
+// goroutine and a pooled connection.
+const RequestBudget = 5 * time.Second
+
 const (
 	// sqliteBusyTimeout is how long an SQLite writer waits for another's
 	// lock before failing: far longer than any transaction of the local
