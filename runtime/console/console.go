@@ -24,11 +24,6 @@ import (
 // Path is where the gateway mounts the console.
 const Path = "/console"
 
-// pageTimeout bounds the reads behind one page: each is a few indexed
-// queries, so a page still waiting after this is stuck on a dependency and
-// gets the designed error page instead of a hung tab.
-const pageTimeout = 10 * time.Second
-
 // securityPolicy is every page's Content-Security-Policy: our own
 // stylesheet and images only, no script at all, no inline style, no
 // framing, forms posting only back to us.
@@ -89,6 +84,12 @@ type Config struct {
 	// CostProfiles prices GPU-hours on the cost page; nil means the
 	// reference workload's, as `llmplat report` without a config file.
 	CostProfiles *costreport.Profiles
+	// QueryTimeout bounds the database reads behind one page, and the
+	// session's check of its API key; zero means store.RequestBudget, the
+	// budget the gateway gives the same waits. A page still waiting then
+	// is stuck on a frozen database and gets the designed 503 page instead
+	// of a hung tab holding a pooled connection until the thaw.
+	QueryTimeout time.Duration
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger gets sign-in outcomes and failures, never a credential.
@@ -103,6 +104,11 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("console: redis is required for sessions")
 	case c.Ledger == nil, c.DB == nil, c.Directory == nil:
 		return c, errors.New("console: a ledger, a database and a directory are required")
+	case c.QueryTimeout < 0:
+		return c, errors.New("console: a negative query timeout")
+	}
+	if c.QueryTimeout == 0 {
+		c.QueryTimeout = store.RequestBudget
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -179,9 +185,7 @@ func secureHeaders(c *gin.Context) {
 func (c *Console) home(ctx *gin.Context) {
 	s, err := c.session(ctx)
 	switch {
-	case errors.Is(err, errStoreDown):
-		ctx.Header("Retry-After", storeDownRetry)
-		c.renderError(ctx, session{}, http.StatusServiceUnavailable, storeDownMessage)
+	case c.refuseUnavailable(ctx, err):
 	case err != nil:
 		ctx.Redirect(http.StatusSeeOther, Path+"/signin")
 	case s.Principal.TeamID == 0:

@@ -17,8 +17,11 @@ const (
 	// is read, as the weekly cost review does.
 	costWindow = 7 * 24 * time.Hour
 	// costTimeout bounds the cost report behind the page: a week of
-	// settled rows grouped per model and team, and the node events; longer
-	// than a page's few indexed reads.
+	// settled rows grouped per model and team, and the node events. It is
+	// the one console read allowed more than store.RequestBudget (a page's
+	// few indexed reads): it scans a week rather than an index range, and
+	// runs at most once per costCacheTTL per replica; a frozen database
+	// still gets the page's 503 within it.
 	costTimeout = 30 * time.Second
 	// costCacheTTL is how long one computed report serves the cost page:
 	// computing it reads a week of settled rows, while a minute moves a
@@ -108,7 +111,7 @@ func (c *Console) costPage(ctx *gin.Context) {
 	r, computed, err := c.cost.get(ctx.Request.Context(), c.cfg.Now().UTC(), c.costReport)
 	if err != nil {
 		c.cfg.Logger.Warn("console cost report unavailable", "err", err)
-		c.renderError(ctx, se, http.StatusServiceUnavailable, "The week's cost report cannot be computed: "+err.Error())
+		c.renderUnavailable(ctx, se, "The week's cost report cannot be computed: "+err.Error())
 		return
 	}
 	v.Report, v.ReadAt = r, computed

@@ -9,7 +9,8 @@
 // past the credential's expiry. Redis keeps the session under the id's
 // SHA-256, holding the verified principal and never the credential, so that
 // every replica sees it and a sign-out ends it everywhere. A session
-// exchanged for an API key ends as soon as the key is revoked or expires.
+// exchanged for an API key ends as soon as the key is revoked, expires, is
+// deleted or moves team, and never because the database did not answer.
 // Sign-in and sign-out forms carry CSRF tokens (a double-submit cookie
 // before sign-in, the session's token after) and are refused from another
 // origin; sign-in attempts are limited per client address across replicas.
@@ -28,10 +29,14 @@
 // UTC day): both read the ledger's daily rollup, not its rows, so a month
 // of a million requests costs a page view a few hundred rows. Every page says
 // where its numbers come from and when they were read; a failed read shows
-// a designed error page, never a half-drawn table. When Redis does not
-// answer, no session can be checked: every page behind a session answers
-// 503 with a page saying the session store is down (and a Retry-After),
-// not a bounce to the sign-in form.
+// a designed error page, never a half-drawn table. A page's database reads,
+// and its session's key check before them, each have Config.QueryTimeout
+// (store.RequestBudget, the gateway's budget for the same waits): a down or
+// frozen database gets a 503 page with a Retry-After within it, never a
+// wait for the thaw. When Redis does not answer, no session can be
+// checked: every page behind a session answers 503 with a page saying the
+// session store is down (and a Retry-After), not a bounce to the sign-in
+// form.
 //
 // The keys page shows each key's 429s in the last hour from the per-minute
 // refusal counters the gateway writes in Redis when a key's limits refuse

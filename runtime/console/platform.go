@@ -1,7 +1,6 @@
 package console
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"slices"
@@ -31,14 +30,14 @@ type nodesView struct {
 // and, from the heartbeats in Redis, its live state.
 func (c *Console) nodesPage(ctx *gin.Context) {
 	se := current(ctx)
-	rctx, cancel := context.WithTimeout(ctx.Request.Context(), pageTimeout)
+	rctx, cancel := c.budget(ctx.Request.Context())
 	defer cancel()
 	v := nodesView{pageView: c.view(se, "Nodes", "nodes",
 		"the nodes table of the platform database (as GET /admin/nodes) and each node's last heartbeat in Redis")}
 	nodes, err := c.cfg.Directory.ListNodes(rctx)
 	if err != nil {
 		c.cfg.Logger.Warn("console nodes unavailable", "err", err)
-		c.renderError(ctx, se, http.StatusServiceUnavailable, "The nodes cannot be read: the platform database is not answering.")
+		c.renderUnavailable(ctx, se, "The nodes cannot be read: the platform database is not answering.")
 		return
 	}
 	var live map[string]adminwire.NodeLive
@@ -81,7 +80,7 @@ type teamsView struct {
 // teamsPage lists every team's balance and its settled spend this month.
 func (c *Console) teamsPage(ctx *gin.Context) {
 	se := current(ctx)
-	rctx, cancel := context.WithTimeout(ctx.Request.Context(), pageTimeout)
+	rctx, cancel := c.budget(ctx.Request.Context())
 	defer cancel()
 	now := c.cfg.Now().UTC()
 	v := teamsView{pageView: c.view(se, "Teams", "teams",
@@ -102,7 +101,7 @@ func (c *Console) teamsPage(ctx *gin.Context) {
 	}
 	if err != nil {
 		c.cfg.Logger.Warn("console teams unavailable", "err", err)
-		c.renderError(ctx, se, http.StatusServiceUnavailable, "The teams cannot be read: the platform database is not answering.")
+		c.renderUnavailable(ctx, se, "The teams cannot be read: the platform database is not answering.")
 		return
 	}
 	c.render(ctx, http.StatusOK, "teams", v)
@@ -130,7 +129,7 @@ type platformModelsView struct {
 // many registered nodes serve it, and how many of those are healthy.
 func (c *Console) platformModelsPage(ctx *gin.Context) {
 	se := current(ctx)
-	rctx, cancel := context.WithTimeout(ctx.Request.Context(), pageTimeout)
+	rctx, cancel := c.budget(ctx.Request.Context())
 	defer cancel()
 	v := platformModelsView{pageView: c.view(se, "Models", "platform_models",
 		"the model declarations of the platform database, the nodes table and the nodes' heartbeats in Redis; "+
@@ -143,7 +142,7 @@ func (c *Console) platformModelsPage(ctx *gin.Context) {
 	}
 	if err != nil {
 		c.cfg.Logger.Warn("console models unavailable", "err", err)
-		c.renderError(ctx, se, http.StatusServiceUnavailable, "The models cannot be read: the platform database is not answering.")
+		c.renderUnavailable(ctx, se, "The models cannot be read: the platform database is not answering.")
 		return
 	}
 	var live map[string]adminwire.NodeLive

@@ -2,6 +2,7 @@ package console
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"html/template"
 	"math"
@@ -90,6 +91,18 @@ type errorView struct {
 // renderError shows a designed error page: what failed, in words.
 func (c *Console) renderError(ctx *gin.Context, se session, status int, msg string) {
 	c.render(ctx, status, "error", errorView{pageView: c.view(se, "Unavailable", "", ""), Message: msg})
+}
+
+// renderUnavailable shows the designed error page of a store that did not
+// answer: 503, with the Retry-After a browser or a script may honour.
+func (c *Console) renderUnavailable(ctx *gin.Context, se session, msg string) {
+	ctx.Header("Retry-After", storeDownRetry)
+	c.renderError(ctx, se, http.StatusServiceUnavailable, msg)
+}
+
+// budget bounds the database reads behind one page (Config.QueryTimeout).
+func (c *Console) budget(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.QueryTimeout)
 }
 
 // formatCredits shows micro-credits as credits with six decimals: exact.

@@ -17,6 +17,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 )
@@ -34,8 +35,8 @@ const (
 	// a millisecond, and a page must not hang on a frozen one.
 	redisCallTimeout = 2 * time.Second
 	// storeDownRetry is the Retry-After, in seconds, of a page refused
-	// because Redis is down: a restarted or failed-over Redis is back in
-	// well under a minute.
+	// because Redis or PostgreSQL is down: a restarted or failed-over
+	// server is back in well under a minute.
 	storeDownRetry = "30"
 	// tokenBytes is the entropy of a session id and a CSRF token.
 	tokenBytes = 32
@@ -153,29 +154,70 @@ var errStoreDown = errors.New("console: the session store (Redis) is not answeri
 const storeDownMessage = "The console is unavailable: its session store (Redis) is not answering, " +
 	"so no one's sign-in can be checked. Try again shortly."
 
+// errDatabaseDown is a session whose API key could not be checked: the
+// platform database did not answer within the page's budget.
+var errDatabaseDown = errors.New("console: the platform database is not answering")
+
+// databaseDownMessage is what a page says when a session's key cannot be
+// checked.
+const databaseDownMessage = "The console is unavailable: the platform database is not answering, " +
+	"so your key cannot be checked. You are still signed in; try again shortly."
+
+// refuseUnavailable answers the designed 503 page, with Retry-After, when
+// err says a store did not answer, and reports whether it did.
+func (c *Console) refuseUnavailable(ctx *gin.Context, err error) bool {
+	switch {
+	case errors.Is(err, errStoreDown):
+		c.renderUnavailable(ctx, session{}, storeDownMessage)
+	case errors.Is(err, errDatabaseDown):
+		c.renderUnavailable(ctx, session{}, databaseDownMessage)
+	default:
+		return false
+	}
+	return true
+}
+
 // session returns the browser's live session: errNoSession when it has
-// none (or it ended), errStoreDown when Redis cannot say. A session
-// exchanged for an API key ends as soon as the key stops working: it is
-// bound to that key, not only to its team.
+// none (or it ended), errStoreDown when Redis cannot say, errDatabaseDown
+// when PostgreSQL cannot say whether its key still works. A session
+// exchanged for an API key ends as soon as the key stops working — gone,
+// revoked, expired or moved to another team: it is bound to that key, not
+// only to its team — and never because the database did not answer.
 func (c *Console) session(ctx *gin.Context) (session, error) {
 	id, err := ctx.Cookie(sessionCookie)
 	if err != nil || id == "" {
 		return session{}, errNoSession
 	}
-	se, err := c.sessions.get(ctx.Request.Context(), id)
+	se, err := c.readSession(ctx.Request.Context(), id)
 	if err != nil {
-		if !errors.Is(err, errNoSession) {
-			c.cfg.Logger.Warn("console session store unavailable", "err", err)
-			return session{}, errStoreDown
-		}
-		return session{}, errNoSession
+		return session{}, err
 	}
 	if p := se.Principal; p.Kind == auth.KindAPIKey {
-		k, err := c.cfg.Directory.GetKey(ctx.Request.Context(), p.KeyID)
-		if err != nil || k.StatusAt(c.cfg.Now()) != adminwire.KeyActive || k.TeamID != p.TeamID {
+		rctx, cancel := c.budget(ctx.Request.Context())
+		defer cancel()
+		k, err := c.cfg.Directory.GetKey(rctx, p.KeyID)
+		switch {
+		case err != nil && !errors.Is(err, admin.ErrNotFound):
+			c.cfg.Logger.Warn("console session's key cannot be checked", "key_id", p.KeyID, "err", err)
+			return session{}, errDatabaseDown
+		case err != nil, k.StatusAt(c.cfg.Now()) != adminwire.KeyActive, k.TeamID != p.TeamID:
 			_ = c.sessions.end(ctx.Request.Context(), id)
 			return session{}, errNoSession
 		}
+	}
+	return se, nil
+}
+
+// readSession reads the session id names from Redis alone: errNoSession
+// when there is none, errStoreDown when Redis does not answer.
+func (c *Console) readSession(ctx context.Context, id string) (session, error) {
+	se, err := c.sessions.get(ctx, id)
+	switch {
+	case errors.Is(err, errNoSession):
+		return session{}, errNoSession
+	case err != nil:
+		c.cfg.Logger.Warn("console session store unavailable", "err", err)
+		return session{}, errStoreDown
 	}
 	return se, nil
 }
@@ -185,9 +227,7 @@ func (c *Console) session(ctx *gin.Context) (session, error) {
 func (c *Console) requireSession(platform bool) gin.HandlerFunc {
 	return func(ctx *gin.Context) {
 		se, err := c.session(ctx)
-		if errors.Is(err, errStoreDown) {
-			ctx.Header("Retry-After", storeDownRetry)
-			c.renderError(ctx, session{}, http.StatusServiceUnavailable, storeDownMessage)
+		if c.refuseUnavailable(ctx, err) {
 			ctx.Abort()
 			return
 		}

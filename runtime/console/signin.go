@@ -111,13 +111,16 @@ func (c *Console) signIn(ctx *gin.Context) {
 
 // signOut ends the session in Redis, so its cookie stops working on every
 // replica, and clears the cookie. The form carries the session's CSRF
-// token.
+// token. It needs Redis alone: signing out works while the database is
+// down.
 func (c *Console) signOut(ctx *gin.Context) {
 	id, _ := ctx.Cookie(sessionCookie)
-	se, err := c.session(ctx)
-	if errors.Is(err, errStoreDown) {
-		ctx.Header("Retry-After", storeDownRetry)
-		c.renderError(ctx, session{}, http.StatusServiceUnavailable, storeDownMessage)
+	var se session
+	err := errNoSession
+	if id != "" {
+		se, err = c.readSession(ctx.Request.Context(), id)
+	}
+	if c.refuseUnavailable(ctx, err) {
 		return
 	}
 	if err != nil || !sameOrigin(ctx.Request) || !sameToken(se.CSRF, ctx.PostForm("csrf")) {

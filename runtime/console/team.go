@@ -77,7 +77,7 @@ type balanceView struct {
 
 func (c *Console) balancePage(ctx *gin.Context) {
 	se := current(ctx)
-	rctx, cancel := context.WithTimeout(ctx.Request.Context(), pageTimeout)
+	rctx, cancel := c.budget(ctx.Request.Context())
 	defer cancel()
 	v := balanceView{pageView: c.view(se, "Balance", "balance",
 		"the team's row in the ledger (balance = credit granted − settled cost; reserved = open requests) and its credit entries")}
@@ -87,7 +87,7 @@ func (c *Console) balancePage(ctx *gin.Context) {
 	}
 	if err != nil {
 		c.cfg.Logger.Warn("console balance unavailable", "err", err)
-		c.renderError(ctx, se, http.StatusServiceUnavailable, "The balance cannot be read: the ledger database is not answering.")
+		c.renderUnavailable(ctx, se, "The balance cannot be read: the ledger database is not answering.")
 		return
 	}
 	c.render(ctx, http.StatusOK, "balance", v)
@@ -122,7 +122,7 @@ func (c *Console) refusals(ctx context.Context, id int64) (int64, error) {
 
 func (c *Console) keysPage(ctx *gin.Context) {
 	se := current(ctx)
-	rctx, cancel := context.WithTimeout(ctx.Request.Context(), pageTimeout)
+	rctx, cancel := c.budget(ctx.Request.Context())
 	defer cancel()
 	v := keysView{pageView: c.view(se, "Keys", "keys",
 		"the team's API keys in the platform database (only their prefixes are kept); for last use, the ledger's newest row per key within 30 days; "+
@@ -146,7 +146,7 @@ func (c *Console) keysPage(ctx *gin.Context) {
 	}
 	if err != nil {
 		c.cfg.Logger.Warn("console keys unavailable", "err", err)
-		c.renderError(ctx, se, http.StatusServiceUnavailable, "The keys cannot be read: the platform database is not answering.")
+		c.renderUnavailable(ctx, se, "The keys cannot be read: the platform database is not answering.")
 		return
 	}
 	c.render(ctx, http.StatusOK, "keys", v)
@@ -162,14 +162,14 @@ type modelsView struct {
 // /v1/models does, with prices and context limits.
 func (c *Console) modelsPage(ctx *gin.Context) {
 	se := current(ctx)
-	rctx, cancel := context.WithTimeout(ctx.Request.Context(), pageTimeout)
+	rctx, cancel := c.budget(ctx.Request.Context())
 	defer cancel()
 	v := modelsView{pageView: c.view(se, "Models", "models",
 		"the platform's model declarations, filtered by the signed-in key's model allowlist")}
 	models, err := c.cfg.Directory.ListModels(rctx)
 	if err != nil {
 		c.cfg.Logger.Warn("console models unavailable", "err", err)
-		c.renderError(ctx, se, http.StatusServiceUnavailable, "The models cannot be read: the platform database is not answering.")
+		c.renderUnavailable(ctx, se, "The models cannot be read: the platform database is not answering.")
 		return
 	}
 	for _, m := range models {

@@ -71,7 +71,7 @@ func (c *Console) usageRange(ctx *gin.Context) (time.Time, time.Time, error) {
 // same call as GET /v1/usage, and the days with one UsageByDay call (both
 // read the ledger's daily rollup, not its rows).
 func (c *Console) readUsage(ctx context.Context, teamID int64, from, to time.Time) (usageData, error) {
-	ctx, cancel := context.WithTimeout(ctx, pageTimeout)
+	ctx, cancel := c.budget(ctx)
 	defer cancel()
 	u := usageData{From: from, To: to}
 	var err error
@@ -114,7 +114,7 @@ func (c *Console) usagePage(ctx *gin.Context) {
 	}
 	if v.usageData, err = c.readUsage(ctx.Request.Context(), se.Principal.TeamID, from, to); err != nil {
 		c.cfg.Logger.Warn("console usage unavailable", "err", err)
-		c.renderError(ctx, se, http.StatusServiceUnavailable, "Usage cannot be read: the ledger database is not answering.")
+		c.renderUnavailable(ctx, se, "Usage cannot be read: the ledger database is not answering.")
 		return
 	}
 	for _, t := range v.Totals {
@@ -137,6 +137,7 @@ func (c *Console) usageCSV(ctx *gin.Context) {
 	}
 	u, err := c.readUsage(ctx.Request.Context(), se.Principal.TeamID, from, to)
 	if err != nil {
+		ctx.Header("Retry-After", storeDownRetry)
 		ctx.String(http.StatusServiceUnavailable, "the ledger database is not answering\n")
 		return
 	}
@@ -175,6 +176,7 @@ func (c *Console) usageChart(ctx *gin.Context) {
 	}
 	u, err := c.readUsage(ctx.Request.Context(), se.Principal.TeamID, from, to)
 	if err != nil {
+		ctx.Header("Retry-After", storeDownRetry)
 		ctx.String(http.StatusServiceUnavailable, "the ledger database is not answering\n")
 		return
 	}
