@@ -25,7 +25,7 @@ var layers = [][]string{
 		"runtime/adminwire", "templates", "modules/eks-llm"},
 	// 1: parsing, protocols and authentication built on them.
 	{"runtime/jsonvariant", "runtime/urlguard", "runtime/tokens", "runtime/nodeproto", "runtime/dispatch",
-		"runtime/auth", "runtime/adminclient"},
+		"runtime/auth", "runtime/adminclient", "runtime/proxyheader"},
 	// 2: the ledger, the cost report and the manifests.
 	{"runtime/ledger", "runtime/render", "runtime/costreport", "runtime/agentflags"},
 	// 3: what is built on the ledger.
