@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +24,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/httpserve"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
+	"github.com/llmplat/llmplat/runtime/proxyheader"
 	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/settlelog"
@@ -36,8 +38,13 @@ type Config struct {
 	Addr, MetricsAddr string
 	// TLSCertFile and TLSKeyFile turn on TLS at the edge.
 	TLSCertFile, TLSKeyFile string
-	DB                      *store.DB
-	Redis                   redis.UniversalClient
+	// ProxyProtocolFrom are the load balancer's addresses (its subnets):
+	// connections from them may open with a PROXY protocol header naming
+	// the client, and one from anywhere else that does is refused
+	// (package proxyheader). Empty reads no header.
+	ProxyProtocolFrom []netip.Prefix
+	DB                *store.DB
+	Redis             redis.UniversalClient
 	// RedisPrefix namespaces every Redis key, so deployments can share one.
 	RedisPrefix string
 	Ledger      *ledger.Ledger
@@ -198,6 +205,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 	if err != nil {
 		return Front{}, fmt.Errorf("gateway listen on %s: %w", cfg.Addr, err)
 	}
+	ln = proxyheader.Listen(ln, cfg.ProxyProtocolFrom)
 	g.Go(func() error { return gw.Serve(ctx, ln) })
 	mln, err := net.Listen("tcp", cfg.MetricsAddr)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -81,6 +82,9 @@ type Options struct {
 	// AdminToken, when set, is accepted as the admin credential, as the
 	// local mode's printed token is.
 	AdminToken string
+	// ProxyProtocolFrom are the addresses the gateways read PROXY headers
+	// from (frontdoor.Config.ProxyProtocolFrom); empty reads none.
+	ProxyProtocolFrom []netip.Prefix
 	// Orchestrator, when set, adjusts each replica instance's config
 	// before it starts (replica id in cfg.ID): a part left nil is built
 	// by the production wiring, a part set here replaces or wraps it.

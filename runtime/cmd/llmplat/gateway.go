@@ -17,6 +17,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/gateway"
+	"github.com/llmplat/llmplat/runtime/proxyheader"
 )
 
 func init() {
@@ -60,6 +61,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.StringVar(&cfg.MetricsAddr, "metrics-addr", "127.0.0.1:9464", "Prometheus /metrics listen address: loopback by default, since metrics name teams and models; :9464 for a Prometheus scraping the pod")
 	fs.StringVar(&cfg.TLSCertFile, "tls-cert", "", "TLS certificate file (TLS at the edge when set with -tls-key)")
 	fs.StringVar(&cfg.TLSKeyFile, "tls-key", "", "TLS key file")
+	proxyFrom := fs.String("proxy-protocol-from", "", "comma-separated CIDRs of the load balancer (its subnets) whose connections open with a PROXY protocol header naming the client;\na header from any other address is refused; empty reads none")
 	dbURL := fs.String("database-url", os.Getenv("LLMPLAT_DATABASE_URL"), "PostgreSQL URL (env LLMPLAT_DATABASE_URL)")
 	dbSecret := fs.String("database-password-secret", os.Getenv(dbSecretEnv), "ARN of the secret holding the rotated database password (env "+dbSecretEnv+")")
 	redisURL := fs.String("redis-url", os.Getenv("LLMPLAT_REDIS_URL"), "Redis URL (env LLMPLAT_REDIS_URL)")
@@ -84,6 +86,11 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	case len(engines) > 0 && *orchURL != "":
 		return errors.New("-orchestrator and -engine exclude each other")
 	}
+	proxySources, err := proxyheader.ParsePrefixes(*proxyFrom)
+	if err != nil {
+		return fmt.Errorf("-proxy-protocol-from: %w", err)
+	}
+	cfg.ProxyProtocolFrom = proxySources
 	// The admin token comes from the environment only: flags show in ps.
 	cfg.AdminToken = os.Getenv("LLMPLAT_ADMIN_TOKEN")
 	cfg.Logger = newLogger(os.Stderr)
