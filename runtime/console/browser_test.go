@@ -329,7 +329,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 	})
 
-	t.Run("sign-in refuses a forged form and too many attempts", func(t *testing.T) {
+	t.Run("sign-in refuses a forged form and too many failures with one credential", func(t *testing.T) {
 		client, csrf := formClient(t, base)
 		if got := postSignIn(t, client, base, "not-"+csrf, f.keyA); got != http.StatusForbidden {
 			t.Errorf("sign-in with a wrong CSRF token: %d, want 403", got)
@@ -339,7 +339,7 @@ func TestConsoleInBrowser(t *testing.T) {
 			last = postSignIn(t, client, base, csrf, "llp_wrong")
 		}
 		if last != http.StatusTooManyRequests {
-			t.Errorf("the 12th attempt from one address: %d, want 429", last)
+			t.Errorf("the 12th attempt with one wrong credential: %d, want 429", last)
 		}
 	})
 }

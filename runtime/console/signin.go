@@ -1,11 +1,13 @@
 package console
 
 import (
-	"context"
 	"errors"
+	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -15,11 +17,6 @@ import (
 )
 
 const (
-	// signInLimit is how many sign-in attempts one client address may make
-	// per signInWindow: enough for a person who mistypes, far too few to
-	// guess a 43-character key or the admin token.
-	signInLimit  = 10
-	signInWindow = time.Minute
 	// maxCredentialField bounds the credential field: a JWT with many
 	// claims stays under 4 KiB, as the gateway's own bound says.
 	maxCredentialField = 8 << 10
@@ -67,20 +64,14 @@ func (c *Console) signIn(ctx *gin.Context) {
 		c.renderSignIn(ctx, http.StatusForbidden, "The form expired or was not sent from this page; try again.")
 		return
 	}
-	allowed, err := c.allowSignIn(ctx.Request.Context(), clientAddr(ctx.Request))
-	if err != nil {
-		c.cfg.Logger.Warn("console sign-in limit unavailable", "err", err)
-		c.renderSignIn(ctx, http.StatusServiceUnavailable, "Sign-in is unavailable: the session store (Redis) is not answering. Try again shortly.")
-		return
-	}
-	if !allowed {
-		ctx.Header("Retry-After", "60")
-		c.renderSignIn(ctx, http.StatusTooManyRequests, "Too many sign-in attempts from this address; wait a minute.")
-		return
-	}
 	cred := strings.TrimSpace(ctx.PostForm("credential"))
 	if cred == "" || len(cred) > maxCredentialField {
 		c.renderSignIn(ctx, http.StatusUnauthorized, "Paste a team API key, a JWT or the admin token.")
+		return
+	}
+	addr := clientAddr(ctx.Request)
+	if err := c.checkSignIn(ctx.Request.Context(), cred, addr); err != nil {
+		c.refuseSignIn(ctx, addr, err)
 		return
 	}
 	p, err := c.cfg.Authenticate(ctx.Request.Context(), "Bearer "+cred)
@@ -88,8 +79,10 @@ func (c *Console) signIn(ctx *gin.Context) {
 		status, msg := http.StatusUnauthorized, "That credential was not accepted."
 		if errors.Is(err, auth.ErrUnavailable) {
 			status, msg = http.StatusServiceUnavailable, "Credentials cannot be checked right now; try again shortly."
+		} else if ferr := c.recordFailure(ctx.Request.Context(), cred, addr); ferr != nil {
+			c.cfg.Logger.Warn("console sign-in failure not counted", "client", addr, "err", ferr)
 		}
-		c.cfg.Logger.Info("console sign-in refused", "client", clientAddr(ctx.Request), "err", err)
+		c.cfg.Logger.Info("console sign-in refused", "client", addr, "err", err)
 		c.renderSignIn(ctx, status, msg)
 		return
 	}
@@ -135,25 +128,37 @@ func (c *Console) signOut(ctx *gin.Context) {
 	ctx.Redirect(http.StatusSeeOther, Path+"/signin")
 }
 
-// allowSignIn counts an attempt from addr in the current window, across
-// every replica.
-func (c *Console) allowSignIn(ctx context.Context, addr string) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
-	defer cancel()
-	key := c.cfg.Prefix + "console:signin:" + addr
-	pipe := c.cfg.Redis.TxPipeline()
-	n := pipe.Incr(ctx, key)
-	// Each attempt restarts the window: an address that keeps trying stays
-	// shut out until it pauses for a whole window.
-	pipe.Expire(ctx, key, signInWindow)
-	if _, err := pipe.Exec(ctx); err != nil {
-		return false, err
+// refuseSignIn answers an attempt checkSignIn refused: 429 with the time
+// left in the window that refused it, or 503 when Redis did not answer.
+func (c *Console) refuseSignIn(ctx *gin.Context, addr string, err error) {
+	var l *lockout
+	if !errors.As(err, &l) {
+		c.cfg.Logger.Warn("console sign-in limit unavailable", "err", err)
+		c.renderSignIn(ctx, http.StatusServiceUnavailable, "Sign-in is unavailable: the session store (Redis) is not answering. Try again shortly.")
+		return
 	}
-	return n.Val() <= signInLimit, nil
+	wait := max(int(math.Ceil(l.retry.Seconds())), 1)
+	c.cfg.Logger.Info("console sign-in locked out", "client", addr, "by_address", l.byAddress, "retry_after_s", wait)
+	ctx.Header("Retry-After", strconv.Itoa(wait))
+	msg := fmt.Sprintf("Too many failed sign-ins with this credential; try again in %s.", waitText(wait))
+	if l.byAddress {
+		msg = fmt.Sprintf("Too many failed sign-ins from this address, including with this credential; try again in %s.", waitText(wait))
+	}
+	c.renderSignIn(ctx, http.StatusTooManyRequests, msg)
 }
 
-// clientAddr is the connection's peer address. Forwarded headers are not
-// trusted: anyone can write them.
+// waitText says a wait in whole minutes, or seconds under one.
+func waitText(seconds int) string {
+	if seconds < 60 {
+		return fmt.Sprintf("%d s", seconds)
+	}
+	return fmt.Sprintf("%d min", (seconds+59)/60)
+}
+
+// clientAddr is the client's address: the connection's peer, which behind
+// a load balancer that sends PROXY headers is the client the header names
+// (package proxyheader, on the gateway's listener). Forwarded headers are
+// not trusted: anyone can write them.
 func clientAddr(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
