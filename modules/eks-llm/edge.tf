@@ -73,6 +73,12 @@ resource "aws_vpc_security_group_ingress_rule" "node_agents_tls" {
 }
 
 locals {
+  # The load balancer's subnets, and their ranges: its nodes' addresses,
+  # which alone the gateway believes a PROXY protocol header from.
+  gateway_lb_subnet_ids = var.gateway_internal ? local.private_subnet_ids : local.public_subnet_ids
+  gateway_lb_cidrs = local.create_vpc ? tolist(var.gateway_internal ? aws_subnet.private[*].cidr_block : aws_subnet.public[*].cidr_block) : tolist([
+    for id in local.gateway_lb_subnet_ids : data.aws_subnet.gateway_lb[id].cidr_block
+  ])
   # The gateway's and the orchestrator's node socket's container ports
   # (templates/platform.yaml.tmpl), and the node listener's port.
   gateway_port       = 8080
@@ -103,11 +109,18 @@ resource "aws_vpc_security_group_ingress_rule" "pods_from_gateway_lb" {
   referenced_security_group_id = aws_security_group.gateway_lb.id
 }
 
+# A given VPC's subnets are read for their ranges.
+data "aws_subnet" "gateway_lb" {
+  for_each = local.create_vpc ? toset([]) : toset(local.gateway_lb_subnet_ids)
+
+  id = each.value
+}
+
 resource "aws_lb" "gateway" {
   name                             = "${var.name}-gateway"
   load_balancer_type               = "network"
   internal                         = var.gateway_internal
-  subnets                          = var.gateway_internal ? local.private_subnet_ids : local.public_subnet_ids
+  subnets                          = local.gateway_lb_subnet_ids
   security_groups                  = [aws_security_group.gateway_lb.id]
   enable_cross_zone_load_balancing = true
   enable_deletion_protection       = var.database.deletion_protection
@@ -129,6 +142,19 @@ resource "aws_lb" "gateway" {
 # target draining that long too, neither shorter (the NLB would drop flows
 # the gateway still serves) nor longer than the pod lives.
 # eksllm_test.go checks the relation against the rendered manifest.
+#
+# The TLS listener ends TLS here, so a pod sees the load balancer's address
+# as every connection's source. Proxy protocol v2 tells it the client's: a
+# header before the first byte, which the gateway reads from the load
+# balancer's subnets alone (-proxy-protocol-from, in the platform
+# description below), so the console counts failed sign-ins per client and
+# not per load balancer node. Client IP preservation (also possible for a
+# TCP target group of IP targets) would instead make the client the
+# packets' source, which it cannot be for IPv6 clients of IPv4 pods, over
+# PrivateLink, or for a client that is itself a target of this internal
+# load balancer (no hairpinning): the header works on every path. Health
+# checks carry a header too, the LOCAL command without a client, which the
+# gateway takes as the load balancer's own connection.
 resource "aws_lb_target_group" "gateway" {
   name                 = "${var.name}-gateway"
   port                 = local.gateway_port
@@ -136,6 +162,7 @@ resource "aws_lb_target_group" "gateway" {
   target_type          = "ip"
   vpc_id               = local.vpc_id
   deregistration_delay = 60
+  proxy_protocol_v2    = var.gateway_proxy_protocol
 
   health_check {
     protocol            = "HTTP"

@@ -110,7 +110,7 @@ output "gateway" {
 }
 
 output "platform_description" {
-  description = "The cluster's part of the platform description `llmplat render` and the provider's llmplat_platform_manifests read: cluster, GPU nodes' role, namespace, model cache and GPU pools. The in-cluster layer adds images, models and their workloads."
+  description = "The cluster's part of the platform description `llmplat render` and the provider's llmplat_platform_manifests read: cluster, GPU nodes' role, namespace, model cache, GPU pools and the load balancer's subnets the gateway reads PROXY headers from. The in-cluster layer adds images, replicas, models and their workloads."
   value = {
     cluster   = var.name
     node_role = aws_iam_role.karpenter_node.name
@@ -120,6 +120,9 @@ output "platform_description" {
       region = local.region
     }
     gpu_pool = var.gpu_pool
+    # The load balancer's subnets: the gateway reads the client's address
+    # from the PROXY protocol header of connections from there alone.
+    gateway = { proxy_protocol_from = local.gateway_lb_cidrs }
   }
 }
 

@@ -276,6 +276,12 @@ variable "gateway_internal" {
   default     = true
 }
 
+variable "gateway_proxy_protocol" {
+  description = "Have the load balancer open each connection to a gateway pod with a PROXY protocol v2 header naming the client, which the gateway reads (-proxy-protocol-from, the load balancer's subnets): the console's sign-in limits then count per client, not per load balancer address. Upgrading a running platform, apply once with false (the gateways roll out reading the header where there is one), then with true."
+  type        = bool
+  default     = true
+}
+
 variable "gateway_client_cidrs" {
   description = "CIDRs allowed to reach the gateway on 443."
   type        = list(string)

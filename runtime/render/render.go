@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
+	"strings"
 	"text/template"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/capacity"
+	"github.com/llmplat/llmplat/runtime/proxyheader"
 	"github.com/llmplat/llmplat/templates"
 )
 
@@ -38,6 +40,11 @@ type Platform struct {
 	PrometheusURL string `yaml:"prometheus_url"`
 	Gateway       struct {
 		Replicas int `yaml:"replicas"`
+		// ProxyProtocolFrom are the load balancer's subnets (CIDRs): the
+		// gateway reads the client's address from the PROXY protocol header
+		// of connections from there alone (-proxy-protocol-from). The EKS
+		// module sets them; empty reads no header.
+		ProxyProtocolFrom []string `yaml:"proxy_protocol_from"`
 	} `yaml:"gateway"`
 	Orchestrator struct {
 		Replicas int `yaml:"replicas"`
@@ -233,6 +240,18 @@ func withDefaults(p Platform) Platform {
 	return p
 }
 
+// proxySourcesErr checks gateway.proxy_protocol_from as the gateway's flag
+// reads it, so a range the gateway would refuse fails the render instead.
+func proxySourcesErr(p Platform) error {
+	for _, c := range p.Gateway.ProxyProtocolFrom {
+		if strings.Contains(c, ",") {
+			return fmt.Errorf("%q is not one CIDR", c)
+		}
+	}
+	_, err := proxyheader.ParsePrefixes(strings.Join(p.Gateway.ProxyProtocolFrom, ","))
+	return err
+}
+
 // validate checks what the templates need, naming the field at fault.
 func validate(p Platform) error {
 	bad := func(field, format string, args ...any) error {
@@ -261,6 +280,8 @@ func validate(p Platform) error {
 		return bad("gpu_pool.ami_alias", "%q is not a pinned AL2023 release (al2023@vYYYYMMDD): with @latest every new AMI replaces every GPU node", p.GPUPool.AMIAlias)
 	case p.Gateway.Replicas < 0:
 		return bad("gateway.replicas", "must not be negative")
+	case proxySourcesErr(p) != nil:
+		return bad("gateway.proxy_protocol_from", "%v", proxySourcesErr(p))
 	case p.Orchestrator.Replicas < 0:
 		return bad("orchestrator.replicas", "must not be negative")
 	case p.DrainSeconds < 0:
@@ -408,6 +429,12 @@ func (v platformValues) OrchestratorReplicas() int    { return v.Orchestrator.Re
 func (v platformValues) PlatformImage() string        { return v.Images.Platform }
 func (v platformValues) GatewayPreStopSeconds() int   { return GatewayPreStopSeconds }
 func (v platformValues) GatewayGraceSeconds() int     { return GatewayGraceSeconds }
+
+// GatewayProxyProtocolFrom is the gateway's -proxy-protocol-from: the
+// load balancer's subnets, comma-separated; empty omits the flag.
+func (v platformValues) GatewayProxyProtocolFrom() string {
+	return strings.Join(v.Gateway.ProxyProtocolFrom, ",")
+}
 
 // modelValues fill model.yaml.tmpl.
 type modelValues struct {

@@ -237,6 +237,9 @@ func TestInvalidDescriptions(t *testing.T) {
 		{"does not fit", func(p *Platform) { p.Plan.Workloads[2].TensorParallelSize = 1 }, "plan.workloads[2]: llama-70b on 1 × L40S: model does not fit"},
 		{"latest AMI", func(p *Platform) { p.GPUPool.AMIAlias = "al2023@latest" }, "gpu_pool.ami_alias"},
 		{"drain past the node's grace", func(p *Platform) { p.DrainSeconds = 3600 }, "drain_seconds"},
+		{"proxy source not a CIDR", func(p *Platform) { p.Gateway.ProxyProtocolFrom = []string{"lb.example.com"} }, "gateway.proxy_protocol_from"},
+		{"proxy source trusting everyone", func(p *Platform) { p.Gateway.ProxyProtocolFrom = []string{"0.0.0.0/0"} }, "gateway.proxy_protocol_from"},
+		{"proxy sources in one string", func(p *Platform) { p.Gateway.ProxyProtocolFrom = []string{"10.0.0.0/8,10.1.0.0/16"} }, "gateway.proxy_protocol_from"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -13,7 +13,7 @@ locals {
   description = merge(var.cluster.platform_description, {
     images         = var.images
     prometheus_url = "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
-    gateway        = { replicas = var.replicas.gateway }
+    gateway        = merge(try(var.cluster.platform_description.gateway, {}), { replicas = var.replicas.gateway })
     orchestrator   = { replicas = var.replicas.orchestrator }
     plan = {
       workloads = [for name, m in var.models : {

@@ -14,6 +14,10 @@ mock_provider "aws" {
   mock_data "aws_iam_session_context" {
     defaults = { issuer_arn = "arn:aws:iam::123456789012:role/terraform-runner" }
   }
+  # A given VPC's subnets, read for the load balancer's ranges.
+  mock_data "aws_subnet" {
+    defaults = { cidr_block = "10.1.0.0/20" }
+  }
   mock_data "aws_region" {
     defaults = { name = "eu-central-1" }
   }
@@ -303,6 +307,57 @@ run "given_vpc" {
   assert {
     condition     = toset(keys(aws_ec2_tag.given_subnet_discovery)) == toset(["subnet-a", "subnet-b", "subnet-c"])
     error_message = "Given subnets get Karpenter's discovery tag."
+  }
+  assert {
+    condition     = jsonencode(output.platform_description.gateway.proxy_protocol_from) == jsonencode(["10.1.0.0/20", "10.1.0.0/20", "10.1.0.0/20"])
+    error_message = "The gateway reads PROXY headers from the given subnets the load balancer is in, by their ranges."
+  }
+}
+
+# The console counts failed sign-ins per client: behind the NLB's TLS
+# listeners a pod sees only the load balancer's addresses, so the gateway's
+# target group sends a PROXY protocol v2 header naming the client, and the
+# gateway believes one only from the load balancer's subnets.
+run "gateway_learns_the_client_address" {
+  command = plan
+
+  assert {
+    condition     = aws_lb_target_group.gateway.proxy_protocol_v2 == true
+    error_message = "The gateway's target group must send PROXY protocol v2 headers."
+  }
+  assert {
+    condition     = coalesce(aws_lb_target_group.nodes.proxy_protocol_v2, false) == false
+    error_message = "The node socket's target group sends no PROXY header: the orchestrator reads none."
+  }
+  assert {
+    condition     = jsonencode(output.platform_description.gateway.proxy_protocol_from) == jsonencode(["10.40.0.0/18", "10.40.64.0/18", "10.40.128.0/18"])
+    error_message = "An internal load balancer is in the private subnets: the gateway reads PROXY headers from their ranges alone."
+  }
+}
+
+run "internet_facing_gateway_trusts_the_public_subnets" {
+  command = plan
+
+  variables {
+    gateway_internal = false
+  }
+
+  assert {
+    condition     = jsonencode(output.platform_description.gateway.proxy_protocol_from) == jsonencode(["10.40.192.0/22", "10.40.196.0/22", "10.40.200.0/22"])
+    error_message = "An internet-facing load balancer is in the public subnets: the gateway reads PROXY headers from their ranges alone."
+  }
+}
+
+run "gateway_proxy_protocol_can_wait_for_the_gateways" {
+  command = plan
+
+  variables {
+    gateway_proxy_protocol = false
+  }
+
+  assert {
+    condition     = aws_lb_target_group.gateway.proxy_protocol_v2 == false && length(output.platform_description.gateway.proxy_protocol_from) == 3
+    error_message = "With gateway_proxy_protocol = false the target group sends no header, while the gateways already read one from the load balancer's subnets (the first step of an upgrade)."
   }
 }
 
