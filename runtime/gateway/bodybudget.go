@@ -70,9 +70,11 @@ type bodyBudget struct {
 	mu    sync.Mutex
 	// used is the weight held, by small and by large bodies.
 	used [2]int64
-	// freed is closed, and replaced, whenever weight is given back: the
-	// waiters try again.
-	freed chan struct{}
+	// freed is closed, and replaced, when weight is given back while a
+	// body waits (waiting > 0): the waiters try again. Without waiters a
+	// release costs no allocation.
+	freed   chan struct{}
+	waiting int
 	// metrics observes the weight in use; nil in tests that build a
 	// budget alone.
 	metrics *Metrics
@@ -120,11 +122,19 @@ func (b *bodyBudget) take(ctx context.Context, c int, w int64) error {
 			return nil
 		}
 		freed := b.freed
+		b.waiting++
 		b.mu.Unlock()
+		var err error
 		select {
 		case <-freed:
 		case <-ctx.Done():
-			return errBodyBudget
+			err = errBodyBudget
+		}
+		b.mu.Lock()
+		b.waiting--
+		b.mu.Unlock()
+		if err != nil {
+			return err
 		}
 	}
 }
@@ -136,8 +146,10 @@ func (b *bodyBudget) give(c int, w int64) {
 	}
 	b.mu.Lock()
 	b.used[c] -= w
-	close(b.freed)
-	b.freed = make(chan struct{})
+	if b.waiting > 0 {
+		close(b.freed)
+		b.freed = make(chan struct{})
+	}
 	b.mu.Unlock()
 	b.observe(-w)
 }

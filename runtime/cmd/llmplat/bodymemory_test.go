@@ -61,7 +61,9 @@ func startGatewayProcess(tb testing.TB, bin, engineURL, adminToken string) gatew
 		"-database-url", testenv.Postgres(tb), "-redis-url", rds.URL, "-redis-prefix", rds.Prefix,
 		"-engine", "llama-8b="+engineURL+"@64")
 	cmd.Env = append(os.Environ(), "LLMPLAT_ADMIN_TOKEN="+adminToken)
-	cmd.Stderr = os.Stderr
+	// Its log (a line per request) is shown only when the test fails.
+	logs := &testenv.Buffer{}
+	cmd.Stderr = logs
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -72,6 +74,9 @@ func startGatewayProcess(tb testing.TB, bin, engineURL, adminToken string) gatew
 	tb.Cleanup(func() {
 		_ = cmd.Process.Signal(os.Interrupt)
 		_ = cmd.Wait()
+		if tb.Failed() {
+			tb.Logf("llmplat gateway's log:\n%s", logs.String())
+		}
 	})
 	lines := bufio.NewScanner(out)
 	serving := make(chan string, 1)
