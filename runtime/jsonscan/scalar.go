@@ -1,9 +1,6 @@
 package jsonscan
 
-import (
-	"unicode/utf16"
-	"unicode/utf8"
-)
+import "unicode/utf8"
 
 // Match finds key, as written, among a struct's JSON field names. It
 // returns the index of the name key equals exactly, or -1 for a key that
@@ -132,56 +129,13 @@ func AppendString(dst, v []byte) ([]byte, bool) {
 		return dst, false
 	}
 	s := v[1 : len(v)-1]
-	for r := 0; r < len(s); {
-		c := s[r]
-		switch {
-		case c == '\\':
-			if r+1 >= len(s) {
-				return dst, false
-			}
-			switch s[r+1] {
-			case '"', '\\', '/', '\'':
-				dst = append(dst, s[r+1])
-			case 'b':
-				dst = append(dst, '\b')
-			case 'f':
-				dst = append(dst, '\f')
-			case 'n':
-				dst = append(dst, '\n')
-			case 'r':
-				dst = append(dst, '\r')
-			case 't':
-				dst = append(dst, '\t')
-			case 'u':
-				rr := hex4(s[r:])
-				if rr < 0 {
-					return dst, false
-				}
-				r += 6
-				if utf16.IsSurrogate(rr) {
-					if dec := utf16.DecodeRune(rr, hex4(s[r:])); dec != utf8.RuneError {
-						r += 6
-						dst = utf8.AppendRune(dst, dec)
-						continue
-					}
-					rr = utf8.RuneError
-				}
-				dst = utf8.AppendRune(dst, rr)
-				continue
-			default:
-				return dst, false
-			}
-			r += 2
-		case c == '"' || c < ' ':
+	for len(s) > 0 {
+		r, n := StringRune(s)
+		if n == 0 {
 			return dst, false
-		case c < utf8.RuneSelf:
-			dst = append(dst, c)
-			r++
-		default:
-			rr, size := utf8.DecodeRune(s[r:])
-			r += size
-			dst = utf8.AppendRune(dst, rr)
 		}
+		dst = utf8.AppendRune(dst, r)
+		s = s[n:]
 	}
 	return dst, true
 }
