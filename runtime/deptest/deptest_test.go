@@ -24,10 +24,11 @@ var layers = [][]string{
 		"runtime/k8sschema", "runtime/rdssecret", "runtime/adminrules", "runtime/coldstart", "runtime/credential", "runtime/backoff",
 		"runtime/adminwire", "templates", "modules/eks-llm"},
 	// 1: parsing, protocols and authentication built on them.
-	{"runtime/jsonvariant", "runtime/urlguard", "runtime/tokens", "runtime/nodeproto", "runtime/dispatch",
+	{"runtime/jsonvariant", "runtime/urlguard", "runtime/tokens", "runtime/nodeproto",
 		"runtime/auth", "runtime/adminclient", "runtime/proxyheader"},
-	// 2: the ledger, the cost report and the manifests.
-	{"runtime/ledger", "runtime/render", "runtime/costreport", "runtime/agentflags"},
+	// 2: the ledger, the cost report and the manifests; dispatch, which
+	// counts the text of engine events with the stand-in tokenizer.
+	{"runtime/ledger", "runtime/render", "runtime/costreport", "runtime/agentflags", "runtime/dispatch"},
 	// 3: what is built on the ledger.
 	{"runtime/settlelog", "runtime/admin"},
 	// 4: the processes' parts that talk to engines and clients.

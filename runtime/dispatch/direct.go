@@ -18,6 +18,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/jsonscan"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
 // maxErrorBody bounds how much of an orchestrator's error answer is read:
@@ -341,6 +342,7 @@ func ParseEvent(data []byte) Event {
 	}
 	if r.output {
 		ev.Tokens = 1
+		ev.Text, ev.Calls = r.said.text, r.said.calls
 	}
 	return ev
 }
@@ -366,7 +368,7 @@ func decodeEvent(data []byte) eventRead {
 		}
 	}
 	r.noChoices = jsonscan.IsEmptyArray(c.Choices)
-	r.output = hasOtherOutput(c.Choices)
+	r.output, r.said = hasOtherOutput(c.Choices)
 	return r
 }
 
@@ -405,28 +407,83 @@ func skipSpace(b []byte, i int) int {
 // in a delta: content, tool calls, reasoning, a refusal, anything but the
 // role that is not empty. Such chunks cost the engine tokens like content
 // does, so a client that drops a tool-call stream pays for what it
-// received. Only the deltas' members are decoded.
-func hasOtherOutput(choices json.RawMessage) bool {
+// received. It also counts what the output says (said). Only the deltas'
+// members are decoded.
+func hasOtherOutput(choices json.RawMessage) (bool, said) {
 	if len(choices) == 0 {
-		return false
+		return false, said{}
 	}
-	if found, ok := otherOutput(choices); ok {
-		return found
+	if found, sd, ok := otherOutput(choices); ok {
+		return found, sd
 	}
 	var c []struct {
 		Delta map[string]json.RawMessage `json:"delta"`
 	}
 	if json.Unmarshal(choices, &c) != nil {
-		return false
+		return false, said{}
 	}
+	found, sd := false, said{}
 	for _, ch := range c {
 		for k, v := range ch.Delta {
 			if k != "role" && !emptyValue(bytes.TrimSpace(v)) {
-				return true
+				found = true
 			}
+			sd.add(saidByDecode(k, v))
 		}
 	}
-	return false
+	return found, sd
+}
+
+// saidByDecode is what one delta member says, read as encoding/json reads
+// it (saysOutput in place): a text member's string; the calls of
+// tool_calls, each decoded apart, a call that does not decode saying
+// nothing.
+func saidByDecode(key string, v json.RawMessage) said {
+	var sd said
+	switch key {
+	case textNames[0], textNames[1], textNames[2], textNames[3]:
+		if t, ok := tokens.TextOfJSON(bytes.TrimSpace(v)); ok {
+			sd.text = t
+		}
+	case toolCallsName:
+		var calls []json.RawMessage
+		if json.Unmarshal(v, &calls) != nil {
+			return said{}
+		}
+		for _, c := range calls {
+			var call struct {
+				Function json.RawMessage `json:"function"`
+			}
+			if json.Unmarshal(c, &call) == nil {
+				sd.add(functionByDecode(call.Function))
+			}
+		}
+	case functionCallName:
+		sd = functionByDecode(v)
+	}
+	return sd
+}
+
+// functionByDecode is functionOutput by encoding/json.
+func functionByDecode(fn json.RawMessage) said {
+	var f struct {
+		Name      json.RawMessage `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	var sd said
+	if len(fn) == 0 || json.Unmarshal(fn, &f) != nil {
+		return sd
+	}
+	if t, ok := tokens.TextOfJSON(f.Name); ok {
+		sd.text = t
+		if t.Bytes > 0 {
+			sd.calls = 1
+		}
+	}
+	if t, ok := tokens.TextOfJSON(f.Arguments); ok {
+		sd.text.Add(t)
+	}
+	return sd
 }
 
 // MaxIdleEngineConns is how many idle connections an engine client keeps

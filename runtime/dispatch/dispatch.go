@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
 // Dispatcher runs one admitted chat completion on an engine.
@@ -75,6 +76,16 @@ type Event struct {
 	// platform can tell without a tokenizer: one per content chunk. It backs
 	// the partial settle of a stream that breaks before its usage arrives.
 	Tokens int64
+	// Text is the platform's own count of the output this event carries:
+	// the text of its choices' content, reasoning, refusal and tool calls
+	// (names and arguments), as a client decodes it, each piece counted
+	// alone (tokens.Text). The gateway adds it up for the usage bound
+	// (ledger.BoundUsage), so that neither an engine nor a node can bill
+	// far from what the client received. Zero without output.
+	Text tokens.Text
+	// Calls is how many tool calls the event names (a function name that
+	// is not empty): each may cost tokens of markup no text shows.
+	Calls int64
 	// Progress is the engine's running count on a content chunk (vLLM's
 	// stream_options.continuous_usage_stats, which dispatchers ask for):
 	// the exact prompt and the completion so far. A stream that breaks

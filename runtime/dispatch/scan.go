@@ -5,6 +5,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/jsonscan"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
 // An engine sends every event of every stream through ParseEvent, twice
@@ -26,7 +27,24 @@ type eventRead struct {
 	usage     *openai.Usage // nil when absent or null
 	noChoices bool          // the choices are an empty array: the final usage chunk
 	output    bool          // a choice's delta carries generated output
+	said      said          // what the deltas' output says
 }
+
+// said is the text a chunk's deltas carry, counted (Event.Text), and the
+// tool calls they name (Event.Calls).
+type said struct {
+	text  tokens.Text
+	calls int64
+}
+
+// textNames are the members of a delta whose string values are text the
+// model generated; toolCallsName and functionCallName hold calls.
+var textNames = [...]string{"content", "reasoning_content", "reasoning", "refusal"}
+
+const (
+	toolCallsName    = "tool_calls"
+	functionCallName = "function_call"
+)
 
 // readEvent reads an event in place, as decodeEvent would read it,
 // whitespace and member order being nothing to either; ok is false when
@@ -48,7 +66,7 @@ func readEvent(data []byte) (r eventRead, ok bool) {
 			if jsonscan.IsNull(v) {
 				continue
 			}
-			if r.output, ok = otherOutput(v); !ok {
+			if r.output, r.said, ok = otherOutput(v); !ok {
 				return eventRead{}, false
 			}
 			r.noChoices = jsonscan.IsEmptyArray(v)
@@ -79,6 +97,8 @@ var (
 	includeUsageNames = []string{"include_usage"}
 	choicesNames      = []string{"choices"}
 	finishReasonNames = []string{"finish_reason"}
+	toolCallNames     = []string{"function"}
+	functionNames     = []string{"name", "arguments"}
 )
 
 // usageOf reads a usage object whose counts are integers, none negative
@@ -105,25 +125,26 @@ func usageOf(obj []byte) (*openai.Usage, bool) {
 	return u, !o.Malformed()
 }
 
-// otherOutput is hasOtherOutput read in place; ok is false when the
-// choices are not ones it reads.
-func otherOutput(choices []byte) (found, ok bool) {
+// otherOutput is hasOtherOutput read in place, with what the output
+// says; ok is false when the choices are not ones it reads.
+func otherOutput(choices []byte) (found bool, sd said, ok bool) {
 	a := jsonscan.Elements(choices)
 	for c, more := a.Next(); more; c, more = a.Next() {
-		f, ok := choiceOutput(c)
+		f, ok := choiceOutput(c, &sd)
 		if !ok {
-			return false, false
+			return false, said{}, false
 		}
 		found = found || f
 	}
 	if a.Malformed() {
-		return false, false
+		return false, said{}, false
 	}
-	return found, true
+	return found, sd, true
 }
 
-// choiceOutput reports whether one choice's delta carries output.
-func choiceOutput(choice []byte) (found, ok bool) {
+// choiceOutput reports whether one choice's delta carries output, and
+// adds what it says to sd.
+func choiceOutput(choice []byte, sd *said) (found, ok bool) {
 	sawDelta := false
 	o := jsonscan.Members(choice)
 	for key, v, more := o.Next(); more; key, v, more = o.Next() {
@@ -140,7 +161,7 @@ func choiceOutput(choice []byte) (found, ok bool) {
 		if jsonscan.IsNull(v) {
 			continue
 		}
-		if found, ok = deltaOutput(v); !ok {
+		if found, ok = deltaOutput(v, sd); !ok {
 			return false, false
 		}
 	}
@@ -151,10 +172,12 @@ func choiceOutput(choice []byte) (found, ok bool) {
 }
 
 // deltaOutput reports whether a delta has a member other than the role
-// that is not empty. The decode reads the delta into a map, which keeps
-// the last of two equal keys: a duplicate is left to it.
-func deltaOutput(delta []byte) (found, ok bool) {
+// that is not empty, and adds what its text and calls say to sd. The
+// decode reads the delta into a map, which keeps the last of two equal
+// keys: a duplicate is left to it.
+func deltaOutput(delta []byte, sd *said) (found, ok bool) {
 	var keys [][]byte
+	var own said
 	o := jsonscan.Members(delta)
 	for k, v, more := o.Next(); more; k, v, more = o.Next() {
 		if !jsonscan.Plain(k) {
@@ -169,11 +192,101 @@ func deltaOutput(delta []byte) (found, ok bool) {
 		if string(k) != "role" && !emptyValue(v) {
 			found = true
 		}
+		if !saysOutput(k, v, &own) {
+			return false, false
+		}
 	}
 	if o.Malformed() {
 		return false, false
 	}
+	sd.add(own)
 	return found, true
+}
+
+// add adds o's counts to sd.
+func (sd *said) add(o said) {
+	sd.text.Add(o.text)
+	sd.calls += o.calls
+}
+
+// saysOutput adds to sd what one delta member says: a text member's
+// string, the calls of tool_calls or function_call. It reports false for
+// calls it cannot read exactly (see callOutput).
+func saysOutput(key, v []byte, sd *said) bool {
+	switch string(key) {
+	case textNames[0], textNames[1], textNames[2], textNames[3]:
+		if t, ok := tokens.TextOfJSON(v); ok {
+			sd.text.Add(t)
+		}
+	case toolCallsName:
+		if len(v) == 0 || v[0] != '[' {
+			return true // the decode reads no calls from it either
+		}
+		a := jsonscan.Elements(v)
+		for c, more := a.Next(); more; c, more = a.Next() {
+			if !toolCallOutput(c, sd) {
+				return false
+			}
+		}
+	case functionCallName:
+		return functionOutput(v, sd)
+	}
+	return true
+}
+
+// toolCallOutput adds what one tool call of a delta says: its function's
+// name and arguments. A call that is not an object says nothing, as its
+// decode into a struct fails; ok is false for a key the decode would read
+// another way (see jsonscan.Match) or twice.
+func toolCallOutput(call []byte, sd *said) bool {
+	if len(call) == 0 || call[0] != '{' {
+		return true
+	}
+	var fn []byte
+	o := jsonscan.Members(call)
+	for k, v, more := o.Next(); more; k, v, more = o.Next() {
+		i, plain := jsonscan.Match(k, toolCallNames)
+		switch {
+		case !plain || (i == 0 && fn != nil):
+			return false
+		case i == 0:
+			fn = v
+		}
+	}
+	return !o.Malformed() && (fn == nil || functionOutput(fn, sd))
+}
+
+// functionOutput adds what a called function says: its name (a call, when
+// not empty) and its arguments, each counted when a string.
+func functionOutput(fn []byte, sd *said) bool {
+	if len(fn) == 0 || fn[0] != '{' {
+		return true
+	}
+	var vals [2][]byte // name, arguments
+	o := jsonscan.Members(fn)
+	for k, v, more := o.Next(); more; k, v, more = o.Next() {
+		i, plain := jsonscan.Match(k, functionNames)
+		switch {
+		case !plain || (i >= 0 && vals[i] != nil):
+			return false
+		case i >= 0:
+			vals[i] = v
+		}
+	}
+	if o.Malformed() {
+		return false
+	}
+	for i, v := range vals {
+		t, ok := tokens.TextOfJSON(v)
+		if !ok {
+			continue
+		}
+		sd.text.Add(t)
+		if i == 0 && t.Bytes > 0 {
+			sd.calls++
+		}
+	}
+	return true
 }
 
 // emptyValue reports whether a value span, spaces around it trimmed, is

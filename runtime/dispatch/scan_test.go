@@ -9,6 +9,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/jsonvariant"
 	"github.com/llmplat/llmplat/runtime/openai"
+	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
 // The three events an engine sends for a one-token answer with
@@ -56,8 +57,81 @@ func parseEventByDecode(data []byte) Event {
 	}
 	if hasOtherOutputByDecode(c.Choices) {
 		ev.Tokens = 1
+		ev.Text, ev.Calls = saidByDecodeRef(c.Choices)
 	}
 	return ev
+}
+
+// saidByDecodeRef counts what the deltas' output says by encoding/json
+// alone: each text member's string, and each tool call's function name
+// and arguments when they are strings (a call, when the name is not
+// empty), the calls decoded into structs, one by one.
+func saidByDecodeRef(choices json.RawMessage) (tokens.Text, int64) {
+	var c []struct {
+		Delta map[string]json.RawMessage `json:"delta"`
+	}
+	if json.Unmarshal(choices, &c) != nil {
+		return tokens.Text{}, 0
+	}
+	var (
+		text  tokens.Text
+		calls int64
+	)
+	str := func(raw json.RawMessage) (string, bool) {
+		var s *string
+		if len(raw) == 0 || json.Unmarshal(raw, &s) != nil || s == nil {
+			return "", false
+		}
+		return *s, true
+	}
+	function := func(raw json.RawMessage) {
+		var f struct {
+			Name, Arguments json.RawMessage
+		}
+		if len(raw) == 0 || json.Unmarshal(raw, &f) != nil {
+			return
+		}
+		if s, ok := str(f.Name); ok {
+			text.Add(tokens.TextOf(s))
+			if s != "" {
+				calls++
+			}
+		}
+		if s, ok := str(f.Arguments); ok {
+			text.Add(tokens.TextOf(s))
+		}
+	}
+	for _, ch := range c {
+		for k, v := range ch.Delta {
+			switch k {
+			case "content", "reasoning_content", "reasoning", "refusal":
+				if s, ok := str(v); ok {
+					text.Add(tokens.TextOf(s))
+				}
+			case "tool_calls":
+				var calls []struct{ Function json.RawMessage }
+				if json.Unmarshal(v, &calls) == nil {
+					for _, call := range calls {
+						function(call.Function)
+					}
+					continue
+				}
+				// One call that does not decode leaves the others.
+				var raws []json.RawMessage
+				if json.Unmarshal(v, &raws) == nil {
+					for _, r := range raws {
+						var call struct{ Function json.RawMessage }
+						if json.Unmarshal(r, &call) == nil {
+							function(call.Function)
+						}
+					}
+				}
+			case "function_call":
+				function(v)
+			}
+		}
+	}
+	return text, calls
 }
 
 // hasOtherOutputByDecode is hasOtherOutput without the in-place read.
@@ -155,7 +229,8 @@ func checkParseEvent(t *testing.T, data []byte) {
 			Choices json.RawMessage `json:"choices"`
 		}
 		if json.Unmarshal(data, &raw) == nil && json.Valid(raw.Choices) {
-			if got, want := hasOtherOutput(raw.Choices), hasOtherOutputByDecode(raw.Choices); got != want {
+			if got, _ := hasOtherOutput(raw.Choices); got != hasOtherOutputByDecode(raw.Choices) {
+				want := !got
 				t.Fatalf("hasOtherOutput(%s) = %v, want %v", raw.Choices, got, want)
 			}
 		}
@@ -185,7 +260,49 @@ func FuzzParseEventMatchesDecode(f *testing.F) {
 	} {
 		f.Add([]byte(e))
 	}
+	for _, tt := range textEvents {
+		f.Add([]byte(tt.event))
+	}
 	f.Fuzz(checkParseEvent)
+}
+
+// textEvents are chunks whose output the platform counts (Event.Text),
+// with the counts: content, reasoning, refusals and tool calls, escapes
+// decoded.
+var textEvents = []struct {
+	event string
+	text  tokens.Text
+	calls int64
+}{
+	{`{"choices":[{"index":0,"delta":{"content":" the model"}}]}`, tokens.Text{Bytes: 10, Words: 2, Inner: 2, Tokens: 2}, 0},
+	{`{"choices":[{"index":0,"delta":{"content":"lo wor\u00e9\n"}}]}`, tokens.Text{Bytes: 9, Words: 2, Inner: 1, Tokens: 2}, 0},
+	{`{"choices":[{"index":0,"delta":{"reasoning_content":"a b","content":"c"}}]}`, tokens.Text{Bytes: 4, Words: 3, Inner: 1, Tokens: 3}, 0},
+	{`{"choices":[{"index":0,"delta":{"reasoning":"abcdefghi"}}]}`, tokens.Text{Bytes: 9, Words: 1, Tokens: 2}, 0},
+	{`{"choices":[{"index":0,"delta":{"refusal":"no"}}]}`, tokens.Text{Bytes: 2, Words: 1, Tokens: 1}, 0},
+	{`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"c1","type":"function","function":{"name":"get_weather","arguments":""}}]}}]}`,
+		tokens.Text{Bytes: 11, Words: 1, Tokens: 2}, 1},
+	{`{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\": \"Paris\"}"}}]}}]}`,
+		tokens.Text{Bytes: 17, Words: 2, Inner: 1, Tokens: 2}, 0},
+	{`{"choices":[{"index":0,"delta":{"tool_calls":[5,null,{"function":null},{"function":{"name":"f","arguments":7}},{"function":{"name":"","arguments":"x"}}]}}]}`,
+		tokens.Text{Bytes: 2, Words: 2, Tokens: 2}, 1},
+	{`{"choices":[{"index":0,"delta":{"function_call":{"name":"f","arguments":"{}"}}}]}`, tokens.Text{Bytes: 3, Words: 2, Tokens: 2}, 1},
+	{`{"choices":[{"index":0,"delta":{"content":5,"refusal":null}}]}`, tokens.Text{}, 0},
+	{`{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`, tokens.Text{}, 0},
+	{`{"choices":[{"index":0,"delta":{"content":"a","content":"bc d"}}]}`, tokens.Text{Bytes: 4, Words: 2, Inner: 1, Tokens: 2}, 0},
+	{`{"choices":[{"index":0,"delta":{"tool_calls":[{"FUNCTION":{"name":"f"}}]}}]}`, tokens.Text{Bytes: 1, Words: 1, Tokens: 1}, 1},
+	{`{"choices":[],"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, tokens.Text{}, 0},
+}
+
+// TestParseEventCountsText: the output's text is counted as a client
+// decodes it, whichever path reads the event.
+func TestParseEventCountsText(t *testing.T) {
+	for _, tt := range textEvents {
+		ev := ParseEvent([]byte(tt.event))
+		if ev.Text != tt.text || ev.Calls != tt.calls {
+			t.Errorf("ParseEvent(%s) counts %+v and %d calls, want %+v and %d", tt.event, ev.Text, ev.Calls, tt.text, tt.calls)
+		}
+		checkParseEvent(t, []byte(tt.event))
+	}
 }
 
 func BenchmarkParseEvent(b *testing.B) {
