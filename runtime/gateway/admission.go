@@ -23,6 +23,8 @@ import (
 func (s *Server) reservation(a *admission, req *openai.ChatCompletionRequest) ledger.Reservation {
 	p := a.p
 	a.promptEstimate = tokens.EstimateRequest(req)
+	a.promptFloor = min(tokens.PromptWords(req.Messages), a.promptEstimate)
+	a.stopBytes = int64(len(req.Stop)) // raw: never fewer bytes than its text
 	asked := keyCap(req.MaxOutputTokens(), p.Limits.MaxTokens)
 	return ledger.Reservation{
 		RequestID: a.requestID, TeamID: p.TeamID, KeyID: p.KeyID, Model: req.Model,

@@ -164,7 +164,7 @@ func (x *exchange) open() bool {
 	// The prompt went to the engine. Read what the relay needs now and use
 	// req no more, so the prompt is not kept alive for the stream's minutes.
 	x.streamed, x.wantUsage = req.Stream, req.WantsUsage()
-	x.rel = relay{c: c, ctx: x.ctx, stream: x.view, held: holding{a.promptEstimate, a.reserved.MaxOutputTokens},
+	x.rel = relay{c: c, ctx: x.ctx, stream: x.view, held: a.holding(), continuous: x.view.continuous,
 		onFirst: x.onFirst, onEvent: x.onEvent, onEnd: x.release}
 	if hoptrace.On {
 		x.rel.trace.Set(a.requestID)
@@ -237,6 +237,9 @@ func (x *exchange) end(out Outcome) *Outcome {
 		s.cfg.Logger.Warn("engine went past the reservation; the stream was cut", "request_id", a.requestID, "model", a.model,
 			"max_output_tokens", a.reserved.MaxOutputTokens, "prompt_estimate", a.promptEstimate,
 			"prompt_tokens", x.rel.prompt, "completion_tokens", x.rel.completion)
+	}
+	if x.view.dupKey {
+		s.cfg.Logger.Warn("engine sent an event with a duplicate key; the stream was ended", "request_id", a.requestID, "model", a.model)
 	}
 	if errors.Is(context.Cause(x.ctx), errStreamIdle) {
 		s.cfg.Logger.Warn("engine went silent mid-stream", "request_id", a.requestID, "model", a.model,
@@ -395,14 +398,15 @@ func dispatchRejection(ctx context.Context, err error) *rejection {
 }
 
 // withProgress completes out with the engine's last running count, when a
-// stream broke before its usage arrived: that count is exact where the
-// relay's count of chunks is not.
+// stream broke before its usage arrived: the engine's count, judged like
+// its usage by the relayed text (ledger.BoundUsage), is exact where the
+// platform's stand-in count is not.
 func withProgress(out Outcome, view *clientView) Outcome {
 	if view == nil || view.progress == nil || out.Usage {
 		return out
 	}
 	p := view.progress
 	out.Usage = true
-	out.PromptTokens, out.CompletionTokens = p.PromptTokens, max(p.CompletionTokens, out.CompletionTokens)
+	out.PromptTokens, out.CompletionTokens = p.PromptTokens, p.CompletionTokens
 	return out
 }

@@ -29,6 +29,14 @@
 // states × the endings through the HTTP API, TestAdmissionCloseFromEveryState
 // each state × each outcome at the type.
 //
+// What a request is billed, and what its client is shown as its usage,
+// is one rule (billed, lifecycle.go, over ledger.BoundUsage): the engine's
+// counts within the tolerance of the text the relay counted and the
+// prompt's words, within the reservation. The relay rewrites the usage it
+// shows to that, and ends a stream whose engine sends an event with a
+// duplicate key (model_name.go). TestImplausibleUsageIsBilledFromTheRelayedText
+// drives a hostile engine through it.
+//
 // A request its key's limits refuse (429, checkLimits) is counted per key
 // and minute through Config.Refusals, for the console's keys page; an
 // admitted request writes nothing for it.

@@ -64,6 +64,10 @@ type admission struct {
 	// promptEstimate is the reserved prompt count, used for a partial
 	// settle when the engine's usage never arrived.
 	promptEstimate int64
+	// promptFloor and stopBytes bound the engine's counts from the
+	// request (ledger.Bounds): the words of its prompt's text, the size
+	// of its stop sequences. The prompt itself is not kept.
+	promptFloor, stopBytes int64
 	// tokensLeft is what the key's day has left at admission; -1 when the
 	// key has no tokens_per_day.
 	tokensLeft int64
@@ -281,37 +285,45 @@ func dayTokens(a *admission, out Outcome) int64 {
 	return u.PromptTokens + u.CompletionTokens
 }
 
-// settleCorrected is the one rule for how a request's row ends: the
-// engine's exact usage when it arrived; the tokens produced so far when
-// the client left or the engine broke, the prompt counted at its reserved
-// estimate when the engine's usage never came; a cancel (settle false)
-// when nothing was produced. Either way the counts are bounded
-// (ledger.BoundUsage): at least what was relayed, at most what the
-// reservation allows, never negative; the Correction says what the bound
-// changed.
+// settleCorrected is the one rule for how a request's row ends (billed,
+// with a's reservation).
 func settleCorrected(a *admission, out Outcome) (ledger.Usage, ledger.Source, bool, ledger.Correction) {
+	return billed(out, a.holding())
+}
+
+// billed is the one rule for what a relayed request is billed, and so
+// what its client is shown as its usage: the engine's exact usage when it
+// arrived; the tokens produced so far when the client left or the engine
+// broke — the platform's own count of what it relayed, the prompt at its
+// reserved estimate, when the engine's usage never came; nothing (settle
+// false: a cancel) when nothing was produced. Either way the counts are
+// bounded (ledger.BoundUsage): within the tolerance of the text relayed,
+// the prompt at least its words, at most what the reservation allows,
+// never negative; the Correction says what the bound changed.
+func billed(out Outcome, h holding) (ledger.Usage, ledger.Source, bool, ledger.Correction) {
 	var u ledger.Usage
 	var src ledger.Source
 	switch {
 	case out.State == Completed && out.Usage:
 		u, src = ledger.Usage{PromptTokens: out.PromptTokens, CompletionTokens: out.CompletionTokens}, ledger.SourceExact
-	case out.CompletionTokens > 0 || out.Usage || out.Relayed > 0:
+	case out.CompletionTokens > 0 || out.Usage || out.Relayed.Chunks > 0:
 		prompt := out.PromptTokens
 		if !out.Usage {
-			prompt = a.promptEstimate
+			prompt = h.promptEstimate
 		}
 		u, src = ledger.Usage{PromptTokens: prompt, CompletionTokens: out.CompletionTokens}, ledger.SourcePartial
 	default:
 		return ledger.Usage{}, "", false, 0
 	}
-	u, c := ledger.BoundUsage(u, out.Relayed, a.bounds())
+	u, c := ledger.BoundUsage(u, out.Relayed, h.bounds())
 	return u, src, true, c
 }
 
-// bounds is what a's reservation lets its settle bill: what the relay
+// holding is what a's reservation lets its settle bill: what the relay
 // held the engine to.
-func (a *admission) bounds() ledger.Bounds {
-	return holding{a.promptEstimate, a.reserved.MaxOutputTokens}.bounds()
+func (a *admission) holding() holding {
+	return holding{promptEstimate: a.promptEstimate, maxOutput: a.reserved.MaxOutputTokens,
+		promptFloor: a.promptFloor, stopBytes: a.stopBytes}
 }
 
 // logCorrected counts and logs, once per request (Close), what the bound
@@ -321,7 +333,9 @@ func (s *Server) logCorrected(a *admission, out Outcome, u ledger.Usage, settle 
 		return
 	}
 	s.cfg.Metrics.usageCorrected(a.model, c)
+	r := out.Relayed
 	s.cfg.Logger.Warn("the engine's usage was corrected before the settle", "request_id", a.requestID, "model", a.model,
 		"corrected", c.String(), "reported_prompt_tokens", out.PromptTokens, "reported_completion_tokens", out.CompletionTokens,
-		"relayed", out.Relayed, "billed_prompt_tokens", u.PromptTokens, "billed_completion_tokens", u.CompletionTokens)
+		"prompt_floor", a.promptFloor, "prompt_estimate", a.promptEstimate, "relayed_chunks", r.Chunks, "relayed_words", r.Words,
+		"relayed_bytes", r.Bytes, "relayed_tokens", r.Tokens, "billed_prompt_tokens", u.PromptTokens, "billed_completion_tokens", u.CompletionTokens)
 }

@@ -36,16 +36,16 @@ func TestAdmissionCloseFromEveryState(t *testing.T) {
 		exact     = "exact"
 	)
 	// What the relay had counted when the limits ended early (release).
-	progress := Outcome{State: Completed, CompletionTokens: 3, Relayed: 3}
+	progress := Outcome{State: Completed, CompletionTokens: 3, Relayed: chunks(3)}
 	outcomes := []struct {
 		name    string
 		out     Outcome
 		wantRow string // for an admission that holds a row
 	}{
 		{"refused", Outcome{State: Refused}, cancelled},
-		{"client gone", Outcome{State: ClientGone, CompletionTokens: 5, Relayed: 5}, partial},
-		{"broken", Outcome{State: Broken, CompletionTokens: 5, Relayed: 5}, partial},
-		{"completed", Outcome{State: Completed, Usage: true, PromptTokens: 12, CompletionTokens: 5, Relayed: 5}, exact},
+		{"client gone", Outcome{State: ClientGone, CompletionTokens: 5, Relayed: chunks(5)}, partial},
+		{"broken", Outcome{State: Broken, CompletionTokens: 5, Relayed: chunks(5)}, partial},
+		{"completed", Outcome{State: Completed, Usage: true, PromptTokens: 12, CompletionTokens: 5, Relayed: chunks(5)}, exact},
 	}
 	states := []admissionState{admPending, admAdmitted, admReserving, admHeld, admReleased, admReleaseFailed, admClosed}
 	for i, st := range states {

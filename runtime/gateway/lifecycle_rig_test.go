@@ -239,3 +239,12 @@ func checkQueueEmpty(t *testing.T, s *stack, model string) {
 		t.Errorf("the model's queue holds %d entries (%v) after the request ended", n, err)
 	}
 }
+
+// chunks is what a relay counts of n chunks of one short word each.
+func chunks(n int64) ledger.Relayed {
+	var r ledger.Relayed
+	for range n {
+		r.AddChunk(4, 1, 1, 0)
+	}
+	return r
+}

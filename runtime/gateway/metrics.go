@@ -66,7 +66,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		capped: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_settles_capped_total",
 			Help: "Settles whose cost the ledger capped at the reservation: tokens produced beyond it went unbilled."}, []string{"model"}),
 		corrected: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_usage_corrected_total",
-			Help: "Settles whose reported usage was corrected before billing, by model and reason: under_reported (fewer completion tokens than relayed; the relayed count was billed), over_reserved (past the reservation; the bound was billed), negative (counted as zero)."},
+			Help: "Settles whose reported usage was corrected before billing, by model and reason: under_reported (fewer completion tokens than the relayed text holds: its words, one an event; the gateway's own count was billed), over_reported (more than the relayed text can hold: its bytes, one an event and a margin; the gateway's own count was billed), implausible_prompt (fewer prompt tokens than the prompt's words; the estimate was billed), over_reserved (past the reservation; the bound was billed), negative (counted as zero)."},
 			[]string{"model", "reason"}),
 		early: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "llmplat_gateway_early_reservations_total",
 			Help: "Reservations that ran while the engine prefilled, by result (held, or refused after the dispatch)."}, []string{"result"}),

@@ -3,9 +3,12 @@ package gateway
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strconv"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/jsonscan"
+	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -14,12 +17,23 @@ import (
 // which is the platform's business; and the running usage the platform
 // asks engines for on every chunk only when the client asked for it too.
 // It keeps the last running count, for the settle of a stream that breaks.
+// An event with a duplicate key never reaches the client (errDuplicateKey).
 type clientView struct {
 	dispatch.Stream
 	quoted     []byte // the platform model's name as a JSON string
 	continuous bool   // the client asked for continuous usage stats
 	progress   *openai.Usage
+	dupKey     bool // the engine sent an event with a duplicate key: the stream ended there
 }
+
+// errDuplicateKey ends a stream whose engine sent an event with two equal
+// keys in one object. Readers disagree on such an event (encoding/json
+// keeps the last, others the first), so the client might read in it
+// another text, or another usage, than the platform counted and billed;
+// no engine sends one (vLLM writes its events from Python dicts), so the
+// one that does is broken or hostile, and its answer ends as an engine
+// failure, billed for what was relayed before it.
+var errDuplicateKey = fmt.Errorf("%w: the engine sent an event with a duplicate key", dispatch.ErrStreamBroken)
 
 // newClientView wraps st for a request for model; continuous says whether
 // the client asked for a running usage on every chunk.
@@ -38,8 +52,16 @@ func wantsContinuousUsage(req *openai.ChatCompletionRequest) bool {
 // Recv implements dispatch.Stream.
 func (s *clientView) Recv() (dispatch.Event, error) {
 	ev, err := s.Stream.Recv()
-	if err != nil || ev.Err != nil {
+	if err != nil {
 		return ev, err
+	}
+	if dup, ok := jsonscan.DuplicateKey(ev.Data); dup || (!ok && json.Valid(ev.Data)) {
+		// Too deep to check is refused too: no engine nests that deep.
+		s.dupKey = true
+		return dispatch.Event{}, errDuplicateKey
+	}
+	if ev.Err != nil {
+		return ev, nil
 	}
 	return s.show(ev), nil
 }
@@ -66,7 +88,7 @@ func (s *clientView) show(ev dispatch.Event) dispatch.Event {
 		s.progress = &u
 		strip = !s.continuous
 	}
-	ev.Data = rewriteChunk(ev.Data, s.quoted, strip)
+	ev.Data = rewriteChunk(ev.Data, s.quoted, nil, strip)
 	return ev
 }
 
@@ -82,15 +104,16 @@ type chunkEdit struct {
 }
 
 // rewriteChunk returns chunk with the value of each top-level "model"
-// member that is a string replaced by quoted (unless quoted is nil) and,
-// when strip is set, each top-level "usage" member that is an object
-// removed with its comma; or chunk itself when nothing changes, or when
+// member that is a string replaced by quoted (unless quoted is nil), each
+// top-level "usage" member that is an object replaced by usage (unless
+// usage is nil) or else, when strip is set, removed with its comma; or
+// chunk itself when nothing changes, or when
 // chunk is not a JSON object. The chunk is read by its structure, in one
 // jsonscan pass, so the engine's spacing and member order do not matter
 // (an engine written in Python writes "model": "x"), and text that
 // mentions "model" or "usage" is never taken for a member. A key spelled
 // with escapes is left as it came.
-func rewriteChunk(chunk, quoted []byte, strip bool) []byte {
+func rewriteChunk(chunk, quoted, usage []byte, strip bool) []byte {
 	var edits [maxChunkEdits]chunkEdit
 	n := 0
 	kept := -1     // where the last member kept ends
@@ -113,6 +136,9 @@ func rewriteChunk(chunk, quoted []byte, strip bool) []byte {
 				edits[n] = chunkEdit{from: start, to: end, with: quoted}
 				n++
 			}
+		case usage != nil && string(k) == "usage" && v[0] == '{':
+			edits[n] = chunkEdit{from: start, to: end, with: usage}
+			n++
 		case strip && string(k) == "usage" && v[0] == '{':
 			if kept < 0 {
 				dropping = keyAt // up to the next member, its comma with it
@@ -144,6 +170,25 @@ func rewriteChunk(chunk, quoted []byte, strip bool) []byte {
 		at = e.to
 	}
 	return append(out, chunk[at:]...)
+}
+
+// usageJSON is u as a usage object, its total the sum (saturating: never
+// negative) of what it adds.
+func usageJSON(u ledger.Usage) []byte {
+	b := make([]byte, 0, 96)
+	b = append(b, `{"prompt_tokens":`...)
+	b = strconv.AppendInt(b, u.PromptTokens, 10)
+	b = append(b, `,"completion_tokens":`...)
+	b = strconv.AppendInt(b, u.CompletionTokens, 10)
+	b = append(b, `,"total_tokens":`...)
+	b = strconv.AppendInt(b, addSaturating(u.PromptTokens, u.CompletionTokens), 10)
+	return append(b, '}')
+}
+
+// billedUsage is u as a non-streamed answer's usage.
+func billedUsage(u ledger.Usage) *openai.Usage {
+	return &openai.Usage{PromptTokens: u.PromptTokens, CompletionTokens: u.CompletionTokens,
+		TotalTokens: addSaturating(u.PromptTokens, u.CompletionTokens)}
 }
 
 // offsetIn is where part, a subslice jsonscan returned, starts in whole.

@@ -10,8 +10,8 @@ import (
 )
 
 // renameModel and stripUsage are rewriteChunk's two edits apart.
-func renameModel(chunk, quoted []byte) []byte { return rewriteChunk(chunk, quoted, false) }
-func stripUsage(chunk []byte) []byte          { return rewriteChunk(chunk, nil, true) }
+func renameModel(chunk, quoted []byte) []byte { return rewriteChunk(chunk, quoted, nil, false) }
+func stripUsage(chunk []byte) []byte          { return rewriteChunk(chunk, nil, nil, true) }
 
 func TestRenameModel(t *testing.T) {
 	quoted, _ := json.Marshal("llama-8b")
@@ -89,7 +89,7 @@ func FuzzRewriteChunk(f *testing.F) {
 			in["model"] = "llama-8b"
 		}
 		for _, v := range append([]jsonvariant.Variant{{Name: "as sent", Data: chunk}}, jsonvariant.Of(chunk)...) {
-			out := rewriteChunk(v.Data, quoted, strip)
+			out := rewriteChunk(v.Data, quoted, nil, strip)
 			var got map[string]any
 			if err := json.Unmarshal(out, &got); err != nil || !reflect.DeepEqual(got, in) {
 				t.Fatalf("rewriteChunk(%s %s, strip %v) = %s, reads %v (%v), want %v", v.Name, v.Data, strip, out, got, err, in)

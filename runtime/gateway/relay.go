@@ -36,16 +36,17 @@ func (s State) String() string {
 type Outcome struct {
 	State State
 	// Usage is set when the engine's usage event arrived: then the token
-	// counts are the engine's own. Otherwise CompletionTokens counts the
-	// content chunks relayed and PromptTokens is zero (unknown).
+	// counts are the engine's own. Otherwise CompletionTokens is the
+	// platform's own count of what was relayed (Relayed.Tokens) and
+	// PromptTokens is zero (unknown).
 	Usage            bool
 	PromptTokens     int64
 	CompletionTokens int64
-	// Relayed is the platform's own count of the content events the relay
-	// took from the engine for the client (dispatch.Event.Tokens), whatever
-	// the engine's usage says: a settle bills at least this
-	// (ledger.BoundUsage).
-	Relayed int64
+	// Relayed is the platform's own count of the output the relay took
+	// from the engine for the client (dispatch.Event.Text), whatever the
+	// engine's usage says: a settle bills the engine's count only within
+	// its tolerance (ledger.BoundUsage).
+	Relayed ledger.Relayed
 }
 
 // relay copies one engine stream to one client.
@@ -73,19 +74,33 @@ type relay struct {
 	// build that traces hops; empty otherwise.
 	trace hoptrace.Tag
 	// prompt and completion are the highest counts seen: the engine's
-	// running usage, or the chunks counted.
+	// running usage, or the fewest tokens the text relayed holds.
 	prompt, completion int64
+	// continuous: the client asked for the running usage on every chunk,
+	// which it is shown bounded (shownUsage).
+	continuous bool
 }
 
-// holding is what a request's reservation covers: the prompt estimate and
-// the output cap, in tokens.
+// holding is what a request's reservation covers — the prompt estimate
+// and the output cap, in tokens — and what the request tells of the
+// engine's counts: the words of its prompt's text, the size of its stop
+// sequences (ledger.Bounds).
 type holding struct {
 	promptEstimate, maxOutput int64
+	promptFloor, stopBytes    int64
 }
 
 // bounds is the holding as the ledger's bound reads it.
 func (h holding) bounds() ledger.Bounds {
-	return ledger.Bounds{PromptEstimate: h.promptEstimate, MaxOutput: h.maxOutput}
+	return ledger.Bounds{PromptEstimate: h.promptEstimate, MaxOutput: h.maxOutput, PromptFloor: h.promptFloor, StopBytes: h.stopBytes}
+}
+
+// tolerance is the holding's bounds without the reservation's: what the
+// text relayed and the request make plausible of an engine's counts.
+func (h holding) tolerance() ledger.Bounds {
+	b := h.bounds()
+	b.MaxOutput = 0
+	return b
 }
 
 // errOverReservation ends a stream whose engine went past what the ledger
@@ -118,16 +133,26 @@ func (r *relay) next() (dispatch.Event, error) {
 	if hoptrace.On && ev.Tokens > 0 && r.out.CompletionTokens == 0 {
 		hoptrace.Mark(r.trace.ID(), hoptrace.GatewayFirst)
 	}
-	r.out.CompletionTokens += ev.Tokens
-	r.out.Relayed += ev.Tokens
+	r.out.Relayed.Counted = true
+	if ev.Tokens > 0 {
+		r.out.Relayed.AddChunk(ev.Text.Bytes, ev.Text.Inner, ev.Text.Tokens, ev.Calls)
+		if !r.out.Usage {
+			r.out.CompletionTokens = r.out.Relayed.Tokens
+		}
+	}
 	if ev.Usage != nil {
 		r.out.Usage = true
 		r.out.PromptTokens, r.out.CompletionTokens = ev.Usage.PromptTokens, ev.Usage.CompletionTokens
 		return ev, nil // the answer is whole: the settle accounts for it
 	}
-	r.completion = max(r.completion, r.out.CompletionTokens)
+	r.completion = max(r.completion, r.out.Relayed.Floor())
 	if p := ev.Progress; p != nil {
-		r.prompt, r.completion = max(r.prompt, p.PromptTokens), max(r.completion, p.CompletionTokens)
+		// The engine's running count as far as the text relayed makes it
+		// plausible: a count no tokenizer could give that text neither
+		// cuts the stream nor is billed.
+		u, _ := ledger.BoundUsage(ledger.Usage{PromptTokens: p.PromptTokens, CompletionTokens: p.CompletionTokens},
+			r.out.Relayed, r.held.tolerance())
+		r.prompt, r.completion = max(r.prompt, u.PromptTokens), max(r.completion, u.CompletionTokens)
 	}
 	if r.held.exceeded(r.prompt, r.completion) {
 		return ev, errOverReservation
@@ -241,12 +266,33 @@ func (r *relay) step(wantUsage bool) bool {
 	if ev.Err != nil {
 		r.out.State = Broken
 	}
-	if err := sse.WriteData(ev.Data); err != nil {
+	if err := sse.WriteData(r.shownUsage(ev)); err != nil {
 		r.out.State = ClientGone
 		return false
 	}
 	r.flush()
 	return true
+}
+
+// shownUsage is the event's data as the client is shown it: the usage an
+// engine put on it replaced by what the request is billed (billed) — on
+// the final usage chunk, the bill; on a content chunk of a client that
+// asked for the running usage, the engine's running count bounded as a
+// bill would bound it if the stream ended there. The client never sees
+// an engine's own figure: not 2^62, not a negative, not a total that is
+// not the sum of what it adds.
+func (r *relay) shownUsage(ev dispatch.Event) []byte {
+	var u ledger.Usage
+	switch {
+	case ev.Usage != nil:
+		u, _, _, _ = billed(r.out, r.held)
+	case ev.Progress != nil && r.continuous:
+		running := ledger.Usage{PromptTokens: ev.Progress.PromptTokens, CompletionTokens: ev.Progress.CompletionTokens}
+		u, _ = ledger.BoundUsage(running, r.out.Relayed, r.held.bounds())
+	default:
+		return ev.Data
+	}
+	return rewriteChunk(ev.Data, nil, usageJSON(u), false)
 }
 
 // brokenEvent is the error event of a stream that broke with cause: the
@@ -294,15 +340,14 @@ func (r *relay) buffered() Outcome {
 			return r.out
 		}
 		if ev.Usage != nil {
-			// The client is told the usage it is billed (settleCorrected bounds
-			// it the same way), not an engine's count past the
-			// reservation, below what was relayed or negative.
-			u, _ := ledger.BoundUsage(ledger.Usage{PromptTokens: ev.Usage.PromptTokens, CompletionTokens: ev.Usage.CompletionTokens},
-				r.out.Relayed, r.held.bounds())
-			resp.Usage = openai.NewUsage(u.PromptTokens, u.CompletionTokens)
-			continue
+			continue // the answer's usage is what it is billed, below
 		}
 		a.add(ev.Data)
+	}
+	// The client is told the usage it is billed (billed, the settle's own
+	// rule), never an engine's figure.
+	if u, _, settle, _ := billed(r.out, r.held); settle {
+		resp.Usage = billedUsage(u)
 	}
 	resp.ID, resp.Created, resp.Model = a.id, a.created, a.model
 	msg := openai.ResponseMessage{Role: "assistant"}

@@ -131,7 +131,8 @@ func TestHugeReportedUsageIsBounded(t *testing.T) {
 // TestNegativeReportedUsageSettles: an engine's negative usage neither
 // leaves the row reserved (it was refused at every settle and sweep,
 // holding the team's credit for good) nor bills less than was relayed:
-// the row settles at the chunks relayed.
+// the row settles at the chunks relayed, and the prompt — whose text has
+// words, so no engine counts it as nothing — at the reserved estimate.
 func TestNegativeReportedUsageSettles(t *testing.T) {
 	const chunks = 5
 	s := newStack(t, stackOpts{engine: usageEngine(chunks, -5, -hugeTokens)})
@@ -139,21 +140,22 @@ func TestNegativeReportedUsageSettles(t *testing.T) {
 	team := s.team("alpha", 10*credit)
 	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
 	for _, stream := range []bool{true, false} {
-		resp, body := s.do(key, chatBody("llama-8b", stream, 100))
+		req := chatBody("llama-8b", stream, 100)
+		resp, body := s.do(key, req)
 		if resp.StatusCode != 200 {
 			t.Fatalf("stream %v: status %d: %s", stream, resp.StatusCode, body)
 		}
 		r := s.waitRow(resp.Header.Get("X-Request-Id"))
-		if r.status != "settled" || r.completion != chunks || r.prompt != 0 || r.cost <= 0 {
-			t.Errorf("stream %v: row %+v; want settled at the %d chunks relayed, at a cost", stream, r, chunks)
+		if est := gateway.PromptEstimate(t, req); r.status != "settled" || r.completion != chunks || r.prompt != est || r.cost <= 0 {
+			t.Errorf("stream %v: row %+v; want settled at the %d chunks relayed and the prompt's estimate %d, at a cost", stream, r, chunks, est)
 		}
 	}
 	s.settled()
 	if b, err := s.led.Balance(t.Context(), team); err != nil || b.Reserved != 0 {
 		t.Errorf("balance %+v (%v), want nothing held", b, err)
 	}
-	if neg, under := corrections(t, m, "negative"), corrections(t, m, "under_reported"); neg != 2 || under != 2 {
-		t.Errorf("corrections counted: negative %v, under_reported %v; want 2 and 2", neg, under)
+	if neg, under, prompt := corrections(t, m, "negative"), corrections(t, m, "under_reported"), corrections(t, m, "implausible_prompt"); neg != 2 || under != 2 || prompt != 2 {
+		t.Errorf("corrections counted: negative %v, under_reported %v, implausible_prompt %v; want 2 of each", neg, under, prompt)
 	}
 }
 

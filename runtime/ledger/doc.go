@@ -27,10 +27,13 @@
 //   - Every count a settle is given is bounded first (BoundUsage, the one
 //     rule for it): never negative, never beyond the tokens the reservation
 //     held (the output cap, and the prompt estimate plus the cap in all),
-//     and — where the caller counted what it relayed, as the gateway does —
-//     never below that count. An engine or node that reports 2^62 tokens,
-//     fewer than it streamed, or a negative count is billed within those
-//     bounds, the correction logged and reported (Outcome.Corrected), and
+//     and — where the caller counted what it relayed, as the gateway does
+//     (Relayed) — a completion outside the tolerance of the relayed text
+//     (its words to its bytes) is replaced by the caller's own count, and
+//     a prompt below its text's words by the estimate. An engine or node
+//     that reports 2^62 tokens, fewer than it streamed, or a negative
+//     count is billed within those bounds, the correction logged and
+//     reported (Outcome.Corrected), and
 //     the row is closed: a settle never leaves a row reserved for its
 //     numbers. Usage sums saturate rather than overflow.
 //   - Settle bills Cost(usage) at the reserved prices, but never more than

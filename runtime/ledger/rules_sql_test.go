@@ -139,7 +139,8 @@ func TestClampSQLMatchesClampOutput(t *testing.T) {
 // TestBoundSQLMatchesBoundUsage draws reports, hostile ones included, and
 // reservations, and compares the settle batch's bound (boundCompletionSQL,
 // boundPromptSQL, negativeSQL, overReservedSQL) with BoundUsage with
-// nothing relayed: the same counts, the same corrections.
+// nothing relayed and no prompt floor, as a batch's rows hold neither:
+// the same counts, the same corrections.
 func TestBoundSQLMatchesBoundUsage(t *testing.T) {
 	s := newSQLRule(t)
 	rng := rand.New(rand.NewPCG(18, 19))
@@ -166,9 +167,9 @@ func TestBoundSQLMatchesBoundUsage(t *testing.T) {
 			b.MaxOutput = 0 // a row reserved before the cap was stored
 		}
 		got := s.eval(cols, []int64{reported.PromptTokens, reported.CompletionTokens, b.PromptEstimate, b.MaxOutput}, exprs...)
-		want, c := BoundUsage(reported, 0, b)
+		want, c := BoundUsage(reported, Relayed{}, b)
 		if got[0] != want.PromptTokens || got[1] != want.CompletionTokens ||
-			got[2] != (c&Negative != 0) || got[3] != (c&OverReserved != 0) {
+			got[2] != (c&Negative != 0) || got[3] != (c&OverReserved != 0) || c&^(Negative|OverReserved) != 0 {
 			t.Errorf("BoundUsage(%+v, 0, %+v): SQL prompt %v completion %v negative %v over %v; Go %+v %s",
 				reported, b, got[0], got[1], got[2], got[3], want, c)
 		}

@@ -122,7 +122,7 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 		}
 		var corrected Correction
 		if status == StatusSettled {
-			u, corrected = BoundUsage(u, 0, row.bounds())
+			u, corrected = BoundUsage(u, Relayed{}, row.bounds())
 		}
 		if status == StatusSettled && src.partial() {
 			var produced bool
