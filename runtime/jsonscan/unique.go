@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"bytes"
+	"math"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -12,9 +13,13 @@ import (
 // one key). Readers disagree on such a value — encoding/json keeps the
 // last, others the first or refuse it — so what one part reads of it
 // another may not. ok is false when data is not one well-formed value
-// within MaxDepth: then nothing is said about its keys. It walks data once
-// and allocates only for an object of more than smallObject keys.
+// within MaxDepth, or is past 2 GiB: then nothing is said about its keys.
+// It walks data once and allocates only for an object of more than
+// smallObject keys.
 func DuplicateKey(data []byte) (dup, ok bool) {
+	if len(data) > math.MaxInt32 {
+		return false, false // keySpan's offsets; no event is that large
+	}
 	end := uniqueValue(data, skipSpace(data, 0), 0)
 	switch {
 	case end == dupFound:
@@ -38,6 +43,13 @@ const dupFound = -2
 // linear time, not quadratic.
 const smallObject = 8
 
+// keySpan is a key's contents, as offsets into the walked data, and
+// whether they are Plain: two plain keys are equal only byte for byte.
+type keySpan struct {
+	from, to int32
+	plain    bool
+}
+
 // uniqueValue is skipValue that also looks for duplicate keys.
 func uniqueValue(d []byte, i, depth int) int {
 	if i < len(d) {
@@ -56,7 +68,7 @@ func uniqueObject(d []byte, i, depth int) int {
 		return -1
 	}
 	var (
-		small [smallObject][2]int32 // the keys' contents, as offsets into d
+		small [smallObject]keySpan // the keys so far
 		n     int
 		many  map[string]struct{} // decoded keys, past smallObject
 	)
@@ -79,17 +91,19 @@ func uniqueObject(d []byte, i, depth int) int {
 				return dupFound
 			}
 		case n < smallObject:
+			plain := Plain(key)
 			for _, k := range small[:n] {
-				if keysEqual(d[k[0]:k[1]], key) {
+				other := d[k.from:k.to]
+				if plain && k.plain && string(other) == string(key) || !(plain && k.plain) && keysEqual(other, key) {
 					return dupFound
 				}
 			}
-			small[n] = [2]int32{int32(start), int32(i - 1)}
+			small[n] = keySpan{from: int32(start), to: int32(i - 1), plain: plain}
 			n++
 		default:
 			many = make(map[string]struct{}, 2*smallObject)
 			for _, k := range small[:n] {
-				seen(many, d[k[0]:k[1]])
+				seen(many, d[k.from:k.to])
 			}
 			if seen(many, key) {
 				return dupFound

@@ -59,7 +59,8 @@ func FuzzDuplicateKey(f *testing.F) {
 	for _, e := range events {
 		f.Add([]byte(e))
 	}
-	for _, s := range []string{`{"a":1,"\u0061":2}`, `{"a":[{"b":1},{"b":1,"b":2}]}`, "{\"\xff\":1,\"\xfe\":2}", `{"\ud83d":1,"\ude00":2}`} {
+	for _, s := range []string{`{"a":1,"\u0061":2}`, `{"a":[{"b":1},{"b":1,"b":2}]}`, "{\"\xff\":1,\"\xfe\":2}", `{"\ud83d":1,"\ude00":2}`,
+		`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"\u0061":0}`, `{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6,"g":7,"h":8,"i":9,"j":0}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -122,5 +123,30 @@ func dupByTokens(t *testing.T, data []byte) bool {
 		if top != nil && top.object {
 			top.key = true
 		}
+	}
+}
+
+// BenchmarkDuplicateKey is the gateway's check of every event it relays,
+// beside Value, the plain walk of the same events.
+func BenchmarkDuplicateKey(b *testing.B) {
+	data := make([][]byte, len(events))
+	for i, e := range events {
+		data[i] = []byte(e)
+	}
+	for _, tc := range []struct {
+		name string
+		walk func([]byte)
+	}{
+		{"DuplicateKey", func(d []byte) { DuplicateKey(d) }},
+		{"Value", func(d []byte) { Value(d) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				for _, d := range data {
+					tc.walk(d)
+				}
+			}
+		})
 	}
 }
