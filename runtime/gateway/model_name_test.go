@@ -7,6 +7,7 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/jsonscan"
 	"github.com/llmplat/llmplat/runtime/jsonvariant"
+	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
 // renameModel and stripUsage are rewriteChunk's two edits apart.
@@ -68,31 +69,44 @@ func TestStripUsage(t *testing.T) {
 }
 
 // FuzzRewriteChunk: what the client reads of a rewritten chunk is the
-// engine's chunk with its model renamed and, when stripped, no usage
-// object; however the engine spelled it.
+// engine's chunk with its model renamed and its usage object replaced
+// (the usage billed) or, when stripped, gone; however the engine spelled
+// it.
 func FuzzRewriteChunk(f *testing.F) {
 	for _, e := range oneTokenEvents {
-		f.Add([]byte(e.data), true)
+		f.Add([]byte(e.data), true, false)
+		f.Add([]byte(e.data), false, true)
 	}
-	f.Add([]byte(`{"id": "c", "model": "sim-8b", "choices": [], "usage": {"prompt_tokens": 3}}`), true)
-	f.Add([]byte(`{"usage":{"prompt_tokens":3},"model":null}`), true)
+	f.Add([]byte(`{"id": "c", "model": "sim-8b", "choices": [], "usage": {"prompt_tokens": 3}}`), true, false)
+	f.Add([]byte(`{"usage" : {"prompt_tokens": 3} , "model": "sim-8b", "choices": []}`), false, true)
+	f.Add([]byte(`{"usage":{"prompt_tokens":3},"model":null}`), true, false)
 	quoted := []byte(`"llama-8b"`)
-	f.Fuzz(func(t *testing.T, chunk []byte, strip bool) {
+	billed := usageJSON(ledger.Usage{PromptTokens: 12, CompletionTokens: 3})
+	f.Fuzz(func(t *testing.T, chunk []byte, strip, replace bool) {
 		var in map[string]any
 		if json.Unmarshal(chunk, &in) != nil || in == nil || !plainDistinctKeys(chunk) {
 			return
 		}
-		if u, ok := in["usage"].(map[string]any); ok && strip && u != nil {
-			delete(in, "usage")
+		var usage []byte
+		if u, ok := in["usage"].(map[string]any); ok && u != nil {
+			switch {
+			case replace:
+				in["usage"] = map[string]any{"prompt_tokens": 12.0, "completion_tokens": 3.0, "total_tokens": 15.0}
+			case strip:
+				delete(in, "usage")
+			}
+		}
+		if replace {
+			usage = billed
 		}
 		if _, ok := in["model"].(string); ok {
 			in["model"] = "llama-8b"
 		}
 		for _, v := range append([]jsonvariant.Variant{{Name: "as sent", Data: chunk}}, jsonvariant.Of(chunk)...) {
-			out := rewriteChunk(v.Data, quoted, nil, strip)
+			out := rewriteChunk(v.Data, quoted, usage, strip)
 			var got map[string]any
 			if err := json.Unmarshal(out, &got); err != nil || !reflect.DeepEqual(got, in) {
-				t.Fatalf("rewriteChunk(%s %s, strip %v) = %s, reads %v (%v), want %v", v.Name, v.Data, strip, out, got, err, in)
+				t.Fatalf("rewriteChunk(%s %s, strip %v, usage %s) = %s, reads %v (%v), want %v", v.Name, v.Data, strip, usage, out, got, err, in)
 			}
 		}
 	})
