@@ -57,6 +57,9 @@ const (
 	drainTimeout = time.Second
 )
 
+// errBodyPastLength is a body longer than its Content-Length.
+var errBodyPastLength = errors.New("the body is longer than its announced length")
+
 // errBodyBudget is a body that found no room in the budget in time.
 var errBodyBudget = errors.New("no room to read the request body in time")
 
@@ -217,6 +220,14 @@ func (b *bodyBudget) readBody(c *gin.Context) ([]byte, *heldBody, error) {
 		buf := make([]byte, n)
 		if _, err := io.ReadFull(body, buf); err != nil {
 			return nil, h, err
+		}
+		// The body's end is read too: it is what lifts the body's read
+		// deadline (httpserve.BodyDeadline) and starts the server's watch
+		// for the client going away; a byte past the announced length is
+		// a broken request.
+		var past [1]byte
+		if m, err := body.Read(past[:]); m > 0 || !errors.Is(err, io.EOF) {
+			return nil, h, errors.Join(errBodyPastLength, err)
 		}
 		return buf, h, nil
 	}
