@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -20,8 +21,9 @@ const (
 	// settled rows grouped per model and team, and the node events. It is
 	// the one console read allowed more than store.RequestBudget (a page's
 	// few indexed reads): it scans a week rather than an index range, and
-	// runs at most once per costCacheTTL per replica; a frozen database
-	// still gets the page's 503 within it.
+	// runs at most once per costCacheTTL per replica, on its own; the page
+	// waits for it only within its own budget, so a frozen database gets
+	// the page's 503 as quickly as any other page's.
 	costTimeout = 30 * time.Second
 	// costCacheTTL is how long one computed report serves the cost page:
 	// computing it reads a week of settled rows, while a minute moves a
@@ -47,38 +49,69 @@ type costView struct {
 // up to when it was computed and the page says when that was, so a figure
 // is at most costCacheTTL behind the ledger and the node registry, and the
 // first view after the TTL computes a new one. Each replica keeps its own.
-// Views that arrive while a report is computed wait for it rather than
-// compute their own.
+//
+// A computation runs on its own, bounded by costTimeout, and views that
+// arrive while it runs wait for it rather than compute their own; a view
+// waits only as long as its page may (Config.QueryTimeout), so a frozen
+// database answers the page within the budget of every other, while the
+// computation goes on and serves the next view.
 type costCache struct {
-	// lock is held while the cache is read or a report computed; a
-	// channel of one so that a waiting view gives up when its client does.
-	lock     chan struct{}
+	mu       sync.Mutex
 	report   costreport.Report
 	computed time.Time // zero until a report is kept
+	// running is closed when the computation under way ends; nil when
+	// none runs. failed is the last computation's error.
+	running chan struct{}
+	failed  error
 }
 
-func newCostCache() *costCache { return &costCache{lock: make(chan struct{}, 1)} }
+func newCostCache() *costCache { return &costCache{} }
+
+// fresh reports whether the kept report serves a view at now.
+func (c *costCache) fresh(now time.Time) bool {
+	age := now.Sub(c.computed)
+	return !c.computed.IsZero() && age >= 0 && age < costCacheTTL
+}
 
 // get returns the report computed within costCacheTTL before now, or
-// computes one for now with compute and keeps it; it returns when the
-// report was computed. A failed computation is not kept.
+// starts computing one for now with compute (on ctx's values, without its
+// end: compute bounds itself) and waits for it until ctx ends; it returns
+// when the report was computed. A failed computation is not kept.
 func (c *costCache) get(ctx context.Context, now time.Time,
 	compute func(context.Context, time.Time) (costreport.Report, error)) (costreport.Report, time.Time, error) {
+	c.mu.Lock()
+	if c.fresh(now) {
+		defer c.mu.Unlock()
+		return c.report, c.computed, nil
+	}
+	if c.running == nil {
+		done := make(chan struct{})
+		c.running = done
+		detached := context.WithoutCancel(ctx)
+		go func() {
+			defer close(done)
+			r, err := compute(detached, now)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.running, c.failed = nil, err
+			if err == nil {
+				c.report, c.computed = r, now
+			}
+		}()
+	}
+	done := c.running
+	c.mu.Unlock()
 	select {
-	case c.lock <- struct{}{}:
+	case <-done:
 	case <-ctx.Done():
 		return costreport.Report{}, time.Time{}, fmt.Errorf("wait for the cost report: %w", context.Cause(ctx))
 	}
-	defer func() { <-c.lock }()
-	if age := now.Sub(c.computed); !c.computed.IsZero() && age >= 0 && age < costCacheTTL {
-		return c.report, c.computed, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed != nil {
+		return costreport.Report{}, time.Time{}, c.failed
 	}
-	r, err := compute(ctx, now)
-	if err != nil {
-		return costreport.Report{}, time.Time{}, err
-	}
-	c.report, c.computed = r, now
-	return r, now, nil
+	return c.report, c.computed, nil
 }
 
 // costProfiles prices GPU-hours for the cost page: the configured ones, or
@@ -108,10 +141,13 @@ func (c *Console) costPage(ctx *gin.Context) {
 		"the weekly cost report (as `llmplat report`): GPU-hours from the node registry's events (register to drain or deregister, "+
 			"times the node's GPUs, priced per GPU kind), tokens from the ledger's settled rows created in the window"),
 		NoModel: costreport.NoModel, CacheSeconds: int(costCacheTTL.Seconds())}
-	r, computed, err := c.cost.get(ctx.Request.Context(), c.cfg.Now().UTC(), c.costReport)
+	wait, cancel := c.budget(ctx.Request.Context())
+	defer cancel()
+	r, computed, err := c.cost.get(wait, c.cfg.Now().UTC(), c.costReport)
 	if err != nil {
 		c.cfg.Logger.Warn("console cost report unavailable", "err", err)
-		c.renderUnavailable(ctx, se, "The week's cost report cannot be computed: "+err.Error())
+		c.renderUnavailable(ctx, se, "The week's cost report is not ready: the platform database is not answering in time. "+
+			"Its computation goes on; reload shortly.")
 		return
 	}
 	v.Report, v.ReadAt = r, computed

@@ -85,4 +85,37 @@ func TestCostCache(t *testing.T) {
 			t.Errorf("first view: %v", err)
 		}
 	})
+	t.Run("a computation outlives the view that started it and serves the next", func(t *testing.T) {
+		c := newCostCache()
+		release := make(chan struct{})
+		ctx, cancel := context.WithCancel(context.Background())
+		var computeCtx context.Context
+		computed := make(chan struct{})
+		waiting := make(chan error, 1)
+		go func() {
+			_, _, err := c.get(ctx, t0, func(cctx context.Context, now time.Time) (costreport.Report, error) {
+				computeCtx = cctx
+				<-release
+				defer close(computed)
+				return costreport.Report{To: now}, nil
+			})
+			waiting <- err
+		}()
+		cancel() // the page's budget ends while the report is computed
+		if err := <-waiting; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the view whose budget ended: %v, want its context's end", err)
+		}
+		close(release)
+		<-computed
+		if computeCtx.Err() != nil {
+			t.Errorf("the computation's context ended with the view's: %v", computeCtx.Err())
+		}
+		r, at, err := c.get(context.Background(), t0.Add(time.Second), func(context.Context, time.Time) (costreport.Report, error) {
+			t.Error("the next view computed again")
+			return costreport.Report{}, nil
+		})
+		if err != nil || !at.Equal(t0) || !r.To.Equal(t0) {
+			t.Errorf("the next view: report to %v computed %v (%v), want the one computed at t0", r.To, at, err)
+		}
+	})
 }

@@ -20,10 +20,10 @@ import (
 const frozenAnswerBound = 30 * time.Second
 
 // TestPostgresFrozen: with PostgreSQL frozen, a team's usage page (whose
-// session is checked against its API key in the database) and an admin's
-// teams page answer the designed 503 page with Retry-After while the
-// database is still frozen, within the page's budget rather than at the
-// thaw; with PostgreSQL down (connections refused at once) they answer
+// session is checked against its API key in the database), an admin's
+// teams page and the weekly cost report's page answer the designed 503
+// page with Retry-After while the database is still frozen, within the
+// page's budget rather than at the thaw; with PostgreSQL down (connections refused at once) they answer
 // the same; and a database that does not answer ends no session: once it
 // is back, the same cookies read the same pages.
 func TestPostgresFrozen(t *testing.T) {
@@ -90,9 +90,27 @@ func TestPostgresFrozen(t *testing.T) {
 		}
 	}
 	unavailable("frozen")
+	// The weekly cost report, first asked for while the database is
+	// frozen: the page answers within its budget, its computation goes on,
+	// and after the thaw the page shows it.
+	const costPath = "/console/platform/cost"
+	t0 := time.Now()
+	status, header, body, err := getWithin(p.URL+costPath, sessions["admin"], frozenAnswerBound)
+	switch {
+	case err != nil:
+		t.Errorf("%s with PostgreSQL frozen: no answer after %v (%v): it waits for the database", costPath, time.Since(t0), err)
+	case status != http.StatusServiceUnavailable || header.Get("Retry-After") == "" || !strings.Contains(body, "database is not answering"):
+		t.Errorf("%s with PostgreSQL frozen: %d (Retry-After %q), want the designed 503 page:\n%s", costPath, status, header.Get("Retry-After"), body)
+	}
 	p.PostgresProxy.Thaw()
 	frozen = false
 	back("thawed")
+	eventually(t, func() string {
+		if resp, _ := get(t, p.URL, costPath, sessions["admin"]); resp.StatusCode != http.StatusOK {
+			return costPath + " after the thaw: status " + resp.Status
+		}
+		return ""
+	})
 
 	p.PostgresProxy.Cut()
 	unavailable("down")
