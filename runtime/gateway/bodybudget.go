@@ -52,9 +52,10 @@ const (
 	// budget: the bodies before it decode in well under a second.
 	retryBodyBudget = time.Second
 	// drainTimeout bounds the reading of a body the gateway refuses
-	// without decoding it (drainUnread): a client on any real network
-	// sends 8 MiB within it, and one that does not is cut.
-	drainTimeout = time.Second
+	// without decoding it (drainUnread): a client on a 10 Mbit/s link
+	// sends 8 MiB within it, and one slower than that is cut. Draining
+	// holds a goroutine and a small shared buffer, no memory of its own.
+	drainTimeout = 10 * time.Second
 )
 
 // errBodyPastLength is a body longer than its Content-Length.

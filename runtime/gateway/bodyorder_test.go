@@ -19,9 +19,9 @@ import (
 )
 
 // answerWait bounds the wait for an answer the gateway gives without the
-// body: far below any body read timeout, far above a loaded machine's
-// round trip.
-const answerWait = 30 * time.Second
+// body: past the gateway's drainTimeout (10 s) by far more than a loaded
+// machine's round trip, below its body read timeout (60 s).
+const answerWait = 45 * time.Second
 
 // openBody starts a request whose body, of the announced length, the test
 // sends nothing of until it closes the returned writer; the response
@@ -68,7 +68,7 @@ func await(t *testing.T, got <-chan *http.Response, what string) *http.Response 
 // minute is refused before its body is read, however large the body
 // announces itself: the 429 comes while not one byte of the body was sent
 // (the gateway waits drainTimeout for it, to let a client still sending
-// read the answer, then closes the connection).
+// read the answer, then closes the connection; answerWait is longer).
 func TestRefusedKeyIsAnsweredWithoutItsBody(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	key := s.key(adminwire.CreateKeyRequest{TeamID: s.team("alpha", 10*credit), RPM: 1})
