@@ -44,9 +44,10 @@ const (
 	// smallReserveDivisor sets the part of the budget only small bodies
 	// may take: a quarter, room for hundreds of 64 KiB bodies at once.
 	smallReserveDivisor = 4
-	// bodyChunk is how much of a body of unknown length (chunked
-	// encoding) is weighed at a time as it arrives: the budget holds what
-	// was read, not what the client announced.
+	// bodyChunk is the first buffer of a body of unknown length (chunked
+	// encoding); the buffer doubles as the body arrives, its weight taken
+	// before each growth: the budget holds what was read (within a factor
+	// of two), not what the client announced.
 	bodyChunk = 64 << 10
 	// retryBodyBudget is the Retry-After of a request refused for the
 	// budget: the bodies before it decode in well under a second.
@@ -202,7 +203,7 @@ func (h *heldBody) release() {
 
 // readBody reads the request's body under the budget: its weight is taken
 // before the bytes are read — all of it when the client announced the
-// length, bodyChunk at a time as they arrive otherwise — and a body that
+// length, as its buffer doubles from bodyChunk otherwise — and a body that
 // finds no room within the budget's wait is refused (errBodyBudget). The
 // body is read into a buffer of its exact length when that is known.
 func (b *bodyBudget) readBody(c *gin.Context) ([]byte, *heldBody, error) {
@@ -235,8 +236,11 @@ func (b *bodyBudget) readBody(c *gin.Context) ([]byte, *heldBody, error) {
 	var buf []byte
 	for {
 		if len(buf) == cap(buf) {
-			grown := int64(cap(buf)) + bodyChunk
-			if err := h.grow(ctx, grown, bodyWeight*bodyChunk); err != nil {
+			// Doubled, from bodyChunk up to one byte past the limit (which
+			// MaxBytesReader then refuses): the copies left behind add up
+			// to the final size, not to its square over bodyChunk.
+			grown := min(max(2*int64(cap(buf)), bodyChunk), MaxBodyBytes+1)
+			if err := h.grow(ctx, grown, bodyWeight*(grown-int64(cap(buf)))); err != nil {
 				return nil, h, err
 			}
 			buf = append(make([]byte, 0, grown), buf...)

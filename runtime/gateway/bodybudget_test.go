@@ -3,8 +3,16 @@ package gateway
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/llmplat/llmplat/runtime/hostilebody"
 )
 
 // expired is a context that has ended: a take that must wait fails at
@@ -94,5 +102,48 @@ func TestBodyBudgetWakesWaiters(t *testing.T) {
 	second.release()
 	if got := b.inUse(); got != ([2]int64{}) {
 		t.Errorf("in use %v after every release, want none", got)
+	}
+}
+
+// TestChunkedBodies: a body of unknown length is read whole as it grows,
+// weighed as it grows and given back once released; past MaxBodyBytes it
+// is refused with 413.
+func TestChunkedBodies(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		body   string
+		status int
+	}{
+		{"a small body", chatBody("llama-8b", false, 5), http.StatusOK},
+		{"three MiB of messages", hostilebody.Messages(60_000), http.StatusOK},
+		{"past the limit", hostilebody.Shapes[0].Build(MaxBodyBytes + 1<<20), http.StatusRequestEntityTooLarge},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &Server{cfg: Config{Metrics: NewMetrics(nil)}, bodies: newBodyBudget(DefaultBodyBudget, DefaultBodyWait, nil)}
+			w := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(w)
+			c.Request = httptest.NewRequest(http.MethodPost, "/v1/chat/completions", io.NopCloser(strings.NewReader(tc.body)))
+			c.Request.ContentLength = -1
+			req, _, held, ok := s.readRequest(c)
+			status := http.StatusOK
+			if !ok {
+				status = w.Code
+			}
+			if status != tc.status {
+				t.Fatalf("status %d (%s), want %d", status, w.Body.String(), tc.status)
+			}
+			if ok {
+				if len(req.Messages) == 0 {
+					t.Error("the body decoded to no messages")
+				}
+				if used := s.bodies.inUse(); used[small]+used[large] < int64(len(tc.body)) {
+					t.Errorf("the held weight %v is less than the body's %d bytes", used, len(tc.body))
+				}
+				held.release()
+			}
+			if used := s.bodies.inUse(); used != ([2]int64{}) {
+				t.Errorf("weight %v still held", used)
+			}
+		})
 	}
 }
