@@ -50,7 +50,7 @@ var layers = [][]string{
 var harnesses = map[string]bool{
 	"runtime/testenv": true, "runtime/kubetest": true, "runtime/platformtest": true,
 	"runtime/golden": true, "runtime/costreport/costreporttest": true, "runtime/chaos": true,
-	"runtime/deptest": true, "runtime/hostilebody": true,
+	"runtime/deptest": true, "runtime/hostilebody": true, "runtime/twin": true,
 }
 
 // forbidden lists, per package, modules its whole dependency tree must not

@@ -1,0 +1,5 @@
+package twin
+
+import "testing"
+
+func TestMain(m *testing.M) { Main(m) }
