@@ -39,8 +39,8 @@ keda_src=$(go mod download -json "github.com/kedacore/keda/v2@$keda_version" | s
 [ -d "$keda_src" ] || { echo "twinbins: KEDA $keda_version not in the module cache" >&2; exit 1; }
 cp -r "$keda_src" "$work/keda"
 chmod -R u+w "$work/keda"
-step "KEDA $keda_version operator" bash -c "cd '$work/keda' && go build -o '$tmp/keda-operator' ./cmd/operator"
-step "KEDA $keda_version metrics adapter" bash -c "cd '$work/keda' && go build -o '$tmp/keda-adapter' ./cmd/adapter"
+step "KEDA $keda_version operator" bash -c "cd '$work/keda' && go build -mod=mod -o '$tmp/keda-operator' ./cmd/operator"
+step "KEDA $keda_version metrics adapter" bash -c "cd '$work/keda' && go build -mod=mod -o '$tmp/keda-adapter' ./cmd/adapter"
 
 rm -rf "$out"
 mv "$tmp" "$out"
