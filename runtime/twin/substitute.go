@@ -146,7 +146,10 @@ var Substitutions = []Substitution{
 			return o, nil
 		}},
 	{Name: "the platform's Deployments run as processes", Kind: "Deployment", Names: PlatformDeployments, Paths: []string{"-"},
-		Why: "the twin runs the gateway and orchestrator replicas as processes of the llmplat binary with the rendered pods' arguments (StartPlatform): a pod on a KWOK node runs nothing"},
+		Why: "a pod on a KWOK node runs nothing: the twin runs each replica as a process of the llmplat binary (StartPlatform) with its pod's arguments and environment, " +
+			"where a listen address \":port\" gets the pod's own address (all processes share one network namespace), a Service's DNS name its stand-in's address " +
+			"(the twin has no kube-proxy or cluster DNS), the Secret llmplat the test's PostgreSQL and Redis (-redis-prefix: the test's keys) without the AWS " +
+			"password secret, and the in-cluster credentials the twin's kubeconfig"},
 	{Name: "the Prometheus Operator's objects not applied", Kind: "ServiceMonitor", Paths: []string{"-"},
 		Why: "the twin's Prometheus is configured with the same targets directly (the operator's CRDs and controller are not part of the twin)"},
 	{Name: "the Prometheus Operator's objects not applied", Kind: "PodMonitor", Paths: []string{"-"},
