@@ -201,6 +201,7 @@ func (d ModelDeployment) values(mp capacity.ModelPlan) (modelValues, error) {
 		// A cold start from zero, and the autoscaler's wait before it may
 		// take a replica away: wake.go.
 		ExpectedLoadSeconds: expectedLoad, ScaleDownWindowSeconds: scaleDownWindowSeconds(expectedLoad),
+		ProgressDeadlineSeconds: progressDeadlineSeconds(expectedLoad),
 	}
 	scaled := deploymentValues{modelValues: v, DeploymentName: "vllm-" + d.Name, Role: "scaled", PreferSpot: d.Spot}
 	v.Deployments = []deploymentValues{scaled}

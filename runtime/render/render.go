@@ -465,6 +465,9 @@ type modelValues struct {
 	// annotation's expected-load); ScaleDownWindowSeconds the HPA's
 	// scale-down stabilisation, at least that (wake.go).
 	ExpectedLoadSeconds, ScaleDownWindowSeconds int
+	// ProgressDeadlineSeconds bounds a rollout's wait for its next
+	// replica: two cold starts (wake.go).
+	ProgressDeadlineSeconds int
 	// Deployments are the model's engines: the one the ScaledObject
 	// scales, and for a spot model its on-demand floor.
 	Deployments []deploymentValues

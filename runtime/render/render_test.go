@@ -82,21 +82,31 @@ func TestRenderExample(t *testing.T) {
 	}
 }
 
-// modelDoc returns the document of kind in model-<name>.yaml.
+// modelDoc returns the first document of kind in model-<name>.yaml.
 func modelDoc(t *testing.T, files []File, name, kind string) map[string]any {
 	t.Helper()
+	return modelDocs(t, files, name, kind)[0]
+}
+
+// modelDocs returns every document of kind in model-<name>.yaml, at
+// least one.
+func modelDocs(t *testing.T, files []File, name, kind string) []map[string]any {
+	t.Helper()
+	var out []map[string]any
 	for _, f := range files {
 		if f.Name != "model-"+name+".yaml" {
 			continue
 		}
 		for _, d := range docs(t, f) {
 			if d["kind"] == kind {
-				return d
+				out = append(out, d)
 			}
 		}
 	}
-	t.Fatalf("no %s for %s", kind, name)
-	return nil
+	if len(out) == 0 {
+		t.Fatalf("no %s for %s", kind, name)
+	}
+	return out
 }
 
 // dig walks a decoded document.

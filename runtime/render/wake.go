@@ -27,6 +27,9 @@ const (
 	// a model that loads fast: five minutes of low load before a replica
 	// goes.
 	minScaleDownWindowSeconds = 300
+	// defaultProgressDeadlineSeconds is Kubernetes' default of a
+	// Deployment's progressDeadlineSeconds.
+	defaultProgressDeadlineSeconds = 600
 )
 
 // expectedLoadSeconds is how long a replica of weightBytes is expected to
@@ -34,6 +37,16 @@ const (
 func expectedLoadSeconds(weightBytes float64) int {
 	return nodeLaunchSeconds + imagePullSeconds + engineWarmupSeconds +
 		int(math.Ceil(weightBytes/weightsSyncRate+weightBytes/weightsLoadRate))
+}
+
+// progressDeadlineSeconds is how long a model's rollout may go without a
+// new replica turning available before the Deployment reports it failed
+// (ProgressDeadlineExceeded): two cold starts, at least Kubernetes' own
+// default of 10 min. The default alone is shorter than the larger
+// models' expected loads (over 1,100 s for the 70B on L40S), so every
+// rollout of them would report a failure while it is merely loading.
+func progressDeadlineSeconds(expectedLoad int) int {
+	return max(defaultProgressDeadlineSeconds, 2*expectedLoad)
 }
 
 // scaleDownWindowSeconds is the HPA's scale-down stabilisation: at least

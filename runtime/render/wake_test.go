@@ -1,6 +1,7 @@
 package render
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +45,51 @@ func TestWakeFromZero(t *testing.T) {
 				t.Errorf("a replica Ready as late as its startup probe allows (%v from zero) outlives the hold and cooldown (%v)", latestReady, held)
 			}
 		})
+	}
+}
+
+// TestRolloutOutlastsAColdStart: a model Deployment's rollout is reported
+// failed only after two cold starts without progress; Kubernetes' default
+// (600 s) is shorter than the larger models' loads, so every rollout of
+// them would report ProgressDeadlineExceeded while merely loading.
+func TestRolloutOutlastsAColdStart(t *testing.T) {
+	files, plan := renderedExample(t)
+	for _, mp := range plan.Models {
+		load := expectedLoadSeconds(mp.Memory.WeightBytes)
+		for _, doc := range modelDocs(t, files, mp.Model, "Deployment") {
+			deadline, ok := dig(t, doc, "spec", "progressDeadlineSeconds").(int)
+			if !ok || deadline < 2*load {
+				t.Errorf("%s: progressDeadlineSeconds %v, want at least two cold starts (2 × %d s)", mp.Model, dig(t, doc, "spec", "progressDeadlineSeconds"), load)
+			}
+		}
+	}
+}
+
+// TestActivationPastThreshold: a ScaledObject that may sit at zero (a
+// spot model's replicas above its on-demand floor, a model scaled to
+// zero) is activated by its engines' load only past the load's own
+// threshold: at KEDA's default activation (any value above 0) the 8B
+// kept a spot replica above its floor whenever it served anything. The
+// platform's queue still wakes a model at zero at its first caller.
+func TestActivationPastThreshold(t *testing.T) {
+	files, plan := renderedExample(t)
+	for _, mp := range plan.Models {
+		so := modelDoc(t, files, mp.Model, "ScaledObject")
+		for _, tr := range dig(t, so, "spec", "triggers").([]any) {
+			if dig(t, tr, "type") != "prometheus" {
+				continue
+			}
+			md := dig(t, tr, "metadata").(map[string]any)
+			query, _ := md["query"].(string)
+			activation, ok := md["activationThreshold"].(string)
+			switch {
+			case strings.Contains(query, "llmplat_model_pending_requests"):
+				if activation != "0" {
+					t.Errorf("%s: the queue's trigger activates above %q, want any queued caller (0)", mp.Model, activation)
+				}
+			case !ok || activation != md["threshold"]:
+				t.Errorf("%s: trigger %s activates above %q, want its threshold %v", mp.Model, query, activation, md["threshold"])
+			}
+		}
 	}
 }
