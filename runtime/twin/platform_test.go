@@ -32,7 +32,7 @@ func TestPlatformRunsAsRendered(t *testing.T) {
 		return
 	}
 	rendered := renderExample(t)
-	applied, err := Substitute(c, rendered)
+	applied, err := Substitute(Env{Scaler: c}, rendered)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,13 +31,20 @@ type Substitution struct {
 	// item or map key; "-" alone means the object is not applied at all,
 	// "kind" that it is replaced by another kind's object.
 	Paths []string
-	apply func(s Scaler, o *unstructured.Unstructured) (*unstructured.Unstructured, error)
+	apply func(s Env, o *unstructured.Unstructured) (*unstructured.Unstructured, error)
 }
 
-// Scaler is what the substitutions need of the twin: its time scale.
+// Scaler is the twin's time scale.
 type Scaler interface {
 	// Dur is a real-world duration on the twin's clock.
 	Dur(time.Duration) time.Duration
+}
+
+// Env is what the substitutions need of the twin.
+type Env struct {
+	Scaler
+	// PrometheusURL is the twin's Prometheus (empty: left as rendered).
+	PrometheusURL string
 }
 
 // kwokNodeClass names the twin's node class: KWOK nodes of the instance
@@ -52,7 +59,7 @@ const defaultProgressDeadline = 600 * time.Second
 var Substitutions = []Substitution{
 	{Name: "EC2NodeClass → KWOKNodeClass", Kind: "EC2NodeClass", Paths: []string{"kind"},
 		Why: "the twin's nodes are KWOK nodes that Karpenter's kwok provider launches; an EC2NodeClass needs AWS",
-		apply: func(_ Scaler, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		apply: func(_ Env, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			n := &unstructured.Unstructured{Object: map[string]any{
 				"apiVersion": "karpenter.kwok.sh/v1alpha1", "kind": "KWOKNodeClass",
 				"metadata": map[string]any{"name": o.GetName()}}}
@@ -61,7 +68,7 @@ var Substitutions = []Substitution{
 	{Name: "NodePool's nodeClassRef → the KWOKNodeClass", Kind: "NodePool",
 		Paths: []string{"spec.template.spec.nodeClassRef.group", "spec.template.spec.nodeClassRef.kind"},
 		Why:   "the NodePool launches KWOK nodes; its requirements, limits, taints and budgets are production's",
-		apply: func(_ Scaler, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		apply: func(_ Env, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			ref := []string{"spec", "template", "spec", "nodeClassRef"}
 			if err := unstructured.SetNestedField(o.Object, "karpenter.kwok.sh", append(ref, "group")...); err != nil {
 				return nil, err
@@ -71,7 +78,7 @@ var Substitutions = []Substitution{
 	{Name: "NodePool's periods on the twin's clock", Kind: "NodePool",
 		Paths: []string{"spec.disruption.consolidateAfter", "spec.template.spec.expireAfter", "spec.template.spec.terminationGracePeriod"},
 		Why:   "one time scale for the whole twin",
-		apply: func(s Scaler, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		apply: func(s Env, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			return o, scaleDurations(s, o, [][]string{{"spec", "disruption", "consolidateAfter"},
 				{"spec", "template", "spec", "expireAfter"}, {"spec", "template", "spec", "terminationGracePeriod"}})
 		}},
@@ -80,7 +87,7 @@ var Substitutions = []Substitution{
 			"spec.advanced.horizontalPodAutoscalerConfig.behavior.*.stabilizationWindowSeconds",
 			"spec.advanced.horizontalPodAutoscalerConfig.behavior.*.policies.*.periodSeconds"},
 		Why: "one time scale for the whole twin (KEDA counts in whole seconds: at least 1)",
-		apply: func(s Scaler, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		apply: func(s Env, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			if err := scaleSeconds(s, o.Object, []string{"spec", "pollingInterval"}, []string{"spec", "cooldownPeriod"}); err != nil {
 				return nil, err
 			}
@@ -104,9 +111,23 @@ var Substitutions = []Substitution{
 			}
 			return o, nil
 		}},
+	{Name: "ScaledObject's Prometheus → the twin's", Kind: "ScaledObject", Paths: []string{"spec.triggers.*.metadata.serverAddress"},
+		Why: "the twin's Prometheus scrapes the same engines' and orchestrators' metrics at their addresses; the rendered URL names kube-prometheus-stack's Service, which the twin does not run",
+		apply: func(s Env, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			if s.PrometheusURL == "" {
+				return o, nil
+			}
+			triggers, _, _ := unstructured.NestedSlice(o.Object, "spec", "triggers")
+			for _, t := range triggers {
+				if md, ok := t.(map[string]any)["metadata"].(map[string]any); ok && md["serverAddress"] != nil {
+					md["serverAddress"] = s.PrometheusURL
+				}
+			}
+			return o, unstructured.SetNestedSlice(o.Object, triggers, "spec", "triggers")
+		}},
 	{Name: "ScaledObject's office-hours cron trigger dropped", Kind: "ScaledObject", Paths: []string{"spec.triggers"},
 		Why: "the warm window follows the wall clock, which the twin does not scale: its scenarios would depend on the hour they run at",
-		apply: func(_ Scaler, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		apply: func(_ Env, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			triggers, _, _ := unstructured.NestedSlice(o.Object, "spec", "triggers")
 			kept := triggers[:0]
 			for _, t := range triggers {
@@ -119,7 +140,7 @@ var Substitutions = []Substitution{
 	{Name: "Deployment's periods on the twin's clock", Kind: "Deployment",
 		Paths: []string{"spec.progressDeadlineSeconds", "spec.minReadySeconds", "spec.template.spec.terminationGracePeriodSeconds"},
 		Why:   "one time scale for the whole twin (progressDeadlineSeconds: the API server's default 600 s when unset)",
-		apply: func(s Scaler, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		apply: func(s Env, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			if _, ok, _ := unstructured.NestedFieldNoCopy(o.Object, "spec", "progressDeadlineSeconds"); !ok {
 				if err := unstructured.SetNestedField(o.Object, int64(defaultProgressDeadline.Seconds()), "spec", "progressDeadlineSeconds"); err != nil {
 					return nil, err
@@ -131,7 +152,7 @@ var Substitutions = []Substitution{
 	{Name: "a model Service's expected load on the twin's clock", Kind: "Service",
 		Paths: []string{"metadata.annotations." + clusterwatch.ModelSpecAnnotation},
 		Why:   "the load the orchestrators advise callers of a model at zero to wait is the twin's",
-		apply: func(s Scaler, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		apply: func(s Env, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 			ann := o.GetAnnotations()
 			spec, ok := ann[clusterwatch.ModelSpecAnnotation]
 			if !ok {
@@ -162,7 +183,7 @@ var Substitutions = []Substitution{
 var PlatformDeployments = []string{"llmplat-gateway", "llmplat-orchestrator"}
 
 // Substitute returns the objects the twin applies for the rendered ones.
-func Substitute(s Scaler, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+func Substitute(s Env, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, orig := range objs {
 		o := orig.DeepCopy()
@@ -189,7 +210,7 @@ func Substitute(s Scaler, objs []*unstructured.Unstructured) ([]*unstructured.Un
 }
 
 // scaleDurations scales Karpenter's duration strings ("10m", "Never").
-func scaleDurations(s Scaler, o *unstructured.Unstructured, paths [][]string) error {
+func scaleDurations(s Env, o *unstructured.Unstructured, paths [][]string) error {
 	for _, p := range paths {
 		v, ok, err := unstructured.NestedString(o.Object, p...)
 		if err != nil || !ok || v == "Never" {
@@ -210,7 +231,7 @@ func scaleDurations(s Scaler, o *unstructured.Unstructured, paths [][]string) er
 }
 
 // scaleSeconds scales integer seconds, to at least 1 where they were.
-func scaleSeconds(s Scaler, obj map[string]any, paths ...[]string) error {
+func scaleSeconds(s Env, obj map[string]any, paths ...[]string) error {
 	for _, p := range paths {
 		v, ok, err := unstructured.NestedFieldNoCopy(obj, p...)
 		if err != nil || !ok {
@@ -238,7 +259,7 @@ func scaleSeconds(s Scaler, obj map[string]any, paths ...[]string) error {
 var loadKey = regexp.MustCompile(`(^|,)` + clusterwatch.ExpectedLoadKey + `=(\d+)`)
 
 // scaleSpecLoad scales expected-load=SECONDS in a model spec annotation.
-func scaleSpecLoad(s Scaler, spec string) (string, error) {
+func scaleSpecLoad(s Env, spec string) (string, error) {
 	m := loadKey.FindStringSubmatch(spec)
 	if m == nil {
 		return spec, nil

@@ -52,7 +52,7 @@ func renderExample(t *testing.T) []*unstructured.Unstructured {
 // rendered object is applied unless a substitution says it is not.
 func TestSubstitutionsAreAllThatDiffers(t *testing.T) {
 	rendered := renderExample(t)
-	applied, err := Substitute(testScale(15), rendered)
+	applied, err := Substitute(Env{Scaler: testScale(15), PrometheusURL: "http://10.244.255.254:9090"}, rendered)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,6 +108,9 @@ func TestSubstitutionsAreAllThatDiffers(t *testing.T) {
 			for _, tr := range triggers {
 				if tr.(map[string]any)["type"] == "cron" {
 					t.Error("the 70B's cron trigger is applied")
+				}
+				if a, _, _ := unstructured.NestedString(tr.(map[string]any), "metadata", "serverAddress"); a != "http://10.244.255.254:9090" {
+					t.Errorf("the 70B's trigger reads %q, want the twin's Prometheus", a)
 				}
 			}
 		case o.GetKind() == "NodePool":
