@@ -29,8 +29,10 @@ type Sample struct {
 	// Ready and Pods are the model's engine pods that are Ready, and all
 	// of them (loading, terminating).
 	Ready, Pods map[string]int
-	// Nodes counts the nodes of each NodePool.
+	// Nodes counts the nodes of each NodePool; Empty those of them that
+	// run no engine pod.
 	Nodes map[string]int
+	Empty int
 	// Pending is the orchestrators' llmplat_model_pending_requests per
 	// model (the highest of the replicas').
 	Pending map[string]float64
@@ -144,8 +146,10 @@ func (tl *Timeline) sample(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	busy := map[string]bool{}
 	for _, p := range pods.Items {
 		m := p.Labels[modelLabel]
+		busy[p.Spec.NodeName] = true
 		s.Pods[m]++
 		if podReady(&p) && p.DeletionTimestamp == nil {
 			s.Ready[m]++
@@ -157,6 +161,9 @@ func (tl *Timeline) sample(ctx context.Context) {
 	}
 	for _, n := range nodes.Items {
 		s.Nodes[n.Labels[nodePoolLabel]]++
+		if !busy[n.Name] {
+			s.Empty++
+		}
 	}
 	if tl.p != nil {
 		for _, o := range tl.p.Orchestrators {
