@@ -76,9 +76,10 @@ var engineStages []byte
 
 // StartKWOK runs KWOK against the twin's API server, playing the kubelet
 // of every node Karpenter's kwok provider creates (KWOKNodeLabel) and of
-// the pods bound to them. Pods get their addresses from PodCIDR; engine
-// pods are left unready and kept while terminating, for the engine backer
-// (StartEngines) to drive.
+// the pods bound to them. Each pod gets an address of its node's range of
+// PodRange. Engine pods run unready and stay while terminating until the
+// engine backer (StartEngines) sets their readiness and marks them
+// stopped: without the backer they never turn Ready and never go.
 func (c *Cluster) StartKWOK(tb testing.TB) {
 	tb.Helper()
 	if !c.HasBin(tb, "kwok") {
