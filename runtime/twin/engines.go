@@ -170,7 +170,10 @@ func (e *Engines) Kill(pod string) error {
 }
 
 // KillNode ends every engine on node at once, as the reclaim of its
-// instance does, and returns how many it ended.
+// instance does, and returns how many it ended. A spot interruption as
+// EC2 gives it is the node's NodeClaim deleted (Karpenter taints the node
+// and drains it, as on the two-minute notice), then KillNode once the
+// notice has run out on the twin's clock.
 func (e *Engines) KillNode(node string) int {
 	return e.kill(func(g *engine) bool { return g.node == node })
 }
