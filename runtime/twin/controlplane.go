@@ -144,8 +144,8 @@ func StartControlPlane(tb testing.TB, opts Options) *Cluster {
 	args.Set("enable-aggregator-routing", "true")
 	args.Set("service-cluster-ip-range", ServiceRange)
 	// The namespace has no default route for the API server to pick its
-	// address from: it advertises the pod range's gateway on lo.
-	args.Set("advertise-address", PodRange.Addr().Next().String())
+	// address from: it advertises the namespace's own.
+	args.Set("advertise-address", hostAddr.String())
 	if c.Config, err = env.Start(); err != nil {
 		out, _ := os.ReadFile(apiLog.Name())
 		tb.Fatalf("twin: start the API server: %v; its output:\n%s", err, tail(out, logTail))

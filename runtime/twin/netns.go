@@ -16,6 +16,11 @@ import (
 // other, as pods on one flat network.
 var PodRange = netip.MustParsePrefix("10.244.0.0/16")
 
+// hostAddr is the namespace's own address in PodRange, on lo: what the
+// API server advertises. It lies in the platform's /24 (platformNet),
+// which no node's pod range takes, so no pod is ever given it.
+var hostAddr = netip.MustParseAddr("10.244.255.253")
+
 // netnsEnv marks the test binary that runs inside the twin's namespace.
 const netnsEnv = "LLMPLAT_TWIN_NETNS"
 
@@ -77,10 +82,9 @@ func rerunInNetns() (int, error) {
 
 // setUpLoopback brings lo up and makes PodRange local on it.
 func setUpLoopback() error {
-	gateway := PodRange.Addr().Next()
 	for _, args := range [][]string{
 		{"link", "set", "lo", "up"},
-		{"addr", "add", netip.PrefixFrom(gateway, PodRange.Bits()).String(), "dev", "lo"},
+		{"addr", "add", netip.PrefixFrom(hostAddr, PodRange.Bits()).String(), "dev", "lo"},
 	} {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, out)
