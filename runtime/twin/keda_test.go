@@ -1,10 +1,15 @@
 package twin
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,9 +19,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/render"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -179,4 +187,175 @@ func BenchmarkKEDACerts(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestKEDAReconcilesRenderedScaledObjects applies each model's Deployments
+// and ScaledObject as llmplat renders them for examples/platform.yaml
+// (its Prometheus address the twin's) and checks that KEDA builds a scaler
+// for every trigger, that the HPA of a model with a floor reads every one
+// of them through the adapter, and that the engines' queries find the
+// series a simulated engine of the model exports.
+func TestKEDAReconcilesRenderedScaledObjects(t *testing.T) {
+	c := StartControlPlane(t, Options{Scale: kedaTestScale})
+	if c == nil {
+		return
+	}
+	p := c.StartPrometheus(t)
+	c.StartKEDA(t)
+	plat, err := render.ParseFile("../../examples/platform.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plat.PrometheusURL = p.URL
+	files, err := render.Render(plat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: plat.Namespace}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(c.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+	var scaled []*unstructured.Unstructured
+	var engines []Target
+	for _, f := range files {
+		if !strings.HasPrefix(f.Name, "model-") {
+			continue
+		}
+		for _, obj := range decodeAll(t, f.Data) {
+			gvr := deployments
+			switch obj.GetKind() {
+			case "Deployment":
+				engines = append(engines, Target{Addr: serveEngine(t, servedName(t, obj)), Labels: map[string]string{"pod": obj.GetName()}})
+			case "ScaledObject":
+				gvr = scaledObjectGVR
+				scaled = append(scaled, obj)
+			default:
+				continue
+			}
+			if _, err := dyn.Resource(gvr).Namespace(plat.Namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+				t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
+			}
+		}
+	}
+	if err := p.SetTargets("vllm", engines); err != nil {
+		t.Fatal(err)
+	}
+	if len(scaled) == 0 {
+		t.Fatal("no ScaledObject rendered")
+	}
+	for _, so := range scaled {
+		triggers, _, _ := unstructured.NestedSlice(so.Object, "spec", "triggers")
+		floor, _, _ := unstructured.NestedInt64(so.Object, "spec", "minReplicaCount")
+		hpaName := "keda-hpa-" + so.GetName()
+		testenv.EventuallyNil(t, scaleWait, so.GetName()+" Ready with an HPA of every trigger", func() error {
+			got, err := dyn.Resource(scaledObjectGVR).Namespace(plat.Namespace).Get(ctx, so.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if ready := condition(got, "Ready"); ready != "True" {
+				return fmt.Errorf("Ready %s", ready)
+			}
+			hpa, err := c.Client.AutoscalingV2().HorizontalPodAutoscalers(plat.Namespace).Get(ctx, hpaName, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if len(hpa.Spec.Metrics) != len(triggers) {
+				return fmt.Errorf("the HPA has %d metrics for %d triggers", len(hpa.Spec.Metrics), len(triggers))
+			}
+			if floor == 0 {
+				return nil // at zero the HPA reads nothing
+			}
+			read := 0
+			for _, m := range hpa.Status.CurrentMetrics {
+				if m.External != nil {
+					read++
+				}
+			}
+			if read != len(triggers) {
+				return fmt.Errorf("the HPA read %d of its %d external metrics: %+v", read, len(triggers), hpa.Status.Conditions)
+			}
+			return nil
+		})
+		for _, tr := range triggers {
+			m, _ := tr.(map[string]any)
+			query, _, _ := unstructured.NestedString(m, "metadata", "query")
+			if m["type"] != "prometheus" || !strings.Contains(query, "vllm:") {
+				continue // the platform's pending gauge needs an orchestrator
+			}
+			waitQuery(t, p, query, func(v float64, ok bool) error {
+				if !ok {
+					return errors.New("no series: the query names no metric or label the engine exports")
+				}
+				return nil
+			})
+		}
+	}
+}
+
+// decodeAll decodes a multi-document YAML file, numbers as int64 where
+// they are whole, as the API server reads them.
+func decodeAll(tb testing.TB, data []byte) []*unstructured.Unstructured {
+	tb.Helper()
+	var objs []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
+			return objs
+		} else if err != nil {
+			tb.Fatal(err)
+		}
+		if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+			continue
+		}
+		obj := &unstructured.Unstructured{}
+		if err := obj.UnmarshalJSON(raw); err != nil {
+			tb.Fatal(err)
+		}
+		objs = append(objs, obj)
+	}
+}
+
+// servedName is the --served-model-name of a rendered engine Deployment.
+func servedName(tb testing.TB, dep *unstructured.Unstructured) string {
+	tb.Helper()
+	containers, _, _ := unstructured.NestedSlice(dep.Object, "spec", "template", "spec", "containers")
+	for _, ct := range containers {
+		args, _, _ := unstructured.NestedStringSlice(ct.(map[string]any), "args")
+		for _, a := range args {
+			if name, ok := strings.CutPrefix(a, "--served-model-name="); ok {
+				return name
+			}
+		}
+	}
+	tb.Fatalf("%s runs no engine with a served model name", dep.GetName())
+	return ""
+}
+
+// serveEngine serves a simulated engine of the served model name in the
+// namespace and returns its host:port.
+func serveEngine(tb testing.TB, served string) string {
+	tb.Helper()
+	sim, err := enginesim.New(enginesim.Config{ServedModelName: served})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return serveInNamespace(tb, sim.Handler())
+}
+
+// condition is the status of an object's condition typ, or "" without it.
+func condition(obj *unstructured.Unstructured, typ string) string {
+	conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conds {
+		if m, _ := c.(map[string]any); m["type"] == typ {
+			s, _ := m["status"].(string)
+			return s
+		}
+	}
+	return ""
 }

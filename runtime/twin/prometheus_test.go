@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/templates"
 )
@@ -99,11 +98,7 @@ func TestPrometheusScrapesEngines(t *testing.T) {
 	if p == nil {
 		return
 	}
-	sim, err := enginesim.New(enginesim.Config{ServedModelName: "llama-8b"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine := serveInNamespace(t, sim.Handler())
+	engine := serveEngine(t, "llama-8b")
 	if err := p.SetTargets("vllm", []Target{{Addr: engine, Labels: map[string]string{"pod": "vllm-llama-8b-0"}}}); err != nil {
 		t.Fatal(err)
 	}
