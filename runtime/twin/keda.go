@@ -41,8 +41,8 @@ const (
 // ScaledObject's schema is among the larger ones there are.
 const kedaCRDsReady = 2 * time.Minute
 
-// probeWait bounds one readiness probe of a process the twin runs.
-const probeWait = 5 * time.Second
+// probeRequestWait bounds one readiness probe's request to an add-on.
+const probeRequestWait = 5 * time.Second
 
 // kedaReady bounds KEDA's start: the operator's caches synced and the
 // adapter's APIService Available, which the API server checks on its own
@@ -257,7 +257,7 @@ func (c *Cluster) apiServiceAvailable(ctx context.Context) error {
 
 // httpOK gets url and wants 200.
 func httpOK(ctx context.Context, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, probeWait)
+	ctx, cancel := context.WithTimeout(ctx, probeRequestWait)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -1,12 +1,9 @@
 package twin
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -19,12 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	"github.com/llmplat/llmplat/runtime/enginesim"
-	"github.com/llmplat/llmplat/runtime/render"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -190,11 +185,12 @@ func BenchmarkKEDACerts(b *testing.B) {
 }
 
 // TestKEDAReconcilesRenderedScaledObjects applies each model's Deployments
-// and ScaledObject as llmplat renders them for examples/platform.yaml
-// (its Prometheus address the twin's) and checks that KEDA builds a scaler
-// for every trigger, that the HPA of a model with a floor reads every one
-// of them through the adapter, and that the engines' queries find the
-// series a simulated engine of the model exports.
+// and ScaledObject as llmplat renders them for examples/platform.yaml,
+// through the twin's Substitutions (its Prometheus, its clock), and checks
+// that KEDA builds a scaler for every trigger, that the HPA of a model
+// with a floor reads every one of them through the adapter, and that the
+// engines' queries find the series a simulated engine of the model
+// exports.
 func TestKEDAReconcilesRenderedScaledObjects(t *testing.T) {
 	c := StartControlPlane(t, Options{Scale: kedaTestScale})
 	if c == nil {
@@ -202,44 +198,34 @@ func TestKEDAReconcilesRenderedScaledObjects(t *testing.T) {
 	}
 	p := c.StartPrometheus(t)
 	c.StartKEDA(t)
-	plat, err := render.ParseFile("../../examples/platform.yaml")
-	if err != nil {
-		t.Fatal(err)
+	var models []*unstructured.Unstructured
+	for _, o := range renderExample(t) {
+		if o.GetLabels()["llmplat.io/model"] != "" || o.GetKind() == "ScaledObject" {
+			models = append(models, o)
+		}
 	}
-	plat.PrometheusURL = p.URL
-	files, err := render.Render(plat)
+	objs, err := Substitute(Env{Scaler: c, PrometheusURL: p.URL}, models)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: plat.Namespace}}, metav1.CreateOptions{}); err != nil {
+	ns := objs[0].GetNamespace()
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	c.Apply(t, objs)
 	dyn, err := dynamic.NewForConfig(c.Config)
 	if err != nil {
 		t.Fatal(err)
 	}
-	deployments := schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
 	var scaled []*unstructured.Unstructured
 	var engines []Target
-	for _, f := range files {
-		if !strings.HasPrefix(f.Name, "model-") {
-			continue
-		}
-		for _, obj := range decodeAll(t, f.Data) {
-			gvr := deployments
-			switch obj.GetKind() {
-			case "Deployment":
-				engines = append(engines, Target{Addr: serveEngine(t, servedName(t, obj)), Labels: map[string]string{"pod": obj.GetName()}})
-			case "ScaledObject":
-				gvr = scaledObjectGVR
-				scaled = append(scaled, obj)
-			default:
-				continue
-			}
-			if _, err := dyn.Resource(gvr).Namespace(plat.Namespace).Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-				t.Fatalf("%s %s: %v", obj.GetKind(), obj.GetName(), err)
-			}
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "Deployment":
+			engines = append(engines, Target{Addr: serveEngine(t, servedName(t, o)), Labels: map[string]string{"pod": o.GetName()}})
+		case "ScaledObject":
+			scaled = append(scaled, o)
 		}
 	}
 	if err := p.SetTargets("vllm", engines); err != nil {
@@ -253,14 +239,14 @@ func TestKEDAReconcilesRenderedScaledObjects(t *testing.T) {
 		floor, _, _ := unstructured.NestedInt64(so.Object, "spec", "minReplicaCount")
 		hpaName := "keda-hpa-" + so.GetName()
 		testenv.EventuallyNil(t, scaleWait, so.GetName()+" Ready with an HPA of every trigger", func() error {
-			got, err := dyn.Resource(scaledObjectGVR).Namespace(plat.Namespace).Get(ctx, so.GetName(), metav1.GetOptions{})
+			got, err := dyn.Resource(scaledObjectGVR).Namespace(ns).Get(ctx, so.GetName(), metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
 			if ready := condition(got, "Ready"); ready != "True" {
 				return fmt.Errorf("Ready %s", ready)
 			}
-			hpa, err := c.Client.AutoscalingV2().HorizontalPodAutoscalers(plat.Namespace).Get(ctx, hpaName, metav1.GetOptions{})
+			hpa, err := c.Client.AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, hpaName, metav1.GetOptions{})
 			if err != nil {
 				return err
 			}
@@ -294,30 +280,6 @@ func TestKEDAReconcilesRenderedScaledObjects(t *testing.T) {
 				return nil
 			})
 		}
-	}
-}
-
-// decodeAll decodes a multi-document YAML file, numbers as int64 where
-// they are whole, as the API server reads them.
-func decodeAll(tb testing.TB, data []byte) []*unstructured.Unstructured {
-	tb.Helper()
-	var objs []*unstructured.Unstructured
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var raw json.RawMessage
-		if err := dec.Decode(&raw); errors.Is(err, io.EOF) {
-			return objs
-		} else if err != nil {
-			tb.Fatal(err)
-		}
-		if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
-			continue
-		}
-		obj := &unstructured.Unstructured{}
-		if err := obj.UnmarshalJSON(raw); err != nil {
-			tb.Fatal(err)
-		}
-		objs = append(objs, obj)
 	}
 }
 

@@ -35,11 +35,10 @@ const minScrapeInterval = time.Second
 const prometheusReady = time.Minute
 
 // addonHost is the address in the twin's network namespace where its
-// add-ons (Prometheus, KEDA's operator and adapter) listen: the top of
-// PodRange, in the last of the nodes' /24 ranges, which the controller
-// manager hands out from the bottom. An EndpointSlice may point at it,
-// which it may not at a loopback address.
-const addonHost = "10.244.255.254"
+// add-ons (Prometheus, KEDA's operator and adapter) listen: the last of
+// the platform's /24, above its Services' and pods' addresses. An
+// EndpointSlice may point at it, which it may not at a loopback address.
+const addonHost = platformNet + "254"
 
 // Prometheus is the twin's Prometheus server: Debian's build (it has no
 // Kubernetes discovery), fed its targets through file-based discovery.
