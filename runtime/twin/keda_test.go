@@ -51,8 +51,11 @@ func TestKEDAScalesZeroToNAndBack(t *testing.T) {
 	if c == nil {
 		return
 	}
+	start := time.Now()
 	p := c.StartPrometheus(t)
+	promUp := time.Since(start)
 	c.StartKEDA(t)
+	kedaUp := time.Since(start) - promUp
 	polling := c.Seconds(kedaTestPolling)
 
 	var queue atomic.Int64
@@ -168,6 +171,8 @@ func TestKEDAScalesZeroToNAndBack(t *testing.T) {
 	if early := lastActive.Add(kedaTestCooldown * time.Second).Sub(zeroAt); early > 0 {
 		t.Errorf("at zero %v before the cooldown ended (last active %v)", early, lastActive)
 	}
+	t.Logf("Prometheus ready in %v, KEDA (CRDs, operator, adapter Available) in %v",
+		promUp.Round(100*time.Millisecond), kedaUp.Round(100*time.Millisecond))
 	t.Logf("scale %v, scrape every %v, polling %v, HPA loop %v, cooldown %d s: 0→1 in %v, 1→%d in %v, %d→0 in %v",
 		c.Scale, p.ScrapeInterval, polling, c.Seconds(15*time.Second), kedaTestCooldown,
 		wake.Round(100*time.Millisecond), kedaTestMax, up.Round(100*time.Millisecond), kedaTestMax, down.Round(100*time.Millisecond))
