@@ -61,8 +61,10 @@ const kedaReady = 3 * time.Minute
 // certificates (the operator↔adapter gRPC link, mutual TLS, and the
 // adapter's serving certificate the aggregator checks) are made here, for
 // the addresses they listen on in the namespace and for their Services'
-// names; KEDA's own rotation would name only the Services, which nothing
-// resolves in the twin.
+// names, in milliseconds (BenchmarkKEDACerts). KEDA's own rotation
+// (--enable-cert-rotation) names only the Services, which nothing resolves
+// in the twin, and writes the operator's folder and a Secret, which the
+// adapter, a process here rather than a pod, would not see.
 func (c *Cluster) StartKEDA(tb testing.TB) {
 	tb.Helper()
 	if !c.HasBin(tb, "keda-operator") || !c.HasBin(tb, "keda-adapter") {
