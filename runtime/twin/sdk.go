@@ -33,7 +33,11 @@ type SDK struct {
 	c          *Cluster
 	URL, Key   string
 	MaxRetries int
-	HTTP       *http.Client
+	// Patient callers obey every Retry-After, however long (an
+	// application written to wait for a model), where the SDKs obey only
+	// those up to a minute.
+	Patient bool
+	HTTP    *http.Client
 }
 
 // NewSDK returns an SDK client of base URL url with API key key and the
@@ -77,6 +81,7 @@ func (s *SDK) StreamChat(ctx context.Context, tl *Timeline, model, prompt string
 		}
 	}
 	if tl != nil {
+		r.Ended = r.Sent + time.Since(start)
 		tl.Add(r)
 	}
 	return r
@@ -93,7 +98,7 @@ func sdkRetries(status int, err error) bool {
 // retryWait is the SDKs' wait before retry attempt+1, on the twin's
 // clock.
 func (s *SDK) retryWait(attempt int, retryAfter time.Duration) time.Duration {
-	if retryAfter > 0 && s.c.Real(retryAfter) <= sdkMaxRetryAfter {
+	if retryAfter > 0 && (s.Patient || s.c.Real(retryAfter) <= sdkMaxRetryAfter) {
 		return retryAfter
 	}
 	backoff := min(sdkInitialDelay*time.Duration(1<<attempt), sdkMaxDelay)

@@ -41,9 +41,9 @@ type Sample struct {
 // Request is one request a scenario sent, as its client saw it.
 type Request struct {
 	Model string
-	// Sent and FirstToken are twin times since the recording began;
-	// FirstToken is zero when no token came.
-	Sent, FirstToken time.Duration
+	// Sent, FirstToken and Ended are twin times since the recording
+	// began; FirstToken is zero when no token came.
+	Sent, FirstToken, Ended time.Duration
 	// Status is the final HTTP status; Attempts how many sends it took.
 	Status, Attempts int
 	// Err is what the client saw when it failed.
@@ -243,6 +243,11 @@ func PodsOf(model string) Series {
 // NodesOf is the series of a NodePool's nodes.
 func NodesOf(pool string) Series {
 	return Series{pool + " nodes", func(s Sample) float64 { return float64(s.Nodes[pool]) }}
+}
+
+// EmptyNodes is the series of GPU nodes that run no engine.
+func EmptyNodes() Series {
+	return Series{"empty GPU nodes", func(s Sample) float64 { return float64(s.Empty) }}
 }
 
 // PendingOf is the series of a model's pending gauge.
