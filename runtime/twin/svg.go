@@ -138,4 +138,3 @@ func niceStep(v float64) float64 {
 	}
 	return 10 * p
 }
-
