@@ -160,6 +160,7 @@ func (r *twinRun) waitFor(t *testing.T, within time.Duration, what string, cond 
 	t.Helper()
 	testenv.EventuallyNil(t, r.c.Dur(within)+time.Minute, what, func() error { return cond(r.tl.Last()) })
 	r.tl.Mark(what)
+	t.Logf("%s: GPU nodes %v", what, r.tl.Last().Shapes)
 }
 
 // floors are the reference platform's warm replicas: the 8B's on-demand
@@ -202,6 +203,7 @@ func TestTwin(t *testing.T) {
 	})
 	sections = append(sections, "![the 70B woken from zero, then the load gone](twin/wake-and-rest.svg)\n\n"+r.tl.EventTable())
 	t.Logf("timeline (scale %g):\n%s", r.c.Scale, r.tl.EventTable())
+	t.Logf("GPU nodes at the end: %v", r.tl.Last().Shapes)
 	if report != "" {
 		writeReport(t, report, sections, map[string][]byte{"wake-and-rest.svg": picture})
 	}
@@ -248,7 +250,9 @@ func (r *twinRun) scenarioWake(t *testing.T) string {
 func (r *twinRun) scenarioLoadStops(t *testing.T) string {
 	t.Helper()
 	r.tl.Mark("load stops")
+	busy := r.tl.Last().Shapes
 	r.waitFor(t, 40*time.Minute, "every model back at its floor", atFloors)
+	atFloor := r.tl.Last().Shapes
 	r.waitFor(t, 20*time.Minute, "no GPU node left empty", func(s Sample) error {
 		if s.Empty > 0 {
 			return fmt.Errorf("%d empty GPU nodes", s.Empty)
@@ -258,7 +262,9 @@ func (r *twinRun) scenarioLoadStops(t *testing.T) string {
 	if cut := r.eng.StreamsCut(); cut != 0 {
 		t.Errorf("%d streams cut while the load went", cut)
 	}
-	return fmt.Sprintf("### 3. Load stops\n\nEvery model back at its floor and no GPU node left empty; %d streams cut.\n", r.eng.StreamsCut())
+	return fmt.Sprintf("### 3. Load stops\n\nEvery model back at its floor and no GPU node left empty; %d streams cut.\n\n"+
+		"GPU nodes (name: instance type, pool, engine pods) when the load stopped: %s; back at the floors: %s; at the end: %s.\n",
+		r.eng.StreamsCut(), strings.Join(busy, "; "), strings.Join(atFloor, "; "), strings.Join(r.tl.Last().Shapes, "; "))
 }
 
 func errSuffix(err string) string {

@@ -33,6 +33,8 @@ type Sample struct {
 	// run no engine pod.
 	Nodes map[string]int
 	Empty int
+	// Shapes lists the GPU nodes as "name: instance type (engine pods)".
+	Shapes []string
 	// Pending is the orchestrators' llmplat_model_pending_requests per
 	// model (the highest of the replicas').
 	Pending map[string]float64
@@ -146,10 +148,10 @@ func (tl *Timeline) sample(ctx context.Context) {
 	if err != nil {
 		return
 	}
-	busy := map[string]bool{}
+	busy := map[string][]string{}
 	for _, p := range pods.Items {
 		m := p.Labels[modelLabel]
-		busy[p.Spec.NodeName] = true
+		busy[p.Spec.NodeName] = append(busy[p.Spec.NodeName], m)
 		s.Pods[m]++
 		if podReady(&p) && p.DeletionTimestamp == nil {
 			s.Ready[m]++
@@ -161,9 +163,11 @@ func (tl *Timeline) sample(ctx context.Context) {
 	}
 	for _, n := range nodes.Items {
 		s.Nodes[n.Labels[nodePoolLabel]]++
-		if !busy[n.Name] {
+		if len(busy[n.Name]) == 0 {
 			s.Empty++
 		}
+		s.Shapes = append(s.Shapes, fmt.Sprintf("%s: %s %s (%s)", n.Name, n.Labels[corev1.LabelInstanceTypeStable],
+			n.Labels[nodePoolLabel], strings.Join(busy[n.Name], ", ")))
 	}
 	if tl.p != nil {
 		for _, o := range tl.p.Orchestrators {
