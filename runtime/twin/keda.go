@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -261,17 +260,5 @@ func (c *Cluster) apiServiceAvailable(ctx context.Context) error {
 func httpOK(ctx context.Context, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, probeRequestWait)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	}
-	return nil
+	return httpGetOK(ctx, url)
 }

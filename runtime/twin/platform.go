@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -260,19 +259,7 @@ func runProbe(ctx context.Context, h corev1.ProbeHandler, p *PodProcess) error {
 		}
 		return conn.Close()
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+h.HTTPGet.Path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode >= 400 {
-		return fmt.Errorf("%s: %s", h.HTTPGet.Path, resp.Status)
-	}
-	return nil
+	return httpGetOK(ctx, "http://"+addr+h.HTTPGet.Path)
 }
 
 // BuildLLMPlat builds the llmplat binary into a folder of the test's and
