@@ -45,8 +45,8 @@ func waitServed(t *testing.T, client *http.Client, url, key, what string) {
 // model's two cloud replicas while streams run on both (the cluster
 // controller sees the pod's Node disrupted and drains it, as DrainCloud
 // does here). Every in-flight stream finishes whole, the drained replica
-// gets no new work, and the other serves everything sent after the
-// notice.
+// gets no new work once the notice is in routing (the replica's next
+// snapshot), and the other serves everything sent after that.
 func TestSpotDrain(t *testing.T) {
 	n := size(t, 20, 200)
 	engine := func(seed int64) enginesim.Config {
@@ -74,6 +74,15 @@ func TestSpotDrain(t *testing.T) {
 	if err := p.Orchestrator().DrainCloud(ctx, []string{"spot-a"}, "spot interruption notice"); err != nil {
 		t.Fatal(err)
 	}
+	// The drain reaches routing with the replica's next snapshot (a
+	// refresh the drain asks for at once); requests sent from then on
+	// must all go to the other replica.
+	testenv.EventuallyNil(t, time.Minute, "the drained replica out of routing", func() error {
+		if got := p.Replicas[0].Gauge("llmplat_orchestrator_nodes", "state", "draining"); got != 1 {
+			return fmt.Errorf("%v nodes draining in the routing snapshot", got)
+		}
+		return nil
+	})
 	after := openStreams(ctx, client, p.URL, key, "after the notice", n, 5)
 	var whole, afterWhole int
 	for _, o := range after.wait() {

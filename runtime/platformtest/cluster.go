@@ -249,6 +249,29 @@ func (r *Replica) Counter(name string) float64 {
 	return sum
 }
 
+// Gauge is the latest instance's gauge name where its label has value
+// (0 when it has none yet).
+func (r *Replica) Gauge(name, label, value string) float64 {
+	r.tb.Helper()
+	families, err := (*r.metrics.Load()).Gather()
+	if err != nil {
+		r.tb.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label && l.GetValue() == value {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return 0
+}
+
 // Engine is a simulated engine served on loopback.
 type Engine struct {
 	*enginesim.Sim
