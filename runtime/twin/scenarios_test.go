@@ -155,10 +155,16 @@ func (r *twinRun) declare(t *testing.T, applied []*unstructured.Unstructured) {
 	r.key = key.Secret
 }
 
-// waitFor waits up to within (real-world) for cond on the latest sample.
+// waitSlack is added to every scenario's wait: what the twin runs at
+// full speed (Karpenter's own loops, process starts, a busy CI machine's
+// delays) does not shrink with the time scale.
+const waitSlack = 3 * time.Minute
+
+// waitFor waits up to within (real-world, then scaled) plus waitSlack for
+// cond on the latest sample.
 func (r *twinRun) waitFor(t *testing.T, within time.Duration, what string, cond func(Sample) error) {
 	t.Helper()
-	testenv.EventuallyNil(t, r.c.Dur(within)+time.Minute, what, func() error { return cond(r.tl.Last()) })
+	testenv.EventuallyNil(t, r.c.Dur(within)+waitSlack, what, func() error { return cond(r.tl.Last()) })
 	r.tl.Mark(what)
 	t.Logf("%s: GPU nodes %v", what, r.tl.Last().Shapes)
 }
