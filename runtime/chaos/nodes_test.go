@@ -202,8 +202,10 @@ func lastSeen(t *testing.T, p *platformtest.Platform, id string) time.Time {
 }
 
 // TestScaledToZero: the 70B model has no replica (KEDA scaled it to zero).
-// Its first caller is answered at once — not after the queue limit — with
-// 503 model_loading and a Retry-After of the expected load time, and
+// Its first caller is held for its wake (a short hold here, as a client
+// whose own timeout is short sees it; the hold itself is the gateway's
+// TestWakeHold and the twin's wake scenario), then answered — not after
+// the queue limit — with 503 model_loading and a Retry-After of the expected load time, and
 // counts as demand on the orchestrators' pending gauge, which is what
 // wakes the autoscaler. While the new replica loads its weights
 // (simulated load time) callers get 503 at once with a Retry-After that
@@ -213,7 +215,8 @@ func lastSeen(t *testing.T, p *platformtest.Platform, id string) time.Time {
 func TestScaledToZero(t *testing.T) {
 	const big = "llama-70b"
 	queueLimit := time.Duration(size(t, 3, 30)) * time.Second // the required 30 s at full size
-	p := platformtest.Start(t, platformtest.Options{StreamIdleTimeout: time.Hour, RedisTimeout: time.Minute, QueueLimit: queueLimit})
+	p := platformtest.Start(t, platformtest.Options{StreamIdleTimeout: time.Hour, RedisTimeout: time.Minute, QueueLimit: queueLimit,
+		WakeHold: 100 * time.Millisecond})
 	p.Model(big, big)
 	key, client := tenant(t, p, adminwire.CreateKeyRequest{})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)

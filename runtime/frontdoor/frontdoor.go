@@ -58,6 +58,9 @@ type Config struct {
 	QueueLimit        time.Duration
 	FirstTokenTimeout time.Duration
 	StreamIdleTimeout time.Duration
+	// WakeHold is how long a caller of a model at zero is held for its
+	// wake (zero: the gateway's default; negative: answered at once).
+	WakeHold time.Duration
 	// RedisTimeout bounds each Redis call on a request's path (zero: the
 	// gateway's default).
 	RedisTimeout time.Duration
@@ -191,6 +194,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		QueueLimit:        cfg.QueueLimit,
 		FirstTokenTimeout: cfg.FirstTokenTimeout,
 		StreamIdleTimeout: cfg.StreamIdleTimeout,
+		WakeHold:          cfg.WakeHold,
 		RedisTimeout:      cfg.RedisTimeout,
 		Logger:            cfg.Logger,
 	}

@@ -19,13 +19,21 @@ import (
 // most this late (its requests in between queue, as without the record).
 const servingRecheck = time.Second
 
-// atZero answers the caller of a model at zero (no ready replica or node)
-// with 503 and a Retry-After of the load time left, instead of queueing
-// it: a load from zero takes minutes, far past the queue limit, and a
-// request queued that long would fail anyway. It runs after the key's
-// limits passed and before the reservation, so the refusal holds no
-// stream slot and no ledger row (it counts as one of the key's requests
-// per minute, as every request does).
+// atZero answers the caller of a model at zero (no ready replica or
+// node). A load from zero takes minutes, far past the queue limit, so the
+// caller is not queued: it is held (wakeHolds) until the model's first
+// replica is ready, then goes on to its reservation and the queue like any
+// other request; or, when the hold (Config.WakeHold) passes first, it is
+// answered 503 with a Retry-After of the load time left. The hold is what
+// the SDKs tolerate: an attempt held 8 minutes is within their 10-minute
+// timeout, and their retries of the 503 come back to a new hold, so an
+// application on an SDK's defaults is served once the model is up rather
+// than failing after two quick retries (docs/scaling.md, "A model at
+// zero"). The hold runs after the key's limits passed and before the
+// reservation: a held caller keeps its key's stream slot (so a key holds
+// at most its concurrent streams), no ledger row, and its body's memory in
+// the hold's own budget (Config.WakeHoldBudget; past it, the 503 comes at
+// once). A shutdown ends every hold with a 503 to retry elsewhere.
 //
 // Only a caller admission would admit is recorded as the model's demand,
 // which keeps the wake signal up until a replica is ready: one within its
@@ -40,7 +48,7 @@ const servingRecheck = time.Second
 // served model's requests pay one map read here, not a Redis round trip
 // each. The model is one the catalog knows (checkBody ran first), which
 // bounds the map.
-func (s *Server) atZero(c *gin.Context, a *admission, r ledger.Reservation) *rejection {
+func (s *Server) atZero(c *gin.Context, a *admission, r ledger.Reservation, held *heldBody) *rejection {
 	if s.cfg.ColdStarts == nil {
 		return nil
 	}
@@ -74,16 +82,57 @@ func (s *Server) atZero(c *gin.Context, a *admission, r ledger.Reservation) *rej
 			return reserveRejection(err)
 		}
 	}
-	rctx, cancel = context.WithTimeout(ctx, s.cfg.RedisTimeout)
-	retry, zero, err := s.cfg.ColdStarts.Refuse(rctx, model, a.p.QuotaID())
-	cancel()
-	if err != nil {
-		s.cfg.Logger.Warn("cold-start record not read; the request queues", "request_id", a.requestID, "model", model, "err", err)
-		return nil
+	retry, zero, err := s.refuse(ctx, a)
+	if err != nil || !zero {
+		return nil // unreadable (the request queues), or a replica became ready meanwhile
 	}
-	if !zero {
-		return nil // a replica became ready meanwhile
+	if s.cfg.WakeHold > 0 {
+		if w := held.total() + holdOverhead; s.holds.take(w) {
+			held.release() // the body is decoded: what stays is in the hold's budget
+			end := s.hold(ctx, a)
+			s.holds.used.Add(-w)
+			switch end {
+			case holdReady:
+				return nil
+			case holdStopping:
+				return reject(http.StatusServiceUnavailable, "shutting_down", openai.TypeUnavailable, "shutting_down", "",
+					"the gateway is shutting down; retry").after(retryUnavailable)
+			case holdGone:
+				return reject(http.StatusServiceUnavailable, "at_zero", openai.TypeUnavailable, "model_loading", "",
+					"the client went away while the model "+strconv.Quote(model)+" was starting")
+			}
+			// The hold passed: ask once more (a replica may just have
+			// become ready), which also holds the caller's demand anew.
+			if retry, zero, err = s.refuse(ctx, a); err != nil || !zero {
+				return nil
+			}
+		}
 	}
 	return reject(http.StatusServiceUnavailable, "at_zero", openai.TypeUnavailable, "model_loading", "",
 		"the model "+strconv.Quote(model)+" is starting from zero replicas; retry after the time in Retry-After").after(retry)
+}
+
+// refuse asks the cold-start record whether a's model is at zero,
+// holding its caller's demand when it is; an error means the record
+// could not be read, and the request takes the queue.
+func (s *Server) refuse(ctx context.Context, a *admission) (time.Duration, bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	retry, zero, err := s.cfg.ColdStarts.Refuse(rctx, a.model, a.p.QuotaID())
+	cancel()
+	if err != nil {
+		s.cfg.Logger.Warn("cold-start record not read; the request queues", "request_id", a.requestID, "model", a.model, "err", err)
+	}
+	return retry, zero, err
+}
+
+// hold waits, up to the gateway's wake hold, for a's model to leave
+// zero, counting the caller among the model's held ones meanwhile.
+func (s *Server) hold(ctx context.Context, a *admission) holdEnd {
+	g := s.cfg.Metrics.wakeHeld.WithLabelValues(a.model)
+	g.Inc()
+	defer g.Dec()
+	start := time.Now()
+	end := s.holds.wait(ctx, a.model, s.cfg.WakeHold, s.draining)
+	s.cfg.Metrics.wakeHolds.WithLabelValues(a.model, end.String()).Observe(time.Since(start).Seconds())
+	return end
 }

@@ -18,7 +18,8 @@ import (
 )
 
 // TestModelAtZero: while the orchestrators report qwen-32b at zero, every
-// caller is answered at once with 503 in the OpenAI shape and a
+// caller is answered, once its hold passes (a short one here: the hold
+// itself is TestWakeHold's), with 503 in the OpenAI shape and a
 // Retry-After of the expected load less what the wake has run; the
 // refusals hold nothing (no ledger row, no reserved credit, no stream
 // slot: the key's one slot serves the next request), each counts as one
@@ -34,7 +35,7 @@ func TestModelAtZero(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := s.gateway(func(c *gateway.Config) { c.ColdStarts = board })
+	url := s.gateway(func(c *gateway.Config) { c.ColdStarts, c.WakeHold = board, shortHold })
 	ctx := context.Background()
 	const load = 12 * time.Minute
 	for i, step := range []struct {
@@ -101,6 +102,10 @@ func TestModelAtZero(t *testing.T) {
 	}
 }
 
+// shortHold is the wake hold of the tests of what a caller of a model at
+// zero is answered once its hold passed.
+const shortHold = 50 * time.Millisecond
+
 func readAll(t *testing.T, resp *http.Response) string {
 	t.Helper()
 	defer resp.Body.Close()
@@ -141,7 +146,7 @@ func TestAtZeroHoldsOnlyCallersAdmissionWouldAdmit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	url := s.gateway(func(c *gateway.Config) { c.ColdStarts = board })
+	url := s.gateway(func(c *gateway.Config) { c.ColdStarts, c.WakeHold = board, shortHold })
 	ctx := context.Background()
 	if err := board.Publish(ctx, "orch-1", "qwen-32b", coldstart.Zero, 12*time.Minute); err != nil {
 		t.Fatal(err)

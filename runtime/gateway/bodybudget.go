@@ -190,6 +190,14 @@ func (h *heldBody) grow(ctx context.Context, size, w int64) error {
 	return nil
 }
 
+// total is the weight the body holds.
+func (h *heldBody) total() int64 {
+	if h == nil {
+		return 0
+	}
+	return h.weight[0] + h.weight[1]
+}
+
 // release gives the body's weight back; later calls do nothing.
 func (h *heldBody) release() {
 	if h == nil {

@@ -118,10 +118,14 @@ func (x *exchange) open() bool {
 	}
 	a.model = req.Model
 	res := s.reservation(a, req)
-	if r := s.atZero(c, a, res); r != nil {
+	held0 := time.Now()
+	if r := s.atZero(c, a, res, held); r != nil {
 		x.refuse(r)
 		return false
 	}
+	// A caller held for its model's wake has its whole duration from the
+	// hold's end.
+	x.deadline = x.deadline.Add(time.Since(held0))
 	if r := s.admit(c.Request.Context(), a, res); r != nil {
 		x.refuse(r)
 		return false

@@ -167,6 +167,12 @@ type Config struct {
 	// ColdStarts, when set, answers the callers of a model at zero at once
 	// (see atZero); nil means they wait in the queue like any other.
 	ColdStarts ColdStarts
+	// WakeHold is how long a caller of a model at zero is held for the
+	// model's first ready replica before its 503 (DefaultWakeHold;
+	// negative: answered at once). WakeHoldBudget bounds the memory the
+	// held callers keep (DefaultWakeHoldBudget).
+	WakeHold       time.Duration
+	WakeHoldBudget int64
 	// Credit, when set, tells whether a caller of a model at zero has the
 	// credit admission would ask of it: only such a caller is held as the
 	// model's demand. nil means every caller that passed its key's limits
@@ -247,6 +253,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BodyBudget == 0 {
 		c.BodyBudget = DefaultBodyBudget
+	}
+	if c.WakeHold == 0 {
+		c.WakeHold = DefaultWakeHold
+	}
+	if c.WakeHoldBudget <= 0 {
+		c.WakeHoldBudget = DefaultWakeHoldBudget
 	}
 	if c.BodyWait == 0 {
 		c.BodyWait = DefaultBodyWait

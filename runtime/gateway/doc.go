@@ -11,10 +11,13 @@
 // once, then the body's checks, the model at zero, the reservation.
 //
 // A caller of a model at zero (no ready replica, as the orchestrators
-// publish it in package coldstart) is answered before the reservation:
-// 503 with a Retry-After of the load time left, holding no stream slot and
-// no ledger row, and its demand recorded for the autoscaler when the
-// ledger says its team's balance covers the request.
+// publish it in package coldstart) is held before the reservation
+// (atzero.go, wakehold.go) until the model's first replica is ready, up to
+// the wake hold (8 min, within the OpenAI SDKs' request timeout), then
+// goes on; a hold that passes is a 503 with a Retry-After of the load time
+// left. A held caller keeps its key's stream slot and no ledger row, and
+// its demand is recorded for the autoscaler when the ledger says its
+// team's balance covers the request.
 //
 // A request's hold on the platform — its key's limits in Redis (a stream
 // slot, the day's tokens, the minute) and its row in the ledger — is one

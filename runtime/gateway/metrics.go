@@ -29,6 +29,8 @@ type Metrics struct {
 	early        *prometheus.CounterVec
 	admitted     *prometheus.CounterVec
 	bodyBytes    prometheus.Gauge
+	wakeHeld     *prometheus.GaugeVec
+	wakeHolds    *prometheus.HistogramVec
 }
 
 // NewMetrics registers the gateway's metrics, and the Go runtime's
@@ -74,9 +76,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Requests the key's limits admitted, by how (redis: a round trip; ticket: on a ticket this replica held)."}, []string{"via"}),
 		bodyBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "llmplat_gateway_body_budget_bytes",
 			Help: "Weight of the request bodies being read and decoded now, against the body budget (refusals count in llmplat_gateway_rejections_total, reason body_budget)."}),
+		wakeHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "llmplat_gateway_wake_held",
+			Help: "Callers held now for a model at zero to wake (their demand is what wakes it)."}, []string{"model"}),
+		wakeHolds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "llmplat_gateway_wake_hold_seconds",
+			Help:    "How long callers of a model at zero were held, by how the hold ended: ready (the model woke; the request went on), timed_out (503 with Retry-After), stopping (the gateway shut down), gone (the client left).",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 240, 480}}, []string{"model", "end"}),
 	}
 	reg.MustRegister(m.requests, m.rejections, m.ttft, m.tokensPerSec, m.queueWaitH, m.inFlight, m.reservedMC, m.settledMC,
-		m.settledTok, m.overReserved, m.capped, m.corrected, m.early, m.admitted, m.bodyBytes)
+		m.settledTok, m.overReserved, m.capped, m.corrected, m.early, m.admitted, m.bodyBytes, m.wakeHeld, m.wakeHolds)
 	_ = reg.Register(collectors.NewGoCollector()) // already registered on a shared registry is fine
 	return m
 }

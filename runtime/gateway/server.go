@@ -56,6 +56,13 @@ type Server struct {
 	// give up then rather than hold the shutdown.
 	stopping     chan struct{}
 	stoppingOnce sync.Once
+	// draining closes as soon as Serve's context ends: the callers held
+	// for a model at zero are answered then, to retry elsewhere, rather
+	// than hold the shutdown.
+	draining     chan struct{}
+	drainingOnce sync.Once
+	// holds holds the callers of models at zero (atZero).
+	holds *wakeHolds
 	// settling is the settles' context (finish): Serve ends it
 	// shutdownSettleBudget after the last request ended, so that every
 	// settle still running is kept in the settle log before Serve returns.
@@ -89,9 +96,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{}), balances: newBalanceView(time.Now), pause: pauseFor,
+	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{}), draining: make(chan struct{}), balances: newBalanceView(time.Now), pause: pauseFor,
 		bodies: newBodyBudget(cfg.BodyBudget, cfg.BodyWait, cfg.Metrics)}
 	s.settling, s.stopSettling = context.WithCancel(context.Background())
+	s.holds = newWakeHolds(cfg.ColdStarts, cfg.WakeHoldBudget, cfg.RedisTimeout)
 	// The recovery logs through the gateway's logger only: gin's own
 	// writer would dump the request's headers to stderr.
 	s.engine.Use(s.track, gin.CustomRecoveryWithWriter(io.Discard, s.recovered), requestID)
@@ -162,6 +170,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	s.drainingOnce.Do(func() { close(s.draining) })
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
 	err := srv.Shutdown(sctx) // 1
 	cancel()

@@ -69,6 +69,9 @@ type Options struct {
 	// QueueLimit is the gateway's longest wait for an engine (zero: its
 	// default).
 	QueueLimit time.Duration
+	// WakeHold is the gateway's hold of a caller of a model at zero (zero:
+	// its default; negative: answered at once).
+	WakeHold time.Duration
 	// Replicas is how many orchestrator replicas run (zero: one). The
 	// gateway dispatches through the first, as the local mode does; the
 	// others reach nodes through it over Redis.

@@ -36,6 +36,7 @@ func (p *Platform) startFront(ctx context.Context, g *errgroup.Group, rdb redis.
 		Redis: rdb, RedisPrefix: p.Redis.Prefix, Ledger: p.Ledger, Dispatcher: dispatcher, AdminToken: p.opts.AdminToken,
 		URLGuard: &urlguard.Guard{AllowUnresolvable: true}, StreamIdleTimeout: p.opts.StreamIdleTimeout,
 		FirstTokenTimeout: p.opts.FirstTokenTimeout, RedisTimeout: p.opts.RedisTimeout, QueueLimit: p.opts.QueueLimit,
+		WakeHold:          p.opts.WakeHold,
 		ProxyProtocolFrom: p.opts.ProxyProtocolFrom, Logger: p.logger, Gateway: func(cfg *gateway.Config) {
 			for _, f := range hooks {
 				if f != nil {

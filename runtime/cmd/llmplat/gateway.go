@@ -73,6 +73,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.DurationVar(&cfg.QueueLimit, "queue-limit", gateway.DefaultQueueLimit, "longest wait in a model's queue before 503")
 	fs.DurationVar(&cfg.FirstTokenTimeout, "first-token-timeout", gateway.DefaultFirstTokenTimeout, "longest wait for an engine's first event")
 	fs.DurationVar(&cfg.StreamIdleTimeout, "stream-idle-timeout", gateway.DefaultStreamIdleTimeout, "longest silence between two engine events once streaming")
+	wakeHold := fs.Duration("wake-hold", gateway.DefaultWakeHold, "longest hold of a caller of a model at zero for its first ready replica, before 503 with Retry-After (0: answered at once)")
 	sweep := fs.Bool("sweep", true, "run the ledger sweeper in this process")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -91,6 +92,10 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 		return fmt.Errorf("-proxy-protocol-from: %w", err)
 	}
 	cfg.ProxyProtocolFrom = proxySources
+	cfg.WakeHold = *wakeHold
+	if cfg.WakeHold <= 0 {
+		cfg.WakeHold = -1 // the flag's 0 is "answered at once"; the config's is its default
+	}
 	// The admin token comes from the environment only: flags show in ps.
 	cfg.AdminToken = os.Getenv("LLMPLAT_ADMIN_TOKEN")
 	cfg.Logger = newLogger(os.Stderr)
