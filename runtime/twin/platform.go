@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -106,8 +107,11 @@ func (c *Cluster) StartPlatform(tb testing.TB, bin string, rendered []*unstructu
 	}
 	orchProxy.SetBackends(internal...)
 	var front []string
+	// The gateways' hold of a caller of a model at zero is on the twin's
+	// clock, as the SDK's timeout is (sdk.go).
+	gwExtra := append(slicesClone(extra), "-wake-hold="+c.Dur(gateway.DefaultWakeHold).String())
 	for i := range replicas(gw) {
-		pp := c.startPod(tb, bin, gw, fmt.Sprintf("%s-%d", gw.Name, i), platformNet+strconv.Itoa(20+i), secrets, services, extra)
+		pp := c.startPod(tb, bin, gw, fmt.Sprintf("%s-%d", gw.Name, i), platformNet+strconv.Itoa(20+i), secrets, services, gwExtra)
 		p.Gateways = append(p.Gateways, pp)
 		front = append(front, pp.Addr("http"))
 	}

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -22,6 +23,10 @@ import (
 // quarter of jitter.
 const (
 	sdkMaxRetries    = 2
+	// sdkTimeout is the SDKs' default request timeout, until the
+	// response's headers (Node) or between two reads (Python): a stream
+	// that has begun is not timed out while it sends.
+	sdkTimeout = 10 * time.Minute
 	sdkMaxRetryAfter = 60 * time.Second
 	sdkInitialDelay  = 500 * time.Millisecond
 	sdkMaxDelay      = 8 * time.Second
@@ -33,10 +38,6 @@ type SDK struct {
 	c          *Cluster
 	URL, Key   string
 	MaxRetries int
-	// Patient callers obey every Retry-After, however long (an
-	// application written to wait for a model), where the SDKs obey only
-	// those up to a minute.
-	Patient bool
 	HTTP    *http.Client
 }
 
@@ -87,6 +88,9 @@ func (s *SDK) StreamChat(ctx context.Context, tl *Timeline, model, prompt string
 	return r
 }
 
+// errSDKTimeout is an attempt the SDK's timeout ended.
+var errSDKTimeout = errors.New("request timed out (the SDK's 10-minute timeout)")
+
 // sdkRetries is the SDKs' choice of what to retry.
 func sdkRetries(status int, err error) bool {
 	if status == 0 {
@@ -98,7 +102,7 @@ func sdkRetries(status int, err error) bool {
 // retryWait is the SDKs' wait before retry attempt+1, on the twin's
 // clock.
 func (s *SDK) retryWait(attempt int, retryAfter time.Duration) time.Duration {
-	if retryAfter > 0 && (s.Patient || s.c.Real(retryAfter) <= sdkMaxRetryAfter) {
+	if retryAfter > 0 && s.c.Real(retryAfter) <= sdkMaxRetryAfter {
 		return retryAfter
 	}
 	backoff := min(sdkInitialDelay*time.Duration(1<<attempt), sdkMaxDelay)
@@ -109,6 +113,10 @@ func (s *SDK) retryWait(attempt int, retryAfter time.Duration) time.Duration {
 // once sends body and reads the stream to its first token; it returns
 // the status, the Retry-After asked for, and when the first token came.
 func (s *SDK) once(ctx context.Context, body []byte) (int, time.Duration, time.Time, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	timeout := time.AfterFunc(s.c.Dur(sdkTimeout), func() { cancel(errSDKTimeout) })
+	defer timeout.Stop()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.URL+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return 0, 0, time.Time{}, err
@@ -117,8 +125,12 @@ func (s *SDK) once(ctx context.Context, body []byte) (int, time.Duration, time.T
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := s.HTTP.Do(req)
 	if err != nil {
-		return 0, 0, time.Time{}, err
+		if cause := context.Cause(ctx); errors.Is(cause, errSDKTimeout) {
+			err = cause
+		}
+		return 0, 0, time.Time{}, err // a connection error or the timeout: both retried
 	}
+	timeout.Stop()
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
