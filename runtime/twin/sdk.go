@@ -22,11 +22,11 @@ import (
 // sdkInitialDelay doubled per retry, at most sdkMaxDelay, less up to a
 // quarter of jitter.
 const (
-	sdkMaxRetries    = 2
+	sdkMaxRetries = 2
 	// sdkTimeout is the SDKs' default request timeout, until the
 	// response's headers (Node) or between two reads (Python): a stream
 	// that has begun is not timed out while it sends.
-	sdkTimeout = 10 * time.Minute
+	sdkTimeout       = 10 * time.Minute
 	sdkMaxRetryAfter = 60 * time.Second
 	sdkInitialDelay  = 500 * time.Millisecond
 	sdkMaxDelay      = 8 * time.Second
@@ -38,7 +38,7 @@ type SDK struct {
 	c          *Cluster
 	URL, Key   string
 	MaxRetries int
-	HTTP    *http.Client
+	HTTP       *http.Client
 }
 
 // NewSDK returns an SDK client of base URL url with API key key and the
