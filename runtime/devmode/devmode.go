@@ -174,6 +174,9 @@ func Run(ctx context.Context, cfg Config) error {
 		// The local mode has no DNS to ask: a name that cannot be resolved
 		// is let through; internal addresses are still refused.
 		URLGuard: &urlguard.Guard{AllowUnresolvable: true},
+		// Nothing wakes a model in the local mode but a node someone
+		// starts: its callers hear so at once rather than wait.
+		WakeHold: -1,
 		Metrics:  metrics,
 		Logger:   cfg.Logger,
 	})
