@@ -40,6 +40,10 @@ const (
 	// most likely been admitted and is waiting for its first token, and the
 	// queue must not drain at one request per time-to-first-token.
 	queueHandoff = 25 * time.Millisecond
+	// missedWakeLife is how long a wake-up that found the head out trying
+	// waits for it to come back: longer than any try, and at worst it
+	// costs one extra try.
+	missedWakeLife = 10 * time.Second
 	// listenRetryDelay spaces resubscription attempts of a waiter whose
 	// pub/sub connection failed, so a Redis outage does not spin a core.
 	listenRetryDelay = 100 * time.Millisecond

@@ -69,7 +69,7 @@ func (l *Limiter) Finish(ctx context.Context, f Finish) (Finished, error) {
 			return Finished{}, err
 		}
 		calls = append(calls, scriptCall{script: notifyScript,
-			keys: []string{l.keys.Queue(f.Model)}, args: []any{l.keys.QueueWake(f.Model)}})
+			keys: l.keys.notifyKeys(f.Model), args: []any{l.keys.QueueWake(f.Model), millis(missedWakeLife)}})
 	}
 	if len(calls) == 0 {
 		return Finished{}, nil

@@ -47,6 +47,18 @@ func (k Keys) QueueSeq(model string) string {
 	return k.prefix + "q:{" + model + "}:seq"
 }
 
+// QueueMissed marks a wake-up that came while a model's head had stepped
+// out of its queue to try: coming back, it tries again at once instead of
+// sleeping a poll interval on a wake-up nobody heard.
+func (k Keys) QueueMissed(model string) string {
+	return k.prefix + "q:{" + model + "}:missed"
+}
+
+// notifyKeys are the keys notifyScript touches for model.
+func (k Keys) notifyKeys(model string) []string {
+	return []string{k.Queue(model), k.QueueSeq(model), k.QueueMissed(model)}
+}
+
 // QueueWake is the pub/sub channel that wakes a model's waiters; each
 // message carries the request id of the queue's head.
 func (k Keys) QueueWake(model string) string {

@@ -105,9 +105,12 @@ func (q *Queue) waitTurn(ctx context.Context, e entry, expired <-chan time.Time,
 		case turnExpired:
 			return ErrQueueTimeout
 		case turnHead:
-			done, err := q.attempt(ctx, e, try)
+			done, again, err := q.attempt(ctx, e, try)
 			if done || err != nil {
 				return err
+			}
+			if again {
+				continue
 			}
 		}
 		sleep := q.poll
@@ -130,8 +133,10 @@ func (q *Queue) waitTurn(ctx context.Context, e entry, expired <-chan time.Time,
 
 // attempt runs try for e, which has stepped out of the queue. It reports
 // done when the wait is over: try succeeded or failed with an error, or
-// e's deadline passed while try ran. Otherwise e is back at its place.
-func (q *Queue) attempt(ctx context.Context, e entry, try TryFunc) (done bool, err error) {
+// e's deadline passed while try ran. Otherwise e is back at its place, and
+// again says a wake-up came while it tried: capacity it could not see may
+// have freed, so it looks again now.
+func (q *Queue) attempt(ctx context.Context, e entry, try TryFunc) (done, again bool, err error) {
 	fired := make(chan struct{})
 	handoff := time.AfterFunc(queueHandoff, func() {
 		defer close(fired)
@@ -149,18 +154,18 @@ func (q *Queue) attempt(ctx context.Context, e entry, try TryFunc) (done bool, e
 		// e is out of the queue for good: let the next waiter try.
 		q.wakeHead(ctx, e.model)
 		if tryErr != nil {
-			return true, fmt.Errorf("queued request: %w", tryErr)
+			return true, false, fmt.Errorf("queued request: %w", tryErr)
 		}
-		return true, nil
+		return true, false, nil
 	}
 	back, err := q.reinsert(ctx, e)
 	if err != nil {
-		return true, err
+		return true, false, err
 	}
-	if !back {
-		return true, ErrQueueTimeout
+	if back == reinsertExpired {
+		return true, false, ErrQueueTimeout
 	}
-	return false, nil
+	return false, back == reinsertAgain, nil
 }
 
 // abandon takes e out of the queue after its client left or its limit
@@ -181,7 +186,7 @@ func (q *Queue) Notify(ctx context.Context, model string) error {
 	if err := checkName("model", model); err != nil {
 		return err
 	}
-	err := notifyScript.Run(ctx, q.rdb, []string{q.keys.Queue(model)}, q.keys.QueueWake(model)).Err()
+	err := notifyScript.Run(ctx, q.rdb, q.keys.notifyKeys(model), q.keys.QueueWake(model), millis(missedWakeLife)).Err()
 	if err != nil {
 		return fmt.Errorf("notify queue %s: %w", model, err)
 	}

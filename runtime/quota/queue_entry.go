@@ -48,7 +48,7 @@ func (q *Queue) enqueue(ctx context.Context, model, requestID string, limit time
 
 // turn reports where e stands and, at the head, takes it out to try.
 func (q *Queue) turn(ctx context.Context, e entry) (turn, error) {
-	cmd := turnScript.Run(ctx, q.rdb, []string{q.keys.Queue(e.model), q.keys.QueueSeq(e.model)},
+	cmd := turnScript.Run(ctx, q.rdb, []string{q.keys.Queue(e.model), q.keys.QueueSeq(e.model), q.keys.QueueMissed(e.model)},
 		e.value, e.seq, q.keys.QueueWake(e.model))
 	r, err := ints(cmd, 2)
 	if err != nil {
@@ -57,15 +57,26 @@ func (q *Queue) turn(ctx context.Context, e entry) (turn, error) {
 	return turn{state: turnState(r[0]), headLeft: time.Duration(r[1]) * time.Millisecond}, nil
 }
 
-// reinsert puts e back at its place after a failed try; false means its
-// deadline passed meanwhile.
-func (q *Queue) reinsert(ctx context.Context, e entry) (bool, error) {
-	n, err := reinsertScript.Run(ctx, q.rdb, []string{q.keys.Queue(e.model), q.keys.QueueSeq(e.model)},
+// reinsertion is reinsert's answer.
+type reinsertion int
+
+const (
+	reinsertExpired reinsertion = 0 // its deadline passed meanwhile
+	reinsertBack    reinsertion = 1 // back at its place
+	reinsertAgain   reinsertion = 2 // back, and a wake-up came while it tried
+)
+
+// reinsert puts e back at its place after a failed try.
+func (q *Queue) reinsert(ctx context.Context, e entry) (reinsertion, error) {
+	n, err := reinsertScript.Run(ctx, q.rdb, []string{q.keys.Queue(e.model), q.keys.QueueSeq(e.model), q.keys.QueueMissed(e.model)},
 		e.value, e.seq).Int64()
 	if err != nil {
-		return false, fmt.Errorf("requeue for %s: %w", e.model, err)
+		return reinsertExpired, fmt.Errorf("requeue for %s: %w", e.model, err)
 	}
-	return n == 1, nil
+	if n < 0 || n > 2 {
+		return reinsertExpired, fmt.Errorf("requeue for %s: unexpected reply %d", e.model, n)
+	}
+	return reinsertion(n), nil
 }
 
 // leave removes e from its queue and wakes the next head if e was the head.

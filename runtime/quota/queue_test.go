@@ -200,6 +200,47 @@ func TestQueueNotifyWakesFasterThanThePoll(t *testing.T) {
 	}
 }
 
+// TestQueueWakeDuringTryIsNotLost: a wake-up that comes while the head has
+// stepped out to try finds nobody in the queue; the head, coming back
+// without room, tries again at once instead of sleeping a poll interval on
+// the capacity that freed meanwhile.
+func TestQueueWakeDuringTryIsNotLost(t *testing.T) {
+	e := newQueueEnv(t, slowPoll)
+	ctx := context.Background()
+	var tries atomic.Int64
+	inTry, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- e.a.Wait(ctx, "m", "req_w", 10*time.Second, func(context.Context) (bool, error) {
+			if tries.Add(1) > 1 {
+				return true, nil
+			}
+			close(inTry)
+			<-release
+			return false, nil
+		})
+	}()
+	<-inTry
+	if n := e.card(t, "m"); n != 0 {
+		t.Fatalf("queue holds %d entries while its only waiter tries, want 0", n)
+	}
+	if err := e.b.Notify(ctx, "m"); err != nil {
+		t.Fatal(err)
+	}
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Wait = %v", err)
+		}
+	case <-time.After(slowPoll / 2):
+		t.Fatalf("the wake-up during the try was lost: no second try within %v (poll is %v)", slowPoll/2, slowPoll)
+	}
+	if got := tries.Load(); got != 2 {
+		t.Errorf("tries = %d, want 2", got)
+	}
+}
+
 // TestQueueSlowTryDoesNotHoldTheQueue: the head's try waits for its first
 // token; the next waiter is served meanwhile.
 func TestQueueSlowTryDoesNotHoldTheQueue(t *testing.T) {

@@ -1,5 +1,5 @@
 -- Tells a waiting entry where it stands; at the head it steps out to try.
--- KEYS[1]  q:{model}, KEYS[2] q:{model}:seq
+-- KEYS[1]  q:{model}, KEYS[2] q:{model}:seq, KEYS[3] q:{model}:missed
 -- ARGV[1]  entry, ARGV[2] its seq, ARGV[3] wake channel
 -- Returns {0, 0}: it was the head and has left the queue to try;
 --         {1, ms until the head's deadline}: it waits behind others;
@@ -21,6 +21,8 @@ else
   local head = head_of(q)
   if head == entry then
     redis.call('ZREM', q, entry)
+    -- This try answers every wake-up so far.
+    redis.call('DEL', KEYS[3])
     result = {0, 0}
   else
     result = {1, deadline_of(head) - now}
