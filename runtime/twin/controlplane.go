@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"fmt"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -247,17 +246,6 @@ func writeKubeconfig(path string, cfg *rest.Config) error {
 	kc.Contexts["twin"] = &clientcmdapi.Context{Cluster: "twin", AuthInfo: "twin", Namespace: corev1.NamespaceDefault}
 	kc.CurrentContext = "twin"
 	return clientcmd.WriteToFile(*kc, path)
-}
-
-// freePort returns a loopback port free now.
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // probeHealth asks a component's secure port for /healthz.

@@ -199,17 +199,3 @@ func (p *Prometheus) Query(ctx context.Context, expr string) (float64, bool, err
 	}
 	return sum, len(vec) > 0, nil
 }
-
-// freeAddr returns host:port with a port nothing listens on now, for a
-// process that takes its address as a flag. Only the twin's processes
-// bind in its namespace, so the port stays free until the process takes
-// it.
-func freeAddr(tb testing.TB, host string) string {
-	tb.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		tb.Fatalf("twin: an address on %s: %v", host, err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
