@@ -63,17 +63,27 @@ const (
 	taintNTHPrefix  = "aws-node-termination-handler/"
 )
 
-// Drainer drains cloud nodes cluster-wide: the orchestrator's DrainCloud.
+// Drainer takes cloud nodes out of routing cluster-wide, and puts back
+// those that are their model's last ready engines again: the
+// orchestrator's DrainCloud and ResumeCloud.
 type Drainer interface {
 	DrainCloud(ctx context.Context, nodeIDs []string, reason string) error
+	ResumeCloud(ctx context.Context, nodeIDs []string, reason string) error
 }
 
-// DrainFunc adapts a function to Drainer.
-type DrainFunc func(ctx context.Context, nodeIDs []string, reason string) error
+// DrainerFuncs adapts two functions to Drainer.
+type DrainerFuncs struct {
+	Drain, Resume func(ctx context.Context, nodeIDs []string, reason string) error
+}
 
-// DrainCloud calls f.
-func (f DrainFunc) DrainCloud(ctx context.Context, nodeIDs []string, reason string) error {
-	return f(ctx, nodeIDs, reason)
+// DrainCloud calls f.Drain.
+func (f DrainerFuncs) DrainCloud(ctx context.Context, nodeIDs []string, reason string) error {
+	return f.Drain(ctx, nodeIDs, reason)
+}
+
+// ResumeCloud calls f.Resume.
+func (f DrainerFuncs) ResumeCloud(ctx context.Context, nodeIDs []string, reason string) error {
+	return f.Resume(ctx, nodeIDs, reason)
 }
 
 // Config configures a Controller.
@@ -84,7 +94,8 @@ type Config struct {
 	Namespace string
 	// Identity is this replica's name in the Lease (its replica id).
 	Identity string
-	// Drainer drains the engines of a disrupted Node; the leader calls it.
+	// Drainer drains the engines of a disrupted Node and resumes the
+	// stranded ones; the leader calls it.
 	Drainer Drainer
 	// LeaseName is the Lease's name; empty means DefaultLeaseName.
 	LeaseName string
@@ -115,9 +126,14 @@ type Controller struct {
 	// loads are the models' expected load times from their Services,
 	// with or without endpoints.
 	loads map[string]time.Duration
-	// hosts maps every endpoint's cloud node id, ready or not, to its
-	// Kubernetes Node: the leader drains by it.
-	hosts map[string]string
+	// models are the models with a Service.
+	models []string
+	// engines maps every endpoint's cloud node id, ready or not, to its
+	// Kubernetes Node and model: the leader drains by it.
+	engines map[string]engine
+	// held are the cloud nodes this leader keeps in routing on a disrupted
+	// Node, each its model's last ready engine (stranded).
+	held map[string]bool
 	// drained are the cloud nodes this leader drained; a new leader
 	// starts empty and relies on the drain being idempotent.
 	drained map[string]bool
@@ -151,7 +167,7 @@ func New(cfg Config) (*Controller, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{cfg: cfg, changed: make(chan struct{}, 1), kick: make(chan struct{}, 1),
-		hosts: map[string]string{}, drained: map[string]bool{}}
+		engines: map[string]engine{}, drained: map[string]bool{}, held: map[string]bool{}}
 	// Resync 0: the informers' watches deliver every change; nothing polls.
 	c.factory = informers.NewSharedInformerFactoryWithOptions(cfg.Client, 0, informers.WithNamespace(cfg.Namespace))
 	c.nodesInf = informers.NewSharedInformerFactory(cfg.Client, 0)
@@ -249,6 +265,7 @@ func (c *Controller) lead(ctx context.Context) {
 	c.cfg.Logger.Info("leading the cluster watch", "identity", c.cfg.Identity)
 	c.mu.Lock()
 	clear(c.drained)
+	clear(c.held)
 	c.mu.Unlock()
 	// A drain that failed (Redis away) is tried again on the next event
 	// or at this period.
@@ -266,30 +283,38 @@ func (c *Controller) lead(ctx context.Context) {
 }
 
 // drainDisrupted drains the engines on every disrupted Node that this
-// leader has not drained yet.
+// leader has not drained yet, but for those it holds: a model's last
+// ready engines (stranded), which stay in routing until a replica of the
+// model is ready on another Node, or their pods go. An engine drained
+// while another served its model is put back when it is stranded again
+// (that other one went: a scale-in, a crash).
 func (c *Controller) drainDisrupted(ctx context.Context) {
-	nodes, err := c.nodes.List(labels.Everything())
+	reasons, err := c.disrupted()
 	if err != nil {
 		return
 	}
-	reasons := map[string]string{}
-	for _, n := range nodes {
-		if r := disruption(n); r != "" {
-			reasons[n.Name] = r
-		}
-	}
-	c.cfg.Logger.Debug("looking for disruptions", "disrupted", reasons, "nodes", len(nodes))
+	c.cfg.Logger.Debug("looking for disruptions", "disrupted", reasons)
 	if len(reasons) == 0 {
 		return
 	}
 	byReason := map[string][]string{}
+	var hold []string
 	c.mu.Lock()
-	for id, host := range c.hosts {
-		if r, ok := reasons[host]; ok && !c.drained[id] {
+	keep := stranded(c.engines, reasons)
+	for id, e := range c.engines {
+		r, ok := reasons[e.host]
+		switch {
+		case !ok:
+		case keep[id]:
+			if !c.held[id] {
+				hold = append(hold, id)
+			}
+		case !c.drained[id]:
 			byReason[r] = append(byReason[r], id)
 		}
 	}
 	c.mu.Unlock()
+	c.hold(ctx, hold, reasons)
 	for reason, ids := range byReason {
 		slices.Sort(ids)
 		if err := c.cfg.Drainer.DrainCloud(ctx, ids, reason); err != nil {
@@ -299,8 +324,31 @@ func (c *Controller) drainDisrupted(ctx context.Context) {
 		c.mu.Lock()
 		for _, id := range ids {
 			c.drained[id] = true
+			delete(c.held, id)
 		}
 		c.mu.Unlock()
+	}
+}
+
+// hold keeps the stranded engines ids in routing: it resumes those a
+// drain took out (this leader's or an earlier one's) and marks them held.
+func (c *Controller) hold(ctx context.Context, ids []string, reasons map[string]string) {
+	if len(ids) == 0 {
+		return
+	}
+	slices.Sort(ids)
+	if err := c.cfg.Drainer.ResumeCloud(ctx, ids, "the last ready engines of their model"); err != nil {
+		c.cfg.Logger.Warn("stranded cloud nodes not resumed", "nodes", ids, "err", err)
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, id := range ids {
+		e := c.engines[id]
+		c.held[id] = true
+		delete(c.drained, id)
+		c.cfg.Logger.Info("cloud node held in routing: the last ready engine of its model", "node_id", id, "model", e.model,
+			"reason", reasons[e.host])
 	}
 }
 
@@ -335,12 +383,17 @@ func (c *Controller) kickLeader() {
 // rebuild recomputes the cloud nodes from the informers' caches and
 // signals a change.
 func (c *Controller) rebuild() {
-	cloud, hosts, loads := c.compute()
+	cloud, engines, loads, models := c.compute()
 	c.mu.Lock()
-	c.cloud, c.hosts, c.loads = cloud, hosts, loads
+	c.cloud, c.engines, c.loads, c.models = cloud, engines, loads, models
 	for id := range c.drained {
-		if _, ok := hosts[id]; !ok {
+		if _, ok := engines[id]; !ok {
 			delete(c.drained, id) // the pod is gone
+		}
+	}
+	for id := range c.held {
+		if _, ok := engines[id]; !ok {
+			delete(c.held, id)
 		}
 	}
 	c.mu.Unlock()
@@ -352,13 +405,14 @@ func (c *Controller) rebuild() {
 }
 
 // compute reads the models' Services and their EndpointSlices.
-func (c *Controller) compute() ([]orchestrator.CloudNode, map[string]string, map[string]time.Duration) {
-	hosts, loads := map[string]string{}, map[string]time.Duration{}
+func (c *Controller) compute() ([]orchestrator.CloudNode, map[string]engine, map[string]time.Duration, []string) {
+	engines, loads := map[string]engine{}, map[string]time.Duration{}
+	var models []string
 	var cloud []orchestrator.CloudNode
 	sel, _ := labels.Parse(ModelLabel)
 	svcs, err := c.services.List(sel)
 	if err != nil {
-		return nil, hosts, loads
+		return nil, engines, loads, nil
 	}
 	slices.SortFunc(svcs, func(a, b *corev1.Service) int { return strings.Compare(a.Name, b.Name) })
 	seen := map[string]bool{}
@@ -368,6 +422,7 @@ func (c *Controller) compute() ([]orchestrator.CloudNode, map[string]string, map
 			c.cfg.Logger.Warn("model service ignored", "service", svc.Name, "err", err)
 			continue
 		}
+		models = append(models, slot.Name)
 		if load > 0 {
 			loads[slot.Name] = load
 		}
@@ -391,21 +446,21 @@ func (c *Controller) compute() ([]orchestrator.CloudNode, map[string]string, map
 					continue
 				}
 				seen[id] = true
+				e := engine{model: slot.Name, ready: ready(ep)}
 				if ep.NodeName != nil {
-					hosts[id] = *ep.NodeName
-				} else {
-					hosts[id] = ""
+					e.host = *ep.NodeName
 				}
-				if !ready(ep) {
+				engines[id] = e
+				if !e.ready {
 					continue
 				}
 				cn := orchestrator.CloudNode{ID: id, URL: "http://" + net.JoinHostPort(ep.Addresses[0], strconv.Itoa(int(port))),
-					Models: []registry.ModelSlot{slot}, Host: hosts[id]}
+					Models: []registry.ModelSlot{slot}, Host: e.host}
 				cloud = append(cloud, cn)
 			}
 		}
 	}
-	return cloud, hosts, loads
+	return cloud, engines, loads, models
 }
 
 // modelSlot reads a model Service's engine limits and expected load time

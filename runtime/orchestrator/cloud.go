@@ -92,6 +92,34 @@ func (o *Orchestrator) DrainCloud(ctx context.Context, nodeIDs []string, reason 
 	return errors.Join(errs...)
 }
 
+// ResumeCloud puts drained cloud nodes back in routing on every replica:
+// the controller's leader does when one is its model's last ready engine
+// again, its pod still running on a Node being disrupted (another engine
+// that served the model went). A node not marked is left as it is.
+func (o *Orchestrator) ResumeCloud(ctx context.Context, nodeIDs []string, reason string) error {
+	marked, err := o.cfg.Registry.CloudDraining(ctx, nodeIDs)
+	if err != nil {
+		return err
+	}
+	var back []string
+	for _, id := range nodeIDs {
+		if marked[id] {
+			back = append(back, id)
+		}
+	}
+	if len(back) == 0 {
+		return nil
+	}
+	if err := o.cfg.Registry.ClearCloudDraining(ctx, back); err != nil {
+		return err
+	}
+	o.kickCloud()
+	for _, id := range back {
+		o.cfg.Logger.Info("cloud node back in routing", "node_id", id, "reason", reason)
+	}
+	return nil
+}
+
 // kickCloud asks cloudLoop to re-read its source now.
 func (o *Orchestrator) kickCloud() {
 	select {

@@ -41,14 +41,14 @@ type kubeCluster struct {
 }
 
 // newKubeCluster starts the API server namespace, the model's Service,
-// two Kubernetes Nodes and replicas ids, each with a controller.
+// three Kubernetes Nodes and replicas ids, each with a controller.
 func newKubeCluster(t *testing.T, ids ...string) *kubeCluster {
 	t.Helper()
 	k := kubetest.Start(t)
 	kc := &kubeCluster{cluster: newCluster(t), k: k, ctrls: map[string]*clusterwatch.Controller{},
 		stops: map[string]func(){}, drains: map[string]*drainLog{}}
 	ctx := t.Context()
-	for _, n := range []string{"gpu-1", "gpu-2"} {
+	for _, n := range []string{"gpu-1", "gpu-2", "gpu-3"} {
 		_, err := k.Client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{
 			Name: n + "-" + k.Namespace}}, metav1.CreateOptions{})
 		if err != nil {
@@ -102,10 +102,15 @@ func (kc *kubeCluster) startReplica(id string) {
 	log := &drainLog{}
 	kc.drains[id] = log
 	ctrl, err := clusterwatch.New(clusterwatch.Config{Client: kc.k.Client, Namespace: kc.k.Namespace, Identity: id,
-		Drainer: clusterwatch.DrainFunc(func(ctx context.Context, ids []string, reason string) error {
-			log.add(ids)
-			return rep.o().DrainCloud(ctx, ids, reason)
-		}),
+		Drainer: clusterwatch.DrainerFuncs{
+			Drain: func(ctx context.Context, ids []string, reason string) error {
+				log.add(ids)
+				return rep.o().DrainCloud(ctx, ids, reason)
+			},
+			Resume: func(ctx context.Context, ids []string, reason string) error {
+				return rep.o().ResumeCloud(ctx, ids, reason)
+			},
+		},
 		LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -221,6 +226,7 @@ func TestKubeDisruptedNodeDrains(t *testing.T) {
 	kc := newKubeCluster(t, "orch-a", "orch-b")
 	simA, urlA, _ := kc.startSim("a", enginesim.Config{ServedModelName: "sim-engine"})
 	simB, urlB, _ := kc.startSim("b", enginesim.Config{ServedModelName: "sim-engine"})
+	_, urlC, _ := kc.startSim("c", enginesim.Config{ServedModelName: "sim-engine"})
 	kc.engineSlice("vllm-a", urlA, "gpu-1", true)
 	kc.routable("vllm-a")
 
@@ -271,7 +277,10 @@ func TestKubeDisruptedNodeDrains(t *testing.T) {
 	}
 
 	// The leader's controller stops (its pod goes): the other replica wins
-	// the Lease and acts on the next disruption.
+	// the Lease and acts on the next disruption. b is not the model's last
+	// engine then: c serves it on a Node that is not going.
+	kc.engineSlice("vllm-c", urlC, "gpu-3", true)
+	kc.routable("vllm-c")
 	kc.stops[leader]()
 	other := "orch-a"
 	if leader == other {

@@ -53,3 +53,19 @@ func (r *Registry) CloudDraining(ctx context.Context, nodeIDs []string) (map[str
 	}
 	return out, nil
 }
+
+// ClearCloudDraining takes the drain marks off the cloud nodes: they take
+// work again.
+func (r *Registry) ClearCloudDraining(ctx context.Context, nodeIDs []string) error {
+	if len(nodeIDs) == 0 {
+		return nil
+	}
+	keys := make([]string, len(nodeIDs))
+	for i, id := range nodeIDs {
+		keys[i] = r.keys.CloudDrain(id)
+	}
+	if err := r.rdb.Del(ctx, keys...).Err(); err != nil {
+		return fmt.Errorf("registry: clear cloud drain marks: %w", err)
+	}
+	return nil
+}

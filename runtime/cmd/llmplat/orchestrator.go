@@ -78,10 +78,17 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 		watch *clusterwatch.Controller
 	)
 	if len(cloud) == 0 {
-		watch, err = newClusterWatch(*kubeconfig, *namespace, *id, clusterwatch.DrainFunc(
-			func(ctx context.Context, ids []string, reason string) error { return o.DrainCloud(ctx, ids, reason) }), logger)
+		watch, err = newClusterWatch(*kubeconfig, *namespace, *id, clusterwatch.DrainerFuncs{
+			Drain:  func(ctx context.Context, ids []string, reason string) error { return o.DrainCloud(ctx, ids, reason) },
+			Resume: func(ctx context.Context, ids []string, reason string) error { return o.ResumeCloud(ctx, ids, reason) },
+		}, logger)
 		if err != nil {
 			return err
+		}
+		// The stranded-replica gauge a single-replica model's ScaledObject
+		// scales on, when a disruption would leave it without a replica.
+		if watch != nil {
+			promReg.MustRegister(watch)
 		}
 	}
 	ocfg := orchestrator.Config{ID: *id, Redis: rdb, Policy: pol, RegistrationsPerSecond: *rate, CloudNodes: cloud, Logger: logger}
