@@ -10,9 +10,10 @@ import (
 )
 
 // exporters are the packages whose source names every metric the
-// manifests may query: the platform's own (gateway, orchestrator) and
-// vLLM's, as the engine simulator exports them under vLLM's names.
-var exporters = []string{"gateway", "orchestrator", "enginesim"}
+// manifests may query: the platform's own (gateway, orchestrator and its
+// cluster watch) and vLLM's, as the engine simulator exports them under
+// vLLM's names.
+var exporters = []string{"gateway", "orchestrator", "clusterwatch", "enginesim"}
 
 // metricName matches a platform or vLLM metric name in a query or in Go
 // source.

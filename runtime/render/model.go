@@ -5,6 +5,7 @@ import (
 	"math"
 	"regexp"
 	"text/template"
+	"time"
 
 	"github.com/llmplat/llmplat/runtime/capacity"
 	"github.com/llmplat/llmplat/templates"
@@ -145,6 +146,20 @@ func (d ModelDeployment) validate() error {
 	return nil
 }
 
+// surgeFits refuses a model that may run one replica whose replacement
+// cannot be ready before a drifted or expired GPU node deletes the old one:
+// the stranded trigger's replica takes a cold start (expectedLoad), and
+// Karpenter deletes a pod its budget holds at the NodePool's
+// terminationGracePeriod less the pod's grace.
+func surgeFits(d ModelDeployment, expectedLoad int) error {
+	grace := d.DrainSeconds + modelGraceMargin
+	if d.MinReplicas >= 2 || time.Duration(expectedLoad+grace)*time.Second < nodeTerminationGrace {
+		return nil
+	}
+	return fmt.Errorf("min_replicas %d: a single replica's cold start (%d s) and grace (%d s) do not fit in a GPU node's %s terminationGracePeriod: "+
+		"a drifted node would delete it before its replacement is ready; run at least 2", d.MinReplicas, expectedLoad, grace, nodeTerminationGrace)
+}
+
 // errSpotNoRoom refuses a spot model whose floor is its cap: the floor
 // runs on on-demand nodes, so no replica would be left for spot.
 const errSpotNoRoom = "min_replicas equals max_replicas: the floor runs on on-demand nodes, leaving no replica for spot"
@@ -183,13 +198,16 @@ func (d ModelDeployment) values(mp capacity.ModelPlan) (modelValues, error) {
 	// slowest part of a start; the startup probe allows that twice over.
 	loadSeconds := mp.Memory.WeightBytes / weightsLoadRate
 	expectedLoad := expectedLoadSeconds(mp.Memory.WeightBytes)
+	if err := surgeFits(d, expectedLoad); err != nil {
+		return modelValues{}, err
+	}
 	v := modelValues{
 		Name: d.Name, ServedName: d.ServedName, Revision: d.Revision, Namespace: d.Namespace,
 		EngineImage: d.EngineImage, PlatformImage: d.PlatformImage,
 		Bucket: d.Bucket, Region: d.Region, PrometheusURL: d.PrometheusURL,
 		Flags: mp.Flags, KVCapacityTokens: mp.Memory.KVCapacityTokensPerReplica,
 		MinReplicas: d.MinReplicas - floor, MaxReplicas: d.MaxReplicas - floor,
-		SingleReplica:     d.MinReplicas < 2,
+		SingleReplica: d.MinReplicas < 2, Floor: floor,
 		WaitingPerReplica: max(1, mp.Replicas.PlannedStreamsPerReplica/4),
 		NodePools:         pools, Spot: d.Spot, Warm: d.Warm,
 		DrainSeconds: d.DrainSeconds, GraceSeconds: d.DrainSeconds + modelGraceMargin,

@@ -448,8 +448,12 @@ type modelValues struct {
 	// workload's bounds less the on-demand floor of a spot model.
 	MinReplicas, MaxReplicas int
 	// SingleReplica is true when the model may run one replica (its floor
-	// is below 2): its PodDisruptionBudget then keeps one available.
-	SingleReplica              bool
+	// is below 2): its PodDisruptionBudget then keeps one available, and
+	// its ScaledObject surges on a stranded replica (StrandedQuery).
+	SingleReplica bool
+	// Floor is a spot model's on-demand floor, a Deployment of its own; 0
+	// when the scaled Deployment holds every replica.
+	Floor                      int
 	WaitingPerReplica          int
 	NodePools                  []string
 	Spot                       bool
@@ -471,6 +475,23 @@ type modelValues struct {
 	// Deployments are the model's engines: the one the ScaledObject
 	// scales, and for a spot model its on-demand floor.
 	Deployments []deploymentValues
+}
+
+// strandedGauge is the orchestrators' count of a model's last ready
+// replicas on Nodes being disrupted (clusterwatch.StrandedDesc).
+const strandedGauge = "llmplat_model_stranded_replicas"
+
+// StrandedQuery is the replica count the ScaledObject's stranded trigger
+// asks for (an AverageValue of 1): with S the stranded replicas, S + 1
+// when the scaled Deployment holds them all (one more than it runs), S
+// when they are (or include) an on-demand floor's, whose surge is the
+// scaled Deployment's own; 0 when S is.
+func (v modelValues) StrandedQuery() string {
+	s := fmt.Sprintf(`max(%s{model="%s"})`, strandedGauge, v.Name)
+	if v.Floor > 0 {
+		return s
+	}
+	return fmt.Sprintf("%s + clamp_max(%s, 1)", s, s)
 }
 
 // deploymentValues fill one of a model's Deployments.

@@ -70,7 +70,8 @@ func TestRolloutOutlastsAColdStart(t *testing.T) {
 // zero) is activated by its engines' load only past the load's own
 // threshold: at KEDA's default activation (any value above 0) the 8B
 // kept a spot replica above its floor whenever it served anything. The
-// platform's queue still wakes a model at zero at its first caller.
+// platform's queue still wakes a model at zero at its first caller, and a
+// stranded replica asks for its surge at once.
 func TestActivationPastThreshold(t *testing.T) {
 	files, plan := renderedExample(t)
 	for _, mp := range plan.Models {
@@ -86,6 +87,10 @@ func TestActivationPastThreshold(t *testing.T) {
 			case strings.Contains(query, "llmplat_model_pending_requests"):
 				if activation != "0" {
 					t.Errorf("%s: the queue's trigger activates above %q, want any queued caller (0)", mp.Model, activation)
+				}
+			case strings.Contains(query, strandedGauge):
+				if activation != "0" {
+					t.Errorf("%s: the stranded trigger activates above %q, want any stranded replica (0)", mp.Model, activation)
 				}
 			case !ok || activation != md["threshold"]:
 				t.Errorf("%s: trigger %s activates above %q, want its threshold %v", mp.Model, query, activation, md["threshold"])
