@@ -336,15 +336,3 @@ func (tl *Timeline) since(at, from time.Duration) string {
 	}
 	return tl.both(at - from)
 }
-
-// TestTwinDrift runs the AMI drift on its own twin (development).
-func TestTwinDrift(t *testing.T) {
-	r := startTwin(t, reducedScale)
-	if r == nil {
-		return
-	}
-	r.waitFor(t, 20*time.Minute, "the warm floors ready", atFloors)
-	section := r.scenarioDrift(t)
-	t.Logf("section:\n%s", section)
-	t.Logf("events:\n%s", r.tl.EventTable())
-}

@@ -187,8 +187,8 @@ func atFloors(s Sample) error {
 }
 
 // TestTwin runs the twin's scenarios: make test runs the reduced set (the
-// 70B woken from zero, then the load gone), make twin all of them at a
-// milder time scale, and writes docs/twin.md.
+// 70B woken from zero, the load gone, an AMI drift), make twin all of
+// them at a milder time scale, and writes docs/twin.md.
 func TestTwin(t *testing.T) {
 	report := os.Getenv(reportEnv)
 	scale := float64(reducedScale)
@@ -209,6 +209,7 @@ func TestTwin(t *testing.T) {
 		{"GPU nodes", []Series{NodesOf("gpu-l40s"), NodesOf("gpu-l40s-spot"), EmptyNodes()}},
 	})
 	sections = append(sections, "![the 70B woken from zero, then the load gone](twin/wake-and-rest.svg)\n\n"+r.tl.EventTable())
+	sections = append(sections, r.scenarioDrift(t))
 	t.Logf("timeline (scale %g):\n%s", r.c.Scale, r.tl.EventTable())
 	t.Logf("GPU nodes at the end: %v", r.tl.Last().Shapes)
 	if report != "" {
