@@ -193,7 +193,10 @@ func Run(ctx context.Context, cfg Config) error {
 	fmt.Fprintf(cfg.Stdout, "%s%s%s (sign in with the key or the admin token above)\n", consoleLine, front.Base, console.Path)
 	fmt.Fprintf(cfg.Stdout, "%s%s (llmplat nodeagent -server; a token from POST /admin/nodes/{id}/tokens)\n",
 		nodeSocketLine, nodeURL)
-	fmt.Fprintf(cfg.Stdout, "team %q has %d credits; stop with Ctrl-C\n", cred.team, cred.credits)
+	fmt.Fprintf(cfg.Stdout, "team %q has %d credits (1 credit = 1 USD at the models' prices); stop with Ctrl-C\n", cred.team, cred.credits)
+	if cfg.DataDir == "" {
+		fmt.Fprintf(cfg.Stdout, "the key, the token and the data live in a temporary folder removed at exit; -data-dir keeps them across restarts\n")
+	}
 	return g.Wait()
 }
 

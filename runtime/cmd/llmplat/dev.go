@@ -16,6 +16,7 @@ func init() {
 func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlagSet("dev")
 	addr := fs.String("addr", devmode.DefaultAddr, "gateway listen address")
+	metricsAddr := fs.String("metrics-addr", devmode.DefaultMetricsAddr, "Prometheus metrics listen address")
 	nodeAddr := fs.String("node-addr", "", "node socket listen address, for node agents added by hand (default: a free loopback port; the URL is printed)")
 	dataDir := fs.String("data-dir", "", "directory for the SQLite store and the minted credentials, kept across restarts (default: a temporary one, removed at exit)")
 	timeScale := fs.Float64("time-scale", 1, "run the simulated engines this many times faster than real time")
@@ -28,11 +29,12 @@ func runDev(ctx context.Context, args []string, stdout io.Writer) error {
 		level = slog.LevelInfo
 	}
 	return devmode.Run(ctx, devmode.Config{
-		Addr:      *addr,
-		NodeAddr:  *nodeAddr,
-		DataDir:   *dataDir,
-		TimeScale: *timeScale,
-		Stdout:    stdout,
-		Logger:    slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
+		Addr:        *addr,
+		MetricsAddr: *metricsAddr,
+		NodeAddr:    *nodeAddr,
+		DataDir:     *dataDir,
+		TimeScale:   *timeScale,
+		Stdout:      stdout,
+		Logger:      slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})),
 	})
 }
