@@ -13,7 +13,9 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/devmode"
+	"github.com/llmplat/llmplat/runtime/platformtest"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -30,13 +32,7 @@ func TestAccPlatformExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The test serves the provider itself: the example's required_providers
-	// block, which names its registry address, is left out.
-	config := string(cfg)
-	if i := strings.Index(config, "terraform {\n"); i >= 0 {
-		j := strings.Index(config[i:], "\n}\n")
-		config = config[:i] + config[i+j+3:]
-	}
+	config := exampleConfig(string(cfg))
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(),
 		Steps: []resource.TestStep{{
@@ -58,6 +54,64 @@ func TestAccPlatformExample(t *testing.T) {
 				}
 				return nil
 			},
+		}},
+	})
+}
+
+// exampleConfig is the example as the test serves it: the test serves
+// the provider itself, so the example's required_providers block, which
+// names its registry address, is left out.
+func exampleConfig(config string) string {
+	if i := strings.Index(config, "terraform {\n"); i >= 0 {
+		j := strings.Index(config[i:], "\n}\n")
+		config = config[:i] + config[i+j+3:]
+	}
+	return config
+}
+
+// withoutImports deletes the example's import blocks, as its comment tells
+// a platform team to against a platform that does not declare the models.
+func withoutImports(t *testing.T, config string) string {
+	t.Helper()
+	n := 0
+	for {
+		i := strings.Index(config, "\nimport {\n")
+		if i < 0 {
+			break
+		}
+		j := strings.Index(config[i:], "\n}\n")
+		config = config[:i] + config[i+j+2:]
+		n++
+	}
+	if n != 3 {
+		t.Fatalf("the example has %d import blocks, want the three of make run's models", n)
+	}
+	return config
+}
+
+// TestAccPlatformExampleOnAFreshPlatform: examples/terraform/main.tf,
+// its import blocks deleted as it says, applies on a platform that
+// declares nothing yet (a fresh deployment), and the plan after it is
+// empty. A key's allowlist naming a model of the same apply by name was
+// refused at plan ("Model not declared").
+func TestAccPlatformExampleOnAFreshPlatform(t *testing.T) {
+	requireTerraform(t)
+	token, err := auth.GenerateAdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pt := platformtest.Start(t, platformtest.Options{AdminToken: token})
+	t.Setenv(EnvEndpoint, pt.URL)
+	t.Setenv(EnvToken, token)
+	cfg, err := os.ReadFile(filepath.Join("..", "examples", "terraform", "main.tf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{{
+			Config: withoutImports(t, exampleConfig(string(cfg))),
+			Check:  resource.TestCheckResourceAttr("llmplat_api_key.search_service", "model_allowlist.0", "llama-8b"),
 		}},
 	})
 }

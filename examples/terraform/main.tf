@@ -116,11 +116,14 @@ resource "llmplat_credit" "research_q4" {
 }
 
 # The search team's service: the small model only, a tight rate, answers
-# of at most 1,024 tokens.
+# of at most 1,024 tokens. The allowlist names the model by its id, not its
+# name: the id is known once the model exists, so on a platform that does
+# not declare it yet the check waits for the apply, after the model is
+# created (by name, strict mode refuses it at plan).
 resource "llmplat_api_key" "search_service" {
   team_id         = llmplat_team.search.id
   name            = "search service"
-  model_allowlist = [llmplat_model.llama_8b.name]
+  model_allowlist = [llmplat_model.llama_8b.id]
   rpm             = 600
   tokens_per_day  = 5000000
   max_streams     = 16
