@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/llmplat/llmplat/runtime/adminclient"
+	"github.com/llmplat/llmplat/runtime/adminrules"
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/agentflags"
 	"github.com/llmplat/llmplat/runtime/credential"
@@ -68,7 +69,11 @@ func (r *onpremNodeResource) Metadata(_ context.Context, req resource.MetadataRe
 
 func (r *onpremNodeResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
-	atLeastOne := []validator.Int64{positive}
+	// count is the admin API's rule for a count of the declaration.
+	count := func(field string) []validator.Int64 {
+		return []validator.Int64{int64Rule{desc: "1 to 2147483647",
+			rule: func(v int64) *adminrules.FieldError { return adminrules.NodeCount(field, v) }}}
+	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "An on-premises GPU node behind NAT, whose node agent dials the orchestrators: the resource issues " +
 			"its token (bound to node_id) and gives the agent's command line. Destroying it revokes the token, and a " +
@@ -90,18 +95,19 @@ func (r *onpremNodeResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				MarkdownDescription: "The models the node's engine serves, with its limits (the agent's -model flags): at least one, each name once, " +
 					"and no ',' in a served_name (the agent's -model value could not hold it).",
 				NestedObject: schema.NestedAttributeObject{Attributes: map[string]schema.Attribute{
-					"name":            schema.StringAttribute{Required: true, MarkdownDescription: "The platform's model name.", Validators: []validator.String{nameValidator{}}},
-					"served_name":     schema.StringAttribute{Required: true, MarkdownDescription: "The name the engine answers to (--served-model-name)."},
-					"max_num_seqs":    schema.Int64Attribute{CustomType: wholeNumber, Required: true, MarkdownDescription: "The engine's --max-num-seqs.", Validators: atLeastOne},
-					"max_model_len":   schema.Int64Attribute{CustomType: wholeNumber, Required: true, MarkdownDescription: "The engine's --max-model-len.", Validators: atLeastOne},
-					"kv_cache_tokens": schema.Int64Attribute{CustomType: wholeNumber, Required: true, MarkdownDescription: "Tokens of KV cache the engine holds (vLLM logs it; llmplat plan prints it).", Validators: atLeastOne},
+					"name": schema.StringAttribute{Required: true, MarkdownDescription: "The platform's model name.", Validators: []validator.String{nameValidator{}}},
+					"served_name": schema.StringAttribute{Required: true, MarkdownDescription: "The name the engine answers to (--served-model-name).",
+						Validators: []validator.String{stringRule{desc: "1 to 256 characters without spaces", rule: adminrules.ServedName}}},
+					"max_num_seqs":    schema.Int64Attribute{CustomType: wholeNumber, Required: true, MarkdownDescription: "The engine's --max-num-seqs.", Validators: count("max_num_seqs")},
+					"max_model_len":   schema.Int64Attribute{CustomType: wholeNumber, Required: true, MarkdownDescription: "The engine's --max-model-len.", Validators: count("max_model_len")},
+					"kv_cache_tokens": schema.Int64Attribute{CustomType: wholeNumber, Required: true, MarkdownDescription: "Tokens of KV cache the engine holds (vLLM logs it; llmplat plan prints it).", Validators: count("kv_cache_tokens")},
 				}},
 			},
-			"gpu_count": schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Validators: atLeastOne,
+			"gpu_count": schema.Int64Attribute{CustomType: wholeNumber, Optional: true, Validators: count("gpu_count"),
 				MarkdownDescription: "GPUs in the node, for the inventory: stored on the platform and shown in /admin/nodes (declared.gpu_count) " +
 					"beside the count the agent registers (gpus). Shown, not enforced: the agent counts the GPUs it is given " +
 					"(CUDA_VISIBLE_DEVICES, MIG), which may differ from the hardware for good reasons."},
-			"labels": schema.MapAttribute{ElementType: types.StringType, Optional: true,
+			"labels": schema.MapAttribute{ElementType: types.StringType, Optional: true, Validators: []validator.Map{labelsRule{}},
 				MarkdownDescription: "Free labels for the inventory (site, rack, owner): stored on the platform and shown in /admin/nodes " +
 					"(declared.labels). At most 64; keys 1 to 63 and values up to 63 printable characters."},
 			"token_id": schema.StringAttribute{Computed: true, MarkdownDescription: "The node token's id.", PlanModifiers: keep},

@@ -176,12 +176,13 @@ func listedWithSite(p *platform, site string) bool {
 	return false
 }
 
-// TestAccOnpremNodeInvalid: a bad node id and a zero limit fail at plan.
+// TestAccOnpremNodeInvalid: a bad node id and a zero limit fail at plan,
+// the limit with the admin API's message.
 func TestAccOnpremNodeInvalid(t *testing.T) {
 	p := startPlatform(t)
 	for _, tc := range []struct{ from, to, want string }{
 		{`node_id          = "rack1-gpu3"`, `node_id          = "rack 1"`, `(?s)Invalid node id.*node_id`},
-		{`max_num_seqs    = 32`, `max_num_seqs    = 0`, `(?s)Invalid Attribute Value.*models\[0\]\.max_num_seqs value must be at least 1`},
+		{`max_num_seqs    = 32`, `max_num_seqs    = 0`, `(?s)Value the platform refuses.*max_num_seqs must be 1 to 2147483647`},
 	} {
 		cfg := strings.Replace(nodeConfig(p, "ws://127.0.0.1:1/v1/nodes/connect", 32), tc.from, tc.to, 1)
 		resource.Test(t, resource.TestCase{

@@ -225,3 +225,59 @@ func runPlanRefusals(t *testing.T, cases []planRefusal) {
 		})
 	}
 }
+
+// nodeSpec is a node declaration the admin API accepts, edited by edit.
+func nodeSpec(edit func(*adminwire.NodeDeclarationSpec)) func(context.Context, *adminclient.Client) error {
+	return func(ctx context.Context, c *adminclient.Client) error {
+		s := adminwire.NodeDeclarationSpec{OrchestratorURL: "wss://orch.example/v1/nodes/connect",
+			Models: []adminwire.NodeDeclaredModel{{Name: "m", ServedName: "m", MaxNumSeqs: 4, MaxModelLen: 4096, KVCacheTokens: 1000}}}
+		edit(&s)
+		_, err := c.PutNodeDeclaration(ctx, "gpu-9", s)
+		return err
+	}
+}
+
+// TestAccPlanRefusesNodeDeclarationsTheAPIRefuses: an llmplat_onprem_node
+// whose declaration the admin API refuses (runtime/adminrules) fails
+// `terraform plan` with the API's own message; they passed the plan and
+// failed at apply. Terraform shows an attribute inside the models list at
+// the resource block, so those cases check no source line.
+func TestAccPlanRefusesNodeDeclarationsTheAPIRefuses(t *testing.T) {
+	const wss = "wss://orch.example/v1/nodes/connect"
+	withLine := func(line string) string {
+		return strings.Replace(nodeHCL(wss, nodeModel("m", "1000")), "\n}\n", "\n  "+line+"\n}\n", 1)
+	}
+	p := startPlatform(t)
+	for _, tt := range []struct {
+		name, hcl, attr, param, msg string
+		api                         func(context.Context, *adminclient.Client) error
+	}{
+		{"served_name with a space", nodeHCL(wss, nodeModel("meta llama", "1000")), "", "models[0].served_name",
+			"served_name must be 1 to 256 characters without spaces",
+			nodeSpec(func(s *adminwire.NodeDeclarationSpec) { s.Models[0].ServedName = "meta llama" })},
+		{"kv_cache_tokens over 2^31-1", nodeHCL(wss, nodeModel("m", "2147483648")), "", "models[0].kv_cache_tokens",
+			"kv_cache_tokens must be 1 to 2147483647",
+			nodeSpec(func(s *adminwire.NodeDeclarationSpec) { s.Models[0].KVCacheTokens = math.MaxInt32 + 1 })},
+		{"gpu_count over 2^31-1", withLine("gpu_count = 2147483648"), "gpu_count", "gpu_count", "gpu_count must be 1 to 2147483647",
+			nodeSpec(func(s *adminwire.NodeDeclarationSpec) { n := int64(math.MaxInt32 + 1); s.GPUCount = &n })},
+		{"a control character in a label", withLine(`labels = { site = "fra\u0001" }`), "labels", "labels",
+			"without control characters",
+			nodeSpec(func(s *adminwire.NodeDeclarationSpec) { s.Labels = map[string]string{"site": "fra\x01"} })},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.api(t.Context(), p.client)
+			var apiErr *adminwire.APIError
+			if !errors.As(err, &apiErr) || apiErr.Param != tt.param || !strings.Contains(apiErr.Message, tt.msg) {
+				t.Fatalf("admin API answered %v, want a refusal of %s saying %q", err, tt.param, tt.msg)
+			}
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: factories(),
+				Steps: []resource.TestStep{{
+					Config:      p.providerBlock() + tt.hcl,
+					PlanOnly:    true,
+					ExpectError: atAttribute("Value the platform refuses", tt.attr, tt.msg),
+				}},
+			})
+		})
+	}
+}

@@ -149,3 +149,27 @@ var (
 )
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// labelsRule applies the admin API's rule for a node's labels at plan.
+type labelsRule struct{}
+
+func (labelsRule) Description(context.Context) string {
+	return "at most 64 labels; keys of 1 to 63 bytes, values of at most 63, no control characters"
+}
+
+func (v labelsRule) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+
+func (labelsRule) ValidateMap(ctx context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	labels := map[string]string{}
+	for k, e := range req.ConfigValue.Elements() {
+		s, ok := e.(types.String)
+		if !ok || s.IsUnknown() {
+			return // checked at apply, once known
+		}
+		labels[k] = s.ValueString()
+	}
+	refuse(req.Path, adminrules.NodeLabels(labels), &resp.Diagnostics)
+}

@@ -6,10 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/llmplat/llmplat/runtime/adminrules"
 	"github.com/llmplat/llmplat/runtime/adminwire"
@@ -22,12 +19,6 @@ const (
 	maxDeclaredModels = 100
 	// maxURLLen fits any orchestrator or engine URL with room.
 	maxURLLen = 2048
-	// maxLabels bounds a node's labels: inventory tags (site, rack, owner),
-	// shown in every /admin/nodes listing.
-	maxLabels = 64
-	// maxLabelLen bounds a label's key and its value, as Kubernetes bounds
-	// a label value's name part.
-	maxLabelLen = 63
 )
 
 // validateNodeDeclaration checks a declaration's bounds; the agent's own parser, not the
@@ -40,10 +31,14 @@ func validateNodeDeclaration(s *adminwire.NodeDeclarationSpec) *fieldError {
 		return invalid("engine_url", "engine_url must be at most %d bytes", maxURLLen)
 	case len(s.Models) == 0 || len(s.Models) > maxDeclaredModels:
 		return invalid("models", "models must hold 1 to %d models", maxDeclaredModels)
-	case s.GPUCount != nil && (*s.GPUCount < 1 || *s.GPUCount > math.MaxInt32):
-		return invalid("gpu_count", "gpu_count must be 1 to %d", math.MaxInt32)
-	case len(s.Labels) > maxLabels:
-		return invalid("labels", "at most %d labels", maxLabels)
+	}
+	if s.GPUCount != nil {
+		if e := adminrules.NodeCount("gpu_count", *s.GPUCount); e != nil {
+			return refused(e)
+		}
+	}
+	if e := adminrules.NodeLabels(s.Labels); e != nil {
+		return refused(e)
 	}
 	for i, m := range s.Models {
 		if e := checkIdent(fmt.Sprintf("models[%d].name", i), m.Name); e != nil {
@@ -52,23 +47,16 @@ func validateNodeDeclaration(s *adminwire.NodeDeclarationSpec) *fieldError {
 		if e := adminrules.ServedName(m.ServedName); e != nil {
 			return invalid(fmt.Sprintf("models[%d].served_name", i), "%s", e.Msg)
 		}
-		for _, v := range []int64{m.MaxNumSeqs, m.MaxModelLen, m.KVCacheTokens} {
-			if v < 1 || v > math.MaxInt32 {
-				return invalid(fmt.Sprintf("models[%d]", i), "max_num_seqs, max_model_len and kv_cache_tokens must be 1 to %d", math.MaxInt32)
+		for _, c := range []struct {
+			field string
+			v     int64
+		}{{"max_num_seqs", m.MaxNumSeqs}, {"max_model_len", m.MaxModelLen}, {"kv_cache_tokens", m.KVCacheTokens}} {
+			if e := adminrules.NodeCount(fmt.Sprintf("models[%d].%s", i, c.field), c.v); e != nil {
+				return refused(e)
 			}
 		}
 	}
-	for k, v := range s.Labels {
-		if !printableLabel(k) || k == "" || len(k) > maxLabelLen || !printableLabel(v) || len(v) > maxLabelLen {
-			return invalid("labels", "label keys (1 to %d bytes) and values (at most %d) must be printable", maxLabelLen, maxLabelLen)
-		}
-	}
 	return nil
-}
-
-// printableLabel reports whether s has no control characters.
-func printableLabel(s string) bool {
-	return !strings.ContainsFunc(s, unicode.IsControl)
 }
 
 // nodeDeclColumns are the node_declarations columns scanNodeDecl reads.

@@ -180,3 +180,40 @@ func MaxOutputTokens(out, context int64) *FieldError {
 	}
 	return nil
 }
+
+// Limits on an on-premises node's declaration, each with its reason.
+const (
+	// MaxNodeLabels bounds a node's labels: inventory tags (site, rack,
+	// owner), shown in every /admin/nodes listing.
+	MaxNodeLabels = 64
+	// MaxNodeLabelLen bounds a label's key and its value, as Kubernetes
+	// bounds a label value's name part.
+	MaxNodeLabelLen = 63
+)
+
+// NodeCount checks a count of a node's declaration given in field: an
+// engine limit (max_num_seqs, max_model_len, kv_cache_tokens) or its GPUs.
+// The agent reads them as Go ints and the store keeps them as INTEGER.
+func NodeCount(field string, v int64) *FieldError {
+	if v < 1 || v > MaxInt32Limit {
+		return invalid(field, "%s must be 1 to %d", field, int64(MaxInt32Limit))
+	}
+	return nil
+}
+
+// NodeLabels checks a node's labels: at most MaxNodeLabels, each key 1 to
+// MaxNodeLabelLen bytes and each value at most that, without control
+// characters (they are shown in listings and the console).
+func NodeLabels(labels map[string]string) *FieldError {
+	if len(labels) > MaxNodeLabels {
+		return invalid("labels", "labels must hold at most %d labels", MaxNodeLabels)
+	}
+	for k, v := range labels {
+		if k == "" || len(k) > MaxNodeLabelLen || len(v) > MaxNodeLabelLen ||
+			strings.ContainsFunc(k+v, unicode.IsControl) {
+			return invalid("labels", "labels must have keys of 1 to %d bytes and values of at most %d, without control characters",
+				MaxNodeLabelLen, MaxNodeLabelLen)
+		}
+	}
+	return nil
+}
