@@ -28,7 +28,8 @@ terraform {
       version = ">= 2.36"
     }
     llmplat = {
-      source = "llmplat/llmplat"
+      source  = "llmplat/llmplat"
+      version = "0.1.0"
     }
   }
 }
