@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework-timetypes/timetypes"
@@ -157,11 +158,30 @@ func (r *apiKeyResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	switch {
 	case !plan.SecretWOVersion.Equal(state.SecretWOVersion):
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("prefix"), types.StringUnknown())...)
+	case staleSecret(state):
+		resp.Diagnostics.AddAttributeWarning(path.Root("secret"), "API key rotated outside Terraform",
+			"The platform's key now starts "+strconv.Quote(state.Prefix.ValueString())+", not as the secret in state does: it was "+
+				"rotated outside Terraform, and the secret in state is refused. This apply rotates it again, so that the state "+
+				"holds a secret that works.")
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("prefix"), types.StringUnknown())...)
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("secret"), types.StringUnknown())...)
 	case plan.Rotation.IsUnknown() || rotates(plan.Rotation, state.Rotation):
 		// An unknown value (from a resource not applied yet) may rotate.
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("prefix"), types.StringUnknown())...)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("secret"), types.StringUnknown())...)
 	}
+}
+
+// staleSecret reports whether the secret in state is not the key's any
+// more: a refresh read a prefix it does not start with (the key was
+// rotated outside Terraform). A key whose secret never lands in state
+// (secret_wo, an import) has none to go stale.
+func staleSecret(state apiKeyModel) bool {
+	if state.Secret.IsNull() || state.Secret.IsUnknown() || state.Prefix.IsNull() || state.Prefix.IsUnknown() {
+		return false
+	}
+	secret := state.Secret.ValueString()
+	return secret != "" && !strings.HasPrefix(secret, state.Prefix.ValueString())
 }
 
 // rotates reports whether rotation's planned value asks for a rotation: a
@@ -355,7 +375,7 @@ func (r *apiKeyResource) Update(ctx context.Context, req resource.UpdateRequest,
 			return
 		}
 		k, plan.Secret = rk.Key, types.StringNull()
-	case rotates(plan.Rotation, state.Rotation):
+	case staleSecret(state) || rotates(plan.Rotation, state.Rotation):
 		rk, err := r.client.RotateKey(ctx, id)
 		if err != nil {
 			resp.Diagnostics.AddError("API key not rotated", err.Error())

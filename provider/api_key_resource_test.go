@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -278,4 +279,69 @@ func (p *platform) checkReserved(t *testing.T, id string, want int64) error {
 		return fmt.Errorf("the key's last request reserved %d output tokens, want %d", got, want)
 	}
 	return nil
+}
+
+// TestAccAPIKeyRotatedOutsideTerraform: a key rotated outside Terraform
+// (the admin API, the console) leaves the state's secret refused; the
+// next plan sees it from the refreshed prefix and plans a rotation, and
+// the apply leaves a secret in state that works. Before, the plan said
+// "No changes" while the state's secret got 401.
+func TestAccAPIKeyRotatedOutsideTerraform(t *testing.T) {
+	p := startPlatform(t)
+	var id, secret, outside string
+	attr := func(s *terraform.State, a string) string {
+		return s.RootModule().Resources["llmplat_api_key.k"].Primary.Attributes[a]
+	}
+	cfg := keyConfig(p, 100, 4, "r1")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{
+			{
+				Config: cfg,
+				Check: func(s *terraform.State) error {
+					id, secret = attr(s, "id"), attr(s, "secret")
+					return nil
+				},
+			},
+			{
+				PreConfig: func() {
+					n, ok := parseIDString(id)
+					if !ok {
+						t.Fatalf("key id %q", id)
+					}
+					rk, err := p.client.RotateKey(t.Context(), n)
+					if err != nil {
+						t.Fatal(err)
+					}
+					outside = rk.Secret
+					if code := p.complete(t, secret); code != http.StatusUnauthorized {
+						t.Fatalf("the state's secret after a rotation outside Terraform answers %d, want 401", code)
+					}
+				},
+				Config:             cfg,
+				PlanOnly:           true,
+				ExpectNonEmptyPlan: true,
+			},
+			{
+				Config: cfg,
+				Check: func(s *terraform.State) error {
+					now := attr(s, "secret")
+					if now == secret || now == outside || attr(s, "id") != id {
+						return fmt.Errorf("after the apply: id %s, secret the old one %t, the outside one %t", attr(s, "id"), now == secret, now == outside)
+					}
+					if code := p.complete(t, now); code != http.StatusOK {
+						return fmt.Errorf("the state's secret after the apply answers %d", code)
+					}
+					return nil
+				},
+			},
+			{Config: cfg, PlanOnly: true},
+		},
+	})
+}
+
+// parseIDString reads a resource id as the provider does.
+func parseIDString(s string) (int64, bool) {
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil && n > 0
 }
