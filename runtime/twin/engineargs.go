@@ -160,10 +160,15 @@ var busyLine = regexp.MustCompile(`(?m)^vllm:num_requests_(?:running|waiting)(?:
 const metricsTimeout = 5 * time.Second
 
 // busyRequests is the sum of the engine's running and waiting requests.
-func busyRequests(g *engine) (int, error) {
+func busyRequests(g *engine) (int, error) { return BusyRequests(g.addr()) }
+
+// BusyRequests is the sum of the running and waiting requests of the
+// engine at addr (host:port), from its metrics as the rendered drain
+// reads them.
+func BusyRequests(addr string) (int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), metricsTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+g.addr()+"/metrics", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}
