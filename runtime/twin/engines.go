@@ -170,10 +170,9 @@ func (e *Engines) Kill(pod string) error {
 }
 
 // KillNode ends every engine on node at once, as the reclaim of its
-// instance does, and returns how many it ended. A spot interruption as
-// EC2 gives it is the node's NodeClaim deleted (Karpenter taints the node
-// and drains it, as on the two-minute notice), then KillNode once the
-// notice has run out on the twin's clock.
+// instance does, and returns how many it ended. InterruptSpot plays a
+// whole spot interruption: the notice, then KillNode once it has run
+// out.
 func (e *Engines) KillNode(node string) int {
 	return e.kill(func(g *engine) bool { return g.node == node })
 }
