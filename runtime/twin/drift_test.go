@@ -1,13 +1,11 @@
 package twin
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -69,64 +67,6 @@ func (r *twinRun) bumpAMI(t *testing.T, release string) []string {
 	}
 	sort.Strings(drifting)
 	return drifting
-}
-
-// caller streams chat completions to one model back to back, as an SDK
-// with its default retries, until stopped; each request is recorded on
-// r.tl as well.
-type caller struct {
-	stop chan struct{}
-	done chan struct{}
-	mu   sync.Mutex
-	reqs []Request
-}
-
-// callerPause is a caller's pause between two requests (real-world):
-// a steady trickle, not a load that would scale the model.
-const callerPause = 5 * time.Second
-
-// callerTokens is each request's answer length: a stream that runs
-// across a few of the sim's token steps, so a cut one shows.
-const callerTokens = 32
-
-// streamTo starts a caller of model.
-func (r *twinRun) streamTo(ctx context.Context, model string) *caller {
-	c := &caller{stop: make(chan struct{}), done: make(chan struct{})}
-	sdk := r.c.NewSDK(r.p.URL, r.key)
-	go func() {
-		defer close(c.done)
-		for i := 0; ; i++ {
-			select {
-			case <-c.stop:
-				return
-			case <-ctx.Done():
-				return
-			default:
-			}
-			req := sdk.StreamChat(ctx, r.tl, model, fmt.Sprintf("Still there? (%d)", i), callerTokens)
-			c.mu.Lock()
-			c.reqs = append(c.reqs, req)
-			c.mu.Unlock()
-			select {
-			case <-c.stop:
-				return
-			case <-ctx.Done():
-				return
-			case <-time.After(r.c.Dur(callerPause)):
-			}
-		}
-	}()
-	return c
-}
-
-// end stops the caller after its request in flight and returns its
-// requests.
-func (c *caller) end() []Request {
-	close(c.stop)
-	<-c.done
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.reqs)
 }
 
 // servedFloor is the least wait for a first token the twin counts as
@@ -247,15 +187,12 @@ func (r *twinRun) scenarioDrift(t *testing.T) string {
 	stopWatch := r.watchCluster(ctx, max(r.c.Dur(2*time.Second), 100*time.Millisecond))
 	callers := map[string]*caller{}
 	for _, m := range models {
-		callers[m] = r.streamTo(ctx, m)
+		callers[m] = r.streamTo(ctx, m, trickle)
 	}
 	// A caller's first request is in before the drift starts.
 	testenv.EventuallyNil(t, waitSlack, "callers streaming", func() error {
 		for m, c := range callers {
-			c.mu.Lock()
-			n := len(c.reqs)
-			c.mu.Unlock()
-			if n == 0 {
+			if len(c.requests()) == 0 {
 				return fmt.Errorf("no request of %s done yet", m)
 			}
 		}

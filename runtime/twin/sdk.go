@@ -142,6 +142,7 @@ func (s *SDK) once(ctx context.Context, body []byte) (int, time.Duration, time.T
 	}
 	sc := bufio.NewScanner(resp.Body)
 	var first time.Time
+	finished := false
 	for sc.Scan() {
 		line := sc.Text()
 		if first.IsZero() && strings.HasPrefix(line, "data: {") && strings.Contains(line, `"content"`) {
@@ -150,9 +151,14 @@ func (s *SDK) once(ctx context.Context, body []byte) (int, time.Duration, time.T
 		if strings.Contains(line, `"error"`) {
 			return resp.StatusCode, 0, first, fmt.Errorf("error in the stream: %s", line)
 		}
+		finished = finished || finishes(line)
 		if line == "data: [DONE]" {
-			if first.IsZero() {
+			switch {
+			case first.IsZero():
 				return resp.StatusCode, 0, first, fmt.Errorf("a stream without content")
+			case !finished:
+				// An answer cut short: the application has a part of it.
+				return resp.StatusCode, 0, first, fmt.Errorf("a stream without a finish reason")
 			}
 			return resp.StatusCode, 0, first, nil
 		}
@@ -161,4 +167,27 @@ func (s *SDK) once(ctx context.Context, body []byte) (int, time.Duration, time.T
 		return resp.StatusCode, 0, first, err
 	}
 	return resp.StatusCode, 0, first, fmt.Errorf("the stream ended before [DONE]")
+}
+
+// finishes reports whether an event line of a stream is a chunk that
+// ends its answer: one with a finish reason.
+func finishes(line string) bool {
+	data, ok := strings.CutPrefix(line, "data: ")
+	if !ok || !strings.Contains(data, `"finish_reason"`) {
+		return false
+	}
+	var chunk struct {
+		Choices []struct {
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal([]byte(data), &chunk) != nil {
+		return false
+	}
+	for _, c := range chunk.Choices {
+		if c.FinishReason != nil && *c.FinishReason != "" {
+			return true
+		}
+	}
+	return false
 }
