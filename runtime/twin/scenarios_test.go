@@ -170,6 +170,15 @@ func (r *twinRun) waitFor(t *testing.T, within time.Duration, what string, cond 
 	t.Logf("%s: GPU nodes %v", what, r.tl.Last().Shapes)
 }
 
+// waitStep waits for cond as one step of a scenario, marks it on the
+// timeline and returns when it held.
+func (r *twinRun) waitStep(t *testing.T, what string, cond func() error) time.Duration {
+	t.Helper()
+	testenv.EventuallyNil(t, r.c.Dur(30*time.Minute)+waitSlack, what, cond)
+	r.tl.Mark(what)
+	return r.tl.Now()
+}
+
 // floors are the reference platform's warm replicas: the 8B's on-demand
 // floor, the 32B's one, the 70B at zero (its office-hours replica is the
 // cron trigger the twin drops).

@@ -24,6 +24,14 @@ func (s testScale) Dur(d time.Duration) time.Duration { return time.Duration(flo
 // renderExample renders examples/platform.yaml as llmplat render does.
 func renderExample(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
+	return renderEdited(t, nil)
+}
+
+// renderEdited renders examples/platform.yaml as llmplat render does,
+// after edit (if not nil) has changed the description, as a platform
+// team edits its own.
+func renderEdited(t *testing.T, edit func(*render.Platform)) []*unstructured.Unstructured {
+	t.Helper()
 	data, err := os.ReadFile(filepath.Join("..", "..", "examples", "platform.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -31,6 +39,9 @@ func renderExample(t *testing.T) []*unstructured.Unstructured {
 	p, err := render.Parse(data)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&p)
 	}
 	files, err := render.Render(p)
 	if err != nil {
