@@ -219,6 +219,10 @@ func TestTwin(t *testing.T) {
 	})
 	sections = append(sections, "![the 70B woken from zero, then the load gone](twin/wake-and-rest.svg)\n\n"+r.tl.EventTable())
 	sections = append(sections, r.scenarioDrift(t))
+	if report != "" {
+		sections = append(sections, r.scenarioSpot(t))
+		sections = append(sections, r.scenarioRollout(t))
+	}
 	t.Logf("timeline (scale %g):\n%s", r.c.Scale, r.tl.EventTable())
 	t.Logf("GPU nodes at the end: %v", r.tl.Last().Shapes)
 	if report != "" {
