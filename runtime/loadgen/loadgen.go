@@ -182,11 +182,14 @@ const drainWait = time.Second
 
 // sample is one request's measurements.
 type sample struct {
-	ttft   time.Duration
-	itl    []time.Duration
-	tokens int64
-	chunks int64
-	err    error
+	// sent is when the request was sent, first when its first content
+	// chunk came (zero when none did).
+	sent, first time.Time
+	ttft        time.Duration
+	itl         []time.Duration
+	tokens      int64
+	chunks      int64
+	err         error
 }
 
 // stream sends one request and reads its answer to the end.
@@ -195,6 +198,7 @@ func stream(ctx context.Context, client *http.Client, t Target, body []byte) sam
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sent := time.Now()
+	s.sent = sent
 	if hoptrace.On {
 		hoptrace.MarkAt(hoptrace.Key(body), hoptrace.ClientSent, sent)
 	}
@@ -226,7 +230,7 @@ func stream(ctx context.Context, client *http.Client, t Target, body []byte) sam
 			now := time.Now()
 			s.chunks++
 			if last.IsZero() {
-				s.ttft = now.Sub(sent)
+				s.ttft, s.first = now.Sub(sent), now
 				if hoptrace.On {
 					hoptrace.MarkAt(hoptrace.Key(body), hoptrace.ClientFirst, now)
 				}
@@ -322,8 +326,25 @@ func holdOne(ctx context.Context, client *http.Client, t Target, body []byte, op
 	}
 }
 
+// StatusError is an answer other than 200: its status, its Retry-After
+// header and the start of its body.
+type StatusError struct {
+	// Target names the target that answered.
+	Target     string
+	Status     int
+	RetryAfter string
+	Body       []byte
+}
+
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("%s: status %d: %s", e.Target, e.Status, bytes.TrimSpace(e.Body))
+}
+
+// maxErrorBody bounds how much of a refusal's body is kept.
+const maxErrorBody = 4 << 10
+
 // post sends one chat completion request to t and returns the answer when
-// it is a 200; any other answer is an error naming its status and body.
+// it is a 200; any other answer is a *StatusError.
 func post(ctx context.Context, client *http.Client, t Target, body []byte) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.URL+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
@@ -339,8 +360,8 @@ func post(ctx context.Context, client *http.Client, t Target, body []byte) (*htt
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer resp.Body.Close()
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return nil, fmt.Errorf("%s: status %d: %s", t.Name, resp.StatusCode, bytes.TrimSpace(msg))
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		return nil, &StatusError{Target: t.Name, Status: resp.StatusCode, RetryAfter: resp.Header.Get("Retry-After"), Body: msg}
 	}
 	return resp, nil
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
@@ -36,6 +35,11 @@ type Plan struct {
 	// Concurrency caps the requests in flight; 0 is no cap. An arrival
 	// that finds the cap reached waits for a place.
 	Concurrency int
+	// Ramp, with a cap, raises it evenly from 1 to Concurrency over Ramp
+	// from the start: a load that climbs to its peak, as a day's traffic
+	// does, rather than arriving at once. With a high rate the test is a
+	// closed loop whose streams rise to Concurrency.
+	Ramp time.Duration
 	// PromptTokens is each prompt's length, about (words of filler);
 	// MaxTokens each answer's cap.
 	PromptTokens, MaxTokens int
@@ -43,6 +47,9 @@ type Plan struct {
 	// Progress, when set, is called about once a second, and once at the
 	// end, from one goroutine at a time.
 	Progress func(Progress)
+	// OnDone, when set, is called as each request ends, from that
+	// request's goroutine.
+	OnDone func(Finished)
 	// Client sends the requests; nil means NewClient().
 	Client *http.Client
 }
@@ -53,6 +60,17 @@ type Progress struct {
 	Sent, InFlight, Done, Errs int
 	// TTFT50 is the median time to first token so far.
 	TTFT50 time.Duration
+}
+
+// Finished is one request of a load test as its client saw it.
+type Finished struct {
+	Model string
+	// Sent is when the request was sent, FirstToken when its first
+	// content chunk came (zero when none did), Ended when it ended.
+	Sent, FirstToken, Ended time.Time
+	// Err is why the request did not end in a complete stream, nil when
+	// it did; an answer other than 200 is a *StatusError.
+	Err error
 }
 
 // Summary is what a group of requests (one model, or all) measured.
@@ -88,15 +106,13 @@ type Report struct {
 	Models  map[string]*Summary `json:"models"`
 }
 
-// statusRE finds the status post reports for a non-200 answer.
-var statusRE = regexp.MustCompile(`: status (\d{3}):`)
-
 // errorKind names a failed request's kind for Summary.Errors.
 func errorKind(err error) string {
 	msg := err.Error()
-	switch m := statusRE.FindStringSubmatch(msg); {
-	case m != nil:
-		return m[1]
+	var status *StatusError
+	switch {
+	case errors.As(err, &status):
+		return strconv.Itoa(status.Status)
 	case strings.Contains(msg, "error event"):
 		return "stream error"
 	case strings.Contains(msg, "without [DONE]"):
@@ -116,6 +132,9 @@ func Load(ctx context.Context, p Plan) (Report, error) {
 	}
 	if p.Rate > 0 && p.Duration <= 0 {
 		return Report{}, errors.New("loadgen: a rate needs a positive duration")
+	}
+	if p.Ramp < 0 || (p.Ramp > 0 && p.Concurrency <= 0) {
+		return Report{}, errors.New("loadgen: a ramp needs a cap on concurrency to rise to")
 	}
 	var total float64
 	for _, m := range p.Models {
@@ -146,6 +165,9 @@ func Load(ctx context.Context, p Plan) (Report, error) {
 	if p.Concurrency > 0 {
 		slots = make(chan struct{}, p.Concurrency)
 	}
+	start := time.Now()
+	stopRamp := ramp(slots, p.Ramp)
+	defer stopRamp()
 	var (
 		mu       sync.Mutex
 		wg       sync.WaitGroup
@@ -153,7 +175,6 @@ func Load(ctx context.Context, p Plan) (Report, error) {
 		inFlight int
 		allTTFT  []time.Duration
 	)
-	start := time.Now()
 	report := func() {
 		if p.Progress == nil {
 			return
@@ -208,8 +229,12 @@ func Load(ctx context.Context, p Plan) (Report, error) {
 		go func() {
 			defer wg.Done()
 			s := stream(ctx, p.Client, t, body)
+			ended := time.Now()
 			if slots != nil {
 				<-slots
+			}
+			if p.OnDone != nil {
+				p.OnDone(Finished{Model: model, Sent: s.sent, FirstToken: s.first, Ended: ended, Err: s.err})
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -255,6 +280,35 @@ func Load(ctx context.Context, p Plan) (Report, error) {
 		}
 	}
 	return rep, ctx.Err()
+}
+
+// ramp holds back all but one of the places in slots and gives them back
+// evenly over d; stop ends it early. Places are interchangeable: a taken
+// one is a request in flight or one still held back, so the ramp's
+// receive always finds one while it holds any back.
+func ramp(slots chan struct{}, d time.Duration) (stop func()) {
+	held := cap(slots) - 1
+	if d <= 0 || held <= 0 {
+		return func() {}
+	}
+	for range held {
+		slots <- struct{}{}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(d / time.Duration(held))
+		defer t.Stop()
+		for range held {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				<-slots
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
 }
 
 func percentiles(ds []time.Duration) Percentiles {

@@ -2,6 +2,12 @@ package loadgen_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -48,5 +54,41 @@ func TestLoadBurstAndRate(t *testing.T) {
 	}
 	if mix, err := loadgen.ParseMix("llama-8b:8, qwen-32b:1.5,llama-70b"); err != nil || len(mix) != 3 || mix[2].Weight != 1 {
 		t.Fatalf("ParseMix = %+v, %v", mix, err)
+	}
+}
+
+// TestLoadOnDone: every request is reported as it ends, in order of its
+// times; a refusal is a *StatusError with its status and Retry-After.
+func TestLoadOnDone(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), `"model":"busy"`) {
+			w.Header().Set("Retry-After", "7")
+			http.Error(w, `{"error":{"message":"busy","type":"service_unavailable_error","param":null,"code":"no_capacity"}}`, http.StatusServiceUnavailable)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n"))
+	}))
+	defer srv.Close()
+	var mu sync.Mutex
+	var done []loadgen.Finished
+	rep, err := loadgen.Load(context.Background(), loadgen.Plan{BaseURL: srv.URL, Models: []loadgen.Weighted{{Model: "m", Weight: 1}, {Model: "busy", Weight: 1}},
+		Burst: 20, MaxTokens: 4, Seed: 1, Client: srv.Client(),
+		OnDone: func(f loadgen.Finished) { mu.Lock(); done = append(done, f); mu.Unlock() }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 20 || rep.Models["busy"].Errors["503"] != rep.Models["busy"].Requests {
+		t.Fatalf("%d requests reported, busy %+v; want 20, every busy one a 503", len(done), rep.Models["busy"])
+	}
+	for _, f := range done {
+		var refused *loadgen.StatusError
+		switch {
+		case f.Model == "busy" && (!errors.As(f.Err, &refused) || refused.Status != 503 || refused.RetryAfter != "7" || !f.FirstToken.IsZero()):
+			t.Errorf("busy: %+v (%v), want a 503 with Retry-After 7 and no first token", f, f.Err)
+		case f.Model == "m" && (f.Err != nil || f.FirstToken.Before(f.Sent) || f.Ended.Before(f.FirstToken)):
+			t.Errorf("m: %+v, want a whole stream, sent ≤ first token ≤ ended", f)
+		}
 	}
 }
