@@ -113,7 +113,7 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 		i := n % len(cfg.Targets)
 		t := cfg.Targets[i]
 		id := fmt.Sprintf("req-%s-%d", t.Name, n)
-		body := requestBody(t, id+": "+cfg.Prompt, cfg.MaxTokens, true)
+		body := requestBody(t, id+": "+cfg.Prompt, cfg.MaxTokens, true, false)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -265,7 +265,7 @@ func Hold(ctx context.Context, client *http.Client, t Target, n int, prompt stri
 	)
 	starting := make(chan struct{}, 64)
 	for i := range n {
-		body := requestBody(t, fmt.Sprintf("hold-%d: %s", i, prompt), maxTokens, false)
+		body := requestBody(t, fmt.Sprintf("hold-%d: %s", i, prompt), maxTokens, false, false)
 		ready.Add(1)
 		h.wg.Add(1)
 		starting <- struct{}{}
@@ -367,12 +367,16 @@ func post(ctx context.Context, client *http.Client, t Target, body []byte) (*htt
 }
 
 // requestBody is a streamed chat completion request of one user message,
-// asking for the usage chunk when usage is set.
-func requestBody(t Target, message string, maxTokens int, usage bool) []byte {
+// asking for the usage chunk when usage is set, and for an answer that
+// runs to maxTokens when ignoreEOS is.
+func requestBody(t Target, message string, maxTokens int, usage, ignoreEOS bool) []byte {
 	r := map[string]any{"model": t.Model, "stream": true, "max_tokens": maxTokens,
 		"messages": []openai.Message{openai.TextMessage("user", message)}}
 	if usage {
 		r["stream_options"] = map[string]bool{"include_usage": true}
+	}
+	if ignoreEOS {
+		r["ignore_eos"] = true
 	}
 	b, _ := json.Marshal(r) // plain values always encode
 	return b

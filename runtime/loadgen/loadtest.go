@@ -43,7 +43,10 @@ type Plan struct {
 	// PromptTokens is each prompt's length, about (words of filler);
 	// MaxTokens each answer's cap.
 	PromptTokens, MaxTokens int
-	Seed                    uint64
+	// IgnoreEOS asks for answers that run to MaxTokens (vLLM's ignore_eos,
+	// as its benchmarks send): long streams of a known length.
+	IgnoreEOS bool
+	Seed      uint64
 	// Progress, when set, is called about once a second, and once at the
 	// end, from one goroutine at a time.
 	Progress func(Progress)
@@ -213,7 +216,7 @@ func Load(ctx context.Context, p Plan) (Report, error) {
 	send := func(n int) {
 		model := pick()
 		t := Target{Name: model, URL: strings.TrimSuffix(strings.TrimSuffix(p.BaseURL, "/"), "/v1"), Key: p.Key, Model: model}
-		body := requestBody(t, fmt.Sprintf("req-%d: %s", n, prompt), p.MaxTokens, true)
+		body := requestBody(t, fmt.Sprintf("req-%d: %s", n, prompt), p.MaxTokens, true, p.IgnoreEOS)
 		if slots != nil {
 			select {
 			case slots <- struct{}{}:

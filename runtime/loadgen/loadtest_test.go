@@ -92,3 +92,18 @@ func TestLoadOnDone(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadIgnoreEOS: answers asked to ignore the end of sequence run to
+// their cap, where the engine's natural answers (400 tokens on average)
+// mostly end before it.
+func TestLoadIgnoreEOS(t *testing.T) {
+	_, url := platformtest.ServeSim(t, enginesim.Config{ServedModelName: "m", TimeScale: 50, Seed: 3})
+	rep, err := loadgen.Load(context.Background(), loadgen.Plan{BaseURL: url, Models: []loadgen.Weighted{{Model: "m", Weight: 1}},
+		Burst: 4, PromptTokens: 10, MaxTokens: 1500, IgnoreEOS: true, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := rep.Models["m"]; m.OK != 4 || m.CompletionTokens != 4*1500 {
+		t.Fatalf("%+v, want 4 answers of 1,500 tokens", m)
+	}
+}
