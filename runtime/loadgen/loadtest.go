@@ -53,6 +53,9 @@ type Plan struct {
 	// OnDone, when set, is called as each request ends, from that
 	// request's goroutine.
 	OnDone func(Finished)
+	// Stop, when closed, ends the arrivals early, as the end of Duration
+	// does: the requests in flight finish.
+	Stop <-chan struct{}
 	// Client sends the requests; nil means NewClient().
 	Client *http.Client
 }
@@ -207,12 +210,26 @@ func Load(ctx context.Context, p Plan) (Report, error) {
 	}()
 	// Arrivals stop when the duration has passed, also when a cap on
 	// concurrency held them back: a closed loop (a high rate under a cap)
-	// lasts the duration, not until its schedule is used up.
-	arrivals, stopArrivals := ctx, context.CancelFunc(func() {})
+	// lasts the duration, not until its schedule is used up. Stop ends
+	// them early.
+	arrivals, stopArrivals := context.WithCancel(ctx)
 	if p.Rate > 0 {
-		arrivals, stopArrivals = context.WithDeadline(ctx, start.Add(p.Duration))
+		var cancel context.CancelFunc
+		arrivals, cancel = context.WithDeadline(arrivals, start.Add(p.Duration))
+		defer cancel()
 	}
+	var stopper sync.WaitGroup
+	defer stopper.Wait()
 	defer stopArrivals()
+	if p.Stop != nil {
+		stopper.Go(func() {
+			select {
+			case <-p.Stop:
+				stopArrivals()
+			case <-arrivals.Done():
+			}
+		})
+	}
 	send := func(n int) {
 		model := pick()
 		t := Target{Name: model, URL: strings.TrimSuffix(strings.TrimSuffix(p.BaseURL, "/"), "/v1"), Key: p.Key, Model: model}

@@ -107,3 +107,24 @@ func TestLoadIgnoreEOS(t *testing.T) {
 		t.Fatalf("%+v, want 4 answers of 1,500 tokens", m)
 	}
 }
+
+// TestLoadStop: closing Stop ends an hour's arrivals early, and the
+// requests in flight finish rather than being cut.
+func TestLoadStop(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"Hi\"}}]}\n\ndata: [DONE]\n\n"))
+	}))
+	defer srv.Close()
+	stop := make(chan struct{})
+	var once sync.Once
+	rep, err := loadgen.Load(context.Background(), loadgen.Plan{BaseURL: srv.URL, Models: []loadgen.Weighted{{Model: "m", Weight: 1}},
+		Rate: 1000, Duration: time.Hour, Concurrency: 2, MaxTokens: 4, Client: srv.Client(), Stop: stop,
+		OnDone: func(loadgen.Finished) { once.Do(func() { close(stop) }) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Overall.Requests == 0 || rep.Overall.OK != rep.Overall.Requests {
+		t.Fatalf("%+v, want every request answered in full", rep.Overall)
+	}
+}
