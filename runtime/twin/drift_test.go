@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -69,19 +68,12 @@ func (r *twinRun) bumpAMI(t *testing.T, release string) []string {
 	return drifting
 }
 
-// servedFloor is the least wait for a first token the twin counts as
-// served, in twin time: its own delays on a busy 2-core machine (process
-// scheduling, the gateway's and orchestrators' hops), which do not shrink
-// with the time scale.
-const servedFloor = 2 * time.Second
-
 // servedWithin is the longest a caller may wait for its first token and
-// count as served: the gateway's queue limit, after which production
-// answers 503. The twin's platform runs on the real clock, so its queue
-// holds a request that long in twin time, many times longer in the
-// twin's world; a request that waited longer was not served in time.
+// count as served: the gateway's queue limit on the twin's clock
+// (Cluster.QueueLimit), after which production answers 503; a first token
+// that came later for another reason was not served in time either.
 func (r *twinRun) servedWithin() time.Duration {
-	return max(r.c.Dur(gateway.DefaultQueueLimit), servedFloor)
+	return r.c.QueueLimit()
 }
 
 // served sums up a caller's requests: how many, how many failed or waited

@@ -108,8 +108,10 @@ func (c *Cluster) StartPlatform(tb testing.TB, bin string, rendered []*unstructu
 	orchProxy.SetBackends(internal...)
 	var front []string
 	// The gateways' hold of a caller of a model at zero is on the twin's
-	// clock, as the SDK's timeout is (sdk.go).
-	gwExtra := append(slicesClone(extra), "-wake-hold="+c.Dur(gateway.DefaultWakeHold).String())
+	// clock, as the SDK's timeout is (sdk.go); so is the queue limit
+	// (QueueLimit).
+	gwExtra := append(slicesClone(extra), "-wake-hold="+c.Dur(gateway.DefaultWakeHold).String(),
+		"-queue-limit="+c.QueueLimit().String())
 	for i := range replicas(gw) {
 		pp := c.startPod(tb, bin, gw, fmt.Sprintf("%s-%d", gw.Name, i), platformNet+strconv.Itoa(20+i), secrets, services, gwExtra)
 		p.Gateways = append(p.Gateways, pp)
@@ -264,6 +266,20 @@ func runProbe(ctx context.Context, h corev1.ProbeHandler, p *PodProcess) error {
 		return conn.Close()
 	}
 	return httpGetOK(ctx, "http://"+addr+h.HTTPGet.Path)
+}
+
+// minQueueLimit is the least queue limit the twin's gateways run with,
+// in twin time: the twin's own delays on a busy 2-core machine (process
+// scheduling, the gateway's and orchestrators' hops, a new engine's
+// readiness reaching the router) do not shrink with the time scale.
+const minQueueLimit = 2 * time.Second
+
+// QueueLimit is the gateways' queue limit on the twin's clock: the wait
+// for an engine with room that a scaling model must keep its callers
+// below, set against cold starts and answer times that the twin scales,
+// so the twin scales it too (at least minQueueLimit).
+func (c *Cluster) QueueLimit() time.Duration {
+	return max(c.Dur(gateway.DefaultQueueLimit), minQueueLimit)
 }
 
 // BuildLLMPlat builds the llmplat binary into a folder of the test's and
