@@ -29,21 +29,22 @@ type Panel struct {
 }
 
 // SVG draws the timeline as panels stacked over one time axis (twin
-// seconds, real-world seconds beneath), each series a step line; the
+// seconds, real-world seconds beneath) from its first sample, each series a step line; the
 // scenario's events as numbered vertical marks, listed below; and each
 // request as a bar from its sending to its first token (green) or to its
 // failure (red).
 func (tl *Timeline) SVG(title string, panels []Panel) []byte {
 	samples, requests, events := tl.Samples(), tl.Requests(), tl.Events()
-	end := 1.0
+	begin, end := 0.0, 1.0
 	if n := len(samples); n > 0 {
-		end = max(end, samples[n-1].At.Seconds())
+		begin, end = samples[0].At.Seconds(), max(end, samples[n-1].At.Seconds())
 	}
 	for _, r := range requests {
-		end = max(end, r.Ended.Seconds())
+		begin, end = min(begin, r.Sent.Seconds()), max(end, r.Ended.Seconds())
 	}
+	end = max(end, begin+1)
 	plotW := float64(chartWidth - chartLeft - chartRight)
-	x := func(sec float64) float64 { return chartLeft + plotW*sec/end }
+	x := func(sec float64) float64 { return chartLeft + plotW*(sec-begin)/(end-begin) }
 	panelsBottom := chartTop + len(panels)*(panelHeight+panelGap)
 	reqTop := panelsBottom + 30
 	evTop := reqTop + requestRow*len(requests) + 20
@@ -57,8 +58,8 @@ func (tl *Timeline) SVG(title string, panels []Panel) []byte {
 		tl.drawPanel(&b, p, samples, top, x, end)
 	}
 	// The time axis under the last panel.
-	tick := niceStep(end / 8)
-	for t := 0.0; t <= end+1e-9; t += tick {
+	tick := niceStep((end - begin) / 8)
+	for t := math.Ceil(begin/tick) * tick; t <= end+1e-9; t += tick {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%gs</text><text x="%.1f" y="%d" text-anchor="middle" fill="#777">%.0fs real</text>`+"\n",
 			x(t), panelsBottom-panelGap+14, t, x(t), panelsBottom-panelGap+26, tl.c.Real(secondsDur(t)).Seconds())
 	}

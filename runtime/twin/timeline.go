@@ -33,6 +33,12 @@ type Sample struct {
 	// run no engine pod.
 	Nodes map[string]int
 	Empty int
+	// GPUs sums the GPUs (nvidia.com/gpu capacity) of each NodePool's
+	// nodes, what its limits cap.
+	GPUs map[string]int64
+	// Replicas is the replicas asked of each model's engine Deployments
+	// (their specs, summed): the autoscaler's answer, before any pod runs.
+	Replicas map[string]int
 	// Shapes lists the GPU nodes as "name: instance type (engine pods)".
 	Shapes []string
 	// Pending is the orchestrators' llmplat_model_pending_requests per
@@ -64,16 +70,18 @@ type Timeline struct {
 	c        *Cluster
 	p        *Platform
 	start    time.Time
+	period   time.Duration
 	mu       sync.Mutex
 	samples  []Sample
 	requests []Request
+	load     []Request
 	events   []Event
 }
 
 // Record samples the twin every period until the test ends (or Stop).
 func (c *Cluster) Record(tb testing.TB, p *Platform, period time.Duration) *Timeline {
 	tb.Helper()
-	tl := &Timeline{c: c, p: p, start: time.Now()}
+	tl := &Timeline{c: c, p: p, start: time.Now(), period: period}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -110,6 +118,54 @@ func (tl *Timeline) Add(r Request) {
 	tl.mu.Unlock()
 }
 
+// AddLoad records a request of a load test: one of many, drawn as a
+// latency series (TTFTOf) rather than listed one by one.
+func (tl *Timeline) AddLoad(r Request) {
+	tl.mu.Lock()
+	tl.load = append(tl.load, r)
+	tl.mu.Unlock()
+}
+
+// Load returns the load tests' requests recorded so far.
+func (tl *Timeline) Load() []Request {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return append([]Request(nil), tl.load...)
+}
+
+// Between is a copy of the timeline with what was recorded from from to
+// to: a scenario's part of a run, for its picture.
+func (tl *Timeline) Between(from, to time.Duration) *Timeline {
+	in := func(at time.Duration) bool { return at >= from && at <= to }
+	out := &Timeline{c: tl.c, p: tl.p, start: tl.start, period: tl.period}
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	for _, s := range tl.samples {
+		if in(s.At) {
+			out.samples = append(out.samples, s)
+		}
+	}
+	for _, r := range tl.requests {
+		if in(r.Sent) {
+			out.requests = append(out.requests, r)
+		}
+	}
+	for _, r := range tl.load {
+		if in(r.Sent) {
+			out.load = append(out.load, r)
+		}
+	}
+	for _, e := range tl.events {
+		if in(e.At) {
+			out.events = append(out.events, e)
+		}
+	}
+	return out
+}
+
+// At is t as a twin time since the recording began.
+func (tl *Timeline) At(t time.Time) time.Duration { return t.Sub(tl.start) }
+
 // Samples, Requests and Events return what has been recorded so far.
 func (tl *Timeline) Samples() []Sample {
 	tl.mu.Lock()
@@ -143,7 +199,8 @@ func (tl *Timeline) Last() Sample {
 
 // sample reads the twin's state once; a failed read leaves a gap.
 func (tl *Timeline) sample(ctx context.Context) {
-	s := Sample{At: tl.Now(), Ready: map[string]int{}, Pods: map[string]int{}, Nodes: map[string]int{}, Pending: map[string]float64{}}
+	s := Sample{At: tl.Now(), Ready: map[string]int{}, Pods: map[string]int{}, Nodes: map[string]int{}, Pending: map[string]float64{},
+		GPUs: map[string]int64{}, Replicas: map[string]int{}}
 	pods, err := tl.c.Client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: modelLabel})
 	if err != nil {
 		return
@@ -161,8 +218,22 @@ func (tl *Timeline) sample(ctx context.Context) {
 	if err != nil {
 		return
 	}
+	deps, err := tl.c.Client.AppsV1().Deployments(metav1.NamespaceAll).List(ctx, metav1.ListOptions{LabelSelector: modelLabel})
+	if err != nil {
+		return
+	}
+	for _, d := range deps.Items {
+		n := 1
+		if d.Spec.Replicas != nil {
+			n = int(*d.Spec.Replicas)
+		}
+		s.Replicas[d.Labels[modelLabel]] += n
+	}
 	for _, n := range nodes.Items {
 		s.Nodes[n.Labels[nodePoolLabel]]++
+		if q, ok := n.Status.Capacity[GPUResource]; ok {
+			s.GPUs[n.Labels[nodePoolLabel]] += q.Value()
+		}
 		if len(busy[n.Name]) == 0 {
 			s.Empty++
 		}
@@ -242,6 +313,17 @@ func ReadyOf(model string) Series {
 // PodsOf is the series of a model's engine pods.
 func PodsOf(model string) Series {
 	return Series{model + " pods", func(s Sample) float64 { return float64(s.Pods[model]) }}
+}
+
+// ReplicasOf is the series of the replicas asked of a model's
+// Deployments.
+func ReplicasOf(model string) Series {
+	return Series{model + " asked", func(s Sample) float64 { return float64(s.Replicas[model]) }}
+}
+
+// GPUsOf is the series of a NodePool's GPUs.
+func GPUsOf(pool string) Series {
+	return Series{pool + " GPUs", func(s Sample) float64 { return float64(s.GPUs[pool]) }}
 }
 
 // NodesOf is the series of a NodePool's nodes.
