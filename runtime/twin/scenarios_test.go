@@ -44,6 +44,9 @@ type twinRun struct {
 	admin  *adminclient.Client
 	key    string
 	models map[string]string // model → served name
+	// pictures are the scenarios' pictures, by file name in the
+	// report's folder twin/.
+	pictures map[string][]byte
 }
 
 // startTwin boots a twin with the rendered reference platform on it, the
@@ -70,7 +73,7 @@ func startTwin(t *testing.T, scale float64) *twinRun {
 	}
 	c.Apply(t, applied)
 	p := c.StartPlatform(t, bin, rendered)
-	r := &twinRun{c: c, p: p, eng: eng, prom: prom, models: map[string]string{}}
+	r := &twinRun{c: c, p: p, eng: eng, prom: prom, models: map[string]string{}, pictures: map[string][]byte{}}
 	r.feedPrometheus(t)
 	r.declare(t, applied)
 	r.tl = c.Record(t, p, max(c.Dur(5*time.Second), 200*time.Millisecond))
@@ -226,7 +229,8 @@ func TestTwin(t *testing.T) {
 	t.Logf("timeline (scale %g):\n%s", r.c.Scale, r.tl.EventTable())
 	t.Logf("GPU nodes at the end: %v", r.tl.Last().Shapes)
 	if report != "" {
-		writeReport(t, report, sections, map[string][]byte{"wake-and-rest.svg": picture})
+		r.pictures["wake-and-rest.svg"] = picture
+		writeReport(t, report, sections, r.pictures)
 	}
 }
 
