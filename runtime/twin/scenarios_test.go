@@ -200,7 +200,8 @@ func atFloors(s Sample) error {
 
 // TestTwin runs the twin's scenarios: make test runs the reduced set (the
 // 70B woken from zero, the load gone, an AMI drift), make twin all of
-// them at a milder time scale, and writes docs/twin.md.
+// them (with the reference load first and the runaway demand last) at a
+// milder time scale, and writes docs/twin.md.
 func TestTwin(t *testing.T) {
 	report := os.Getenv(reportEnv)
 	scale := float64(reducedScale)
@@ -213,18 +214,24 @@ func TestTwin(t *testing.T) {
 	}
 	var sections []string
 	r.waitFor(t, 20*time.Minute, "the warm floors ready", atFloors)
+	if report != "" {
+		sections = append(sections, r.scenarioRamp(t))
+	}
+	wakeBegan := r.tl.Now()
 	sections = append(sections, r.scenarioWake(t))
 	sections = append(sections, r.scenarioLoadStops(t))
-	picture := r.tl.SVG("The 70B woken from zero, then the load gone", []Panel{
+	rest := r.tl.Between(wakeBegan, r.tl.Now())
+	picture := rest.SVG("The 70B woken from zero, then the load gone", []Panel{
 		{"the 70B", []Series{PodsOf("llama-70b"), ReadyOf("llama-70b"), PendingOf("llama-70b")}},
 		{"the other models", []Series{ReadyOf("llama-8b"), ReadyOf("qwen-32b")}},
 		{"GPU nodes", []Series{NodesOf("gpu-l40s"), NodesOf("gpu-l40s-spot"), EmptyNodes()}},
 	})
-	sections = append(sections, "![the 70B woken from zero, then the load gone](twin/wake-and-rest.svg)\n\n"+r.tl.EventTable())
+	sections = append(sections, "![the 70B woken from zero, then the load gone](twin/wake-and-rest.svg)\n\n"+rest.EventTable())
 	sections = append(sections, r.scenarioDrift(t))
 	if report != "" {
 		sections = append(sections, r.scenarioSpot(t))
 		sections = append(sections, r.scenarioRollout(t))
+		sections = append(sections, r.scenarioRunaway(t))
 	}
 	t.Logf("timeline (scale %g):\n%s", r.c.Scale, r.tl.EventTable())
 	t.Logf("GPU nodes at the end: %v", r.tl.Last().Shapes)
@@ -244,6 +251,7 @@ func (r *twinRun) scenarioWake(t *testing.T) string {
 	const big = "llama-70b"
 	ctx := t.Context()
 	sdk := r.c.NewSDK(r.p.URL, r.key)
+	began := r.tl.Now()
 	r.tl.Mark("first caller of the 70B (an SDK on its defaults)")
 	first := sdk.StreamChat(ctx, r.tl, big, "Wake up.", 16)
 	if first.FirstToken == 0 {
@@ -255,7 +263,7 @@ func (r *twinRun) scenarioWake(t *testing.T) string {
 		t.Errorf("the 70B served its first token %v after its first caller: more than twice its expected load (%v) and 2 min", wake, load)
 	}
 	var sawPending bool
-	for _, s := range r.tl.Samples() {
+	for _, s := range r.tl.Between(began, r.tl.Now()).Samples() {
 		sawPending = sawPending || s.Pending[big] > 0
 	}
 	if !sawPending {
