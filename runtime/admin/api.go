@@ -265,6 +265,9 @@ func (a *API) fail(c *gin.Context, err error, param, what string) {
 	case errors.Is(err, ErrIdempotencyConflict), errors.Is(err, ledger.ErrIdempotencyConflict):
 		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeIdempotency, param,
 			"the idempotency key was already used for a different request")
+	case errors.Is(err, ErrAlreadyExists):
+		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, adminwire.CodeAlreadyExists, "name",
+			"the platform already has a "+what+" of that name: import it to manage it")
 	case errors.Is(err, ErrNameTaken):
 		writeError(c, http.StatusConflict, openai.TypeInvalidRequest, codeConflict, "name", "another team has that name")
 	case errors.Is(err, ErrKeyRevoked):

@@ -12,6 +12,9 @@ var (
 	// ErrTeamNotFound means a request names a team that does not exist; it
 	// wraps ErrNotFound.
 	ErrTeamNotFound = fmt.Errorf("%w: team", ErrNotFound)
+	// ErrAlreadyExists means a create-only request named a team or model
+	// the platform already has.
+	ErrAlreadyExists = errors.New("admin: already exists")
 	// ErrNameTaken means another team already has the name.
 	ErrNameTaken = errors.New("admin: name taken")
 	// ErrIdempotencyConflict means an Idempotency-Key was reused for a

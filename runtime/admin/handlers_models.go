@@ -19,12 +19,38 @@ func pathName(c *gin.Context, name string) (string, bool) {
 	return v, true
 }
 
+// createOnly reads adminwire.CreateOnlyHeader; on a value other than
+// adminwire.CreateOnlyValue it has answered 400.
+func createOnly(c *gin.Context) (only, ok bool) {
+	v, set := c.Request.Header[adminwire.CreateOnlyHeader]
+	switch {
+	case !set:
+		return false, true
+	case len(v) == 1 && v[0] == adminwire.CreateOnlyValue:
+		return true, true
+	}
+	badRequest(c, codeInvalidValue, invalid(adminwire.CreateOnlyHeader, "%s supports only %q (create only)",
+		adminwire.CreateOnlyHeader, adminwire.CreateOnlyValue))
+	return false, false
+}
+
 // putModel is PUT /admin/models/{name}: 201 when created, 200 when updated
-// or already as asked.
+// or already as asked; create only (adminwire.CreateOnlyHeader), 409 when
+// the model exists and 200 for a repeat of its Idempotency-Key.
 func (a *API) putModel(c *gin.Context) {
 	name, ok := pathName(c, "name")
 	if !ok {
 		return
+	}
+	only, ok := createOnly(c)
+	if !ok {
+		return
+	}
+	var idem string
+	if only {
+		if idem, ok = idempotencyKey(c); !ok {
+			return
+		}
 	}
 	var spec adminwire.ModelSpec
 	present, ok := decodeBody(c, &spec)
@@ -35,9 +61,18 @@ func (a *API) putModel(c *gin.Context) {
 		badRequest(c, codeInvalidValue, e)
 		return
 	}
-	m, created, err := a.store.PutModel(c.Request.Context(), name, spec, a.now())
+	var (
+		m       adminwire.Model
+		created bool
+		err     error
+	)
+	if only {
+		m, created, err = a.store.CreateModel(c.Request.Context(), name, spec, idem, a.now())
+	} else {
+		m, created, err = a.store.PutModel(c.Request.Context(), name, spec, a.now())
+	}
 	if err != nil {
-		a.fail(c, err, "name", "model")
+		a.fail(c, err, paramFor(err, "name", adminwire.IdempotencyHeader), "model")
 		return
 	}
 	status := http.StatusOK

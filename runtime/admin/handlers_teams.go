@@ -33,8 +33,19 @@ func (a *API) withBalance(ctx context.Context, t adminwire.Team) (adminwire.Team
 }
 
 // createTeam is POST /admin/teams: 201 with a new team, 200 with the
-// existing team of that name.
+// existing team of that name; create only (adminwire.CreateOnlyHeader),
+// 409 for an existing name and 200 for a repeat of its Idempotency-Key.
 func (a *API) createTeam(c *gin.Context) {
+	only, ok := createOnly(c)
+	if !ok {
+		return
+	}
+	var idem string
+	if only {
+		if idem, ok = idempotencyKey(c); !ok {
+			return
+		}
+	}
 	var req adminwire.CreateTeamRequest
 	present, ok := decodeBody(c, &req)
 	if !ok {
@@ -49,12 +60,21 @@ func (a *API) createTeam(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	t, created, err := a.store.CreateTeam(ctx, req.Name, a.now())
+	var (
+		t       adminwire.Team
+		created bool
+		err     error
+	)
+	if only {
+		t, created, err = a.store.CreateTeamOnly(ctx, req.Name, idem, a.now())
+	} else {
+		t, created, err = a.store.CreateTeam(ctx, req.Name, a.now())
+	}
 	if err == nil {
 		t, err = a.withBalance(ctx, t)
 	}
 	if err != nil {
-		a.fail(c, err, "", "team")
+		a.fail(c, err, paramFor(err, "", adminwire.IdempotencyHeader), "team")
 		return
 	}
 	status := http.StatusOK

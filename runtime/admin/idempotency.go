@@ -17,6 +17,8 @@ import (
 const (
 	scopeKeyCreate   = "api_key.create"
 	scopeNodeToken   = "node_token.issue"
+	scopeTeamCreate  = "team.create_only"
+	scopeModelCreate = "model.create_only"
 	idempotencyTable = "admin_idempotency" // created by store migration 0003
 )
 
@@ -36,9 +38,17 @@ func fingerprint(v any) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// lookup returns the resource recorded for (scope, key), or 0 when there is
-// none; ErrIdempotencyConflict when it was recorded for another request.
+// lookupIdempotent returns the resource recorded for (scope, key), or 0
+// when there is none; ErrIdempotencyConflict when it was recorded for
+// another request.
 func lookupIdempotent(ctx context.Context, tx *sql.Tx, scope, key, fp string) (int64, error) {
+	id, _, err := readIdempotent(ctx, tx, scope, key, fp)
+	return id, err
+}
+
+// readIdempotent is lookupIdempotent that also reports whether a record
+// exists, for scopes whose resources have no numeric id (recorded as 0).
+func readIdempotent(ctx context.Context, tx *sql.Tx, scope, key, fp string) (int64, bool, error) {
 	var (
 		got string
 		id  int64
@@ -47,13 +57,13 @@ func lookupIdempotent(ctx context.Context, tx *sql.Tx, scope, key, fp string) (i
 		scope, key).Scan(&got, &id)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return 0, nil
+		return 0, false, nil
 	case err != nil:
-		return 0, fmt.Errorf("read idempotency key: %w", err)
+		return 0, false, fmt.Errorf("read idempotency key: %w", err)
 	case got != fp:
-		return 0, ErrIdempotencyConflict
+		return 0, false, ErrIdempotencyConflict
 	}
-	return id, nil
+	return id, true, nil
 }
 
 // recordIdempotent remembers that (scope, key) created resource id. A

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/store"
 )
 
 // modelColumns are the models columns scanModel reads, in order.
@@ -79,6 +80,77 @@ func (s *SQLStore) PutModel(ctx context.Context, name string, spec adminwire.Mod
 		return adminwire.Model{}, false, fmt.Errorf("put model: %w", err)
 	}
 	return m, created, nil
+}
+
+// CreateModel creates the model called name, or fails with
+// ErrAlreadyExists when the platform declares a model of that name, which
+// it leaves as it is. The primary key decides, so of concurrent creates
+// exactly one wins. With a non-empty idemKey, a repeat of the create
+// answers the model (created false) instead of failing.
+func (s *SQLStore) CreateModel(ctx context.Context, name string, spec adminwire.ModelSpec, idemKey string, now time.Time) (adminwire.Model, bool, error) {
+	fp := fingerprint(struct {
+		Name string
+		Spec adminwire.ModelSpec
+	}{name, spec})
+	var (
+		m       adminwire.Model
+		created bool
+	)
+	err := runIdempotent(func() error {
+		return s.db.InTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			m, created, err = createModelTx(ctx, tx, name, spec, idemKey, fp, now)
+			return err
+		})
+	})
+	if err != nil {
+		return adminwire.Model{}, false, fmt.Errorf("create model %q: %w", name, err)
+	}
+	return m, created, nil
+}
+
+// createModelTx is CreateModel's transaction. Models have no numeric id:
+// the idempotency record names none, and a replay reads the model by name.
+func createModelTx(ctx context.Context, tx *sql.Tx, name string, spec adminwire.ModelSpec, idemKey, fp string, now time.Time) (adminwire.Model, bool, error) {
+	replay := func() (adminwire.Model, bool, error) {
+		if idemKey == "" {
+			return adminwire.Model{}, false, nil
+		}
+		_, ok, err := readIdempotent(ctx, tx, scopeModelCreate, idemKey, fp)
+		if err != nil || !ok {
+			return adminwire.Model{}, false, err
+		}
+		m, err := getModel(ctx, tx, name, "")
+		return m, err == nil, err
+	}
+	if m, ok, err := replay(); err != nil || ok {
+		return m, false, err
+	}
+	m, err := scanModel(tx.QueryRowContext(ctx, `INSERT INTO models (name, served_name, prompt_price_micro_per_mtok,
+		completion_price_micro_per_mtok, max_context_tokens, max_output_tokens, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $7) ON CONFLICT (name) DO NOTHING RETURNING `+modelColumns,
+		name, spec.ServedName, spec.PromptPriceMicroPerMTok, spec.CompletionPriceMicroPerMTok,
+		spec.MaxContextTokens, spec.MaxOutputTokens, now))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		// A concurrent repeat of this very create may have won: the insert
+		// waited for its commit, and this read sees its record.
+		if m, ok, err := replay(); err != nil || ok {
+			return m, false, err
+		}
+		return adminwire.Model{}, false, ErrAlreadyExists
+	case err != nil:
+		return adminwire.Model{}, false, fmt.Errorf("insert: %w", err)
+	}
+	if idemKey != "" {
+		if err := recordIdempotent(ctx, tx, scopeModelCreate, idemKey, fp, 0, now); err != nil {
+			if store.IsUniqueViolation(err) {
+				return adminwire.Model{}, false, errRaceLost
+			}
+			return adminwire.Model{}, false, err
+		}
+	}
+	return m, true, nil
 }
 
 // GetModel returns the model called name, or ErrNotFound.

@@ -43,6 +43,74 @@ func (s *SQLStore) CreateTeam(ctx context.Context, name string, now time.Time) (
 	return t, false, nil
 }
 
+// CreateTeamOnly creates the team called name (created true), or fails
+// with ErrAlreadyExists when the platform has a team of that name. The
+// database's unique name decides, so of concurrent creates exactly one
+// wins. With a non-empty idemKey, a repeat of the create answers the team
+// it made (created false) instead of failing.
+func (s *SQLStore) CreateTeamOnly(ctx context.Context, name, idemKey string, now time.Time) (adminwire.Team, bool, error) {
+	fp := fingerprint(adminwire.CreateTeamRequest{Name: name})
+	var (
+		t       adminwire.Team
+		created bool
+	)
+	err := runIdempotent(func() error {
+		return s.db.InTx(ctx, func(tx *sql.Tx) error {
+			var err error
+			t, created, err = createTeamOnlyTx(ctx, tx, name, idemKey, fp, now)
+			return err
+		})
+	})
+	if err != nil {
+		return adminwire.Team{}, false, fmt.Errorf("create team %q: %w", name, err)
+	}
+	return t, created, nil
+}
+
+// createTeamOnlyTx is CreateTeamOnly's transaction.
+func createTeamOnlyTx(ctx context.Context, tx *sql.Tx, name, idemKey, fp string, now time.Time) (adminwire.Team, bool, error) {
+	replay := func() (adminwire.Team, bool, error) {
+		if idemKey == "" {
+			return adminwire.Team{}, false, nil
+		}
+		id, err := lookupIdempotent(ctx, tx, scopeTeamCreate, idemKey, fp)
+		if err != nil || id == 0 {
+			return adminwire.Team{}, false, err
+		}
+		t, err := scanTeam(tx.QueryRowContext(ctx, "SELECT "+teamColumns+" FROM teams WHERE id = $1", id))
+		if err != nil {
+			return adminwire.Team{}, false, fmt.Errorf("read team %d: %w", id, err)
+		}
+		return t, true, nil
+	}
+	if t, ok, err := replay(); err != nil || ok {
+		return t, false, err
+	}
+	t, err := scanTeam(tx.QueryRowContext(ctx, `INSERT INTO teams (name, created_at) VALUES ($1, $2)
+		ON CONFLICT (name) DO NOTHING RETURNING `+teamColumns, name, now))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		// The name is taken. A concurrent repeat of this very create may
+		// have taken it: the insert waited for its commit, and this read
+		// sees its record.
+		if t, ok, err := replay(); err != nil || ok {
+			return t, false, err
+		}
+		return adminwire.Team{}, false, ErrAlreadyExists
+	case err != nil:
+		return adminwire.Team{}, false, fmt.Errorf("insert: %w", err)
+	}
+	if idemKey != "" {
+		if err := recordIdempotent(ctx, tx, scopeTeamCreate, idemKey, fp, t.ID, now); err != nil {
+			if store.IsUniqueViolation(err) {
+				return adminwire.Team{}, false, errRaceLost
+			}
+			return adminwire.Team{}, false, err
+		}
+	}
+	return t, true, nil
+}
+
 // GetTeam returns the team with id, or ErrTeamNotFound.
 func (s *SQLStore) GetTeam(ctx context.Context, id int64) (adminwire.Team, error) {
 	t, err := scanTeam(s.db.QueryRowContext(ctx, "SELECT "+teamColumns+" FROM teams WHERE id = $1", id))

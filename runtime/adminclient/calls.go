@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"math"
 	"net/http"
 	"net/url"
@@ -39,6 +40,31 @@ func idemHeader(key string) http.Header {
 func (c *Client) CreateTeam(ctx context.Context, name string) (t adminwire.Team, created bool, err error) {
 	status, err := c.do(ctx, call{method: http.MethodPost, path: "/admin/teams", body: adminwire.CreateTeamRequest{Name: name}, out: &t})
 	return t, status == http.StatusCreated, err
+}
+
+// CreateTeamOnly creates the team called name, refusing a name the
+// platform already has with an *APIError 409 (see IsAlreadyExists), so of
+// concurrent creates exactly one succeeds. Retries reuse idempotencyKey (a
+// random one when empty): a retry after a lost answer gets the team this
+// call created (created false), not the 409.
+func (c *Client) CreateTeamOnly(ctx context.Context, name, idempotencyKey string) (t adminwire.Team, created bool, err error) {
+	status, err := c.do(ctx, call{method: http.MethodPost, path: "/admin/teams", body: adminwire.CreateTeamRequest{Name: name},
+		header: createOnlyHeader(idempotencyKey), out: &t})
+	return t, status == http.StatusCreated, err
+}
+
+// createOnlyHeader asks for a create only, under idempotencyKey.
+func createOnlyHeader(idempotencyKey string) http.Header {
+	h := idemHeader(idempotencyKey)
+	h.Set(adminwire.CreateOnlyHeader, adminwire.CreateOnlyValue)
+	return h
+}
+
+// IsAlreadyExists reports whether err is a create-only request's refusal
+// of a name the platform already has.
+func IsAlreadyExists(err error) bool {
+	var ae *adminwire.APIError
+	return errors.As(err, &ae) && ae.Status == http.StatusConflict && ae.Code == adminwire.CodeAlreadyExists
 }
 
 // ListTeams returns every team.
@@ -134,6 +160,15 @@ func (c *Client) RevokeKey(ctx context.Context, id int64) (adminwire.Key, error)
 // which.
 func (c *Client) PutModel(ctx context.Context, name string, spec adminwire.ModelSpec) (m adminwire.Model, created bool, err error) {
 	status, err := c.do(ctx, call{method: http.MethodPut, path: namePath("/admin/models/", name), body: spec, out: &m})
+	return m, status == http.StatusCreated, err
+}
+
+// CreateModel declares the model called name, refusing one the platform
+// already declares with an *APIError 409 (see IsAlreadyExists) and leaving
+// it as it is. Retries reuse idempotencyKey as in CreateTeamOnly.
+func (c *Client) CreateModel(ctx context.Context, name string, spec adminwire.ModelSpec, idempotencyKey string) (m adminwire.Model, created bool, err error) {
+	status, err := c.do(ctx, call{method: http.MethodPut, path: namePath("/admin/models/", name), body: spec,
+		header: createOnlyHeader(idempotencyKey), out: &m})
 	return m, status == http.StatusCreated, err
 }
 
