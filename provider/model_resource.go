@@ -109,17 +109,32 @@ func (m *modelModel) set(x adminwire.Model) {
 }
 
 // put declares the model as the plan says, applies its objects, and
-// records the answer in state: Create and Update alike, since both the
-// admin API's PUT and server-side apply are upserts. prior is the state
-// before (nil on create): objects it had that the plan no longer has (a
-// namespace changed, the deployment dropped) are removed.
+// records the answer in state: Create and Update alike, since server-side
+// apply is an upsert. prior is the state before (nil on create, which
+// declares the model create-only: see Create): objects it had that the plan
+// no longer has (a namespace changed, the deployment dropped) are removed.
 func (r *modelResource) put(ctx context.Context, plan tfsdk.Plan, prior *modelModel, state *tfsdk.State, diags *diag.Diagnostics) {
 	var m modelModel
 	diags.Append(plan.Get(ctx, &m)...)
 	if diags.HasError() {
 		return
 	}
-	x, _, err := r.client.PutModel(ctx, m.Name.ValueString(), m.spec())
+	var (
+		x   adminwire.Model
+		err error
+	)
+	if prior == nil {
+		x, _, err = r.client.CreateModel(ctx, m.Name.ValueString(), m.spec(), "")
+	} else {
+		x, _, err = r.client.PutModel(ctx, m.Name.ValueString(), m.spec())
+	}
+	if adminclient.IsAlreadyExists(err) {
+		diags.AddAttributeError(path.Root("name"), "Model already exists — import it",
+			"The platform already declares a model named "+strconv.Quote(m.Name.ValueString())+", made outside this configuration. "+
+				"Creating it would overwrite its declaration and destroying it would delete it: to manage it here, import it "+
+				"(an import block with id = "+strconv.Quote(m.Name.ValueString())+", or terraform import <address> "+m.Name.ValueString()+").")
+		return
+	}
 	if err != nil {
 		diags.AddError("Model not declared", err.Error())
 		return
@@ -197,28 +212,12 @@ const noKubeMessage = "deployment applies the model's objects to a cluster, and 
 	"add a kubernetes block to the provider (config_path, or host with a token or exec), or set " + EnvKubeConfigPath +
 	". Without deployment, llmplat_model only registers the model with the platform."
 
-// Create refuses a model the platform already declares (the admin API's
-// PUT is an upsert: it would overwrite that declaration, and destroy would
-// delete it), then declares it. The check comes before the first PUT, so
-// the client's retry of a PUT whose answer was lost is not taken for it.
+// Create refuses a model the platform already declares (a plain PUT is an
+// upsert: it would overwrite that declaration, and destroy would delete
+// it): the declaration is create-only, so the platform decides between
+// concurrent applies, and the client's retry of a create whose answer was
+// lost reuses its Idempotency-Key and gets this model back.
 func (r *modelResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var name types.String
-	resp.Diagnostics.Append(req.Plan.GetAttribute(ctx, path.Root("name"), &name)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	_, err := r.client.GetModel(ctx, name.ValueString())
-	switch {
-	case err == nil:
-		resp.Diagnostics.AddAttributeError(path.Root("name"), "Model already exists — import it",
-			"The platform already declares a model named "+strconv.Quote(name.ValueString())+", made outside this configuration. "+
-				"Creating it would overwrite its declaration and destroying it would delete it: to manage it here, import it "+
-				"(an import block with id = "+strconv.Quote(name.ValueString())+", or terraform import <address> "+name.ValueString()+").")
-		return
-	case !notFound(err):
-		resp.Diagnostics.AddError("Model not checked", "Whether the model already exists could not be read: "+err.Error())
-		return
-	}
 	r.put(ctx, req.Plan, nil, &resp.State, &resp.Diagnostics)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -93,31 +94,38 @@ func (r *teamResource) Create(ctx context.Context, req resource.CreateRequest, r
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	// A team made outside this configuration is refused, not taken over.
-	// The check comes before the create: the client's retry of a create
-	// whose answer was lost answers the team without "created", and is
-	// not taken for it.
-	teams, err := r.client.ListTeams(ctx)
-	if err != nil {
-		resp.Diagnostics.AddError("Team not checked", "Whether the team already exists could not be read: "+err.Error())
+	// A team made outside this configuration is refused, not taken over:
+	// the create is create-only, so the platform's unique name decides
+	// between concurrent applies. The client's retry of a create whose
+	// answer was lost reuses its Idempotency-Key and gets this team back.
+	t, _, err := r.client.CreateTeamOnly(ctx, m.Name.ValueString(), "")
+	if adminclient.IsAlreadyExists(err) {
+		teamExists(ctx, r.client, m.Name.ValueString(), &resp.Diagnostics)
 		return
 	}
-	for _, t := range teams {
-		if t.Name == m.Name.ValueString() {
-			id := strconv.FormatInt(t.ID, 10)
-			resp.Diagnostics.AddAttributeError(path.Root("name"), "Team already exists — import it",
-				"The platform already has a team named "+strconv.Quote(t.Name)+" (id "+id+"), made outside this configuration: "+
-					"to manage it here, import it (an import block with id = \""+id+"\", or terraform import <address> "+id+").")
-			return
-		}
-	}
-	t, _, err := r.client.CreateTeam(ctx, m.Name.ValueString())
 	if err != nil {
 		resp.Diagnostics.AddError("Team not created", err.Error())
 		return
 	}
 	m.set(t)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// teamExists says that the platform already has a team called name, with
+// the import to write; the id is looked up for it, and left to the reader
+// when the lookup fails.
+func teamExists(ctx context.Context, c *adminclient.Client, name string, diags *diag.Diagnostics) {
+	id := "<the team's id>"
+	if teams, err := c.ListTeams(ctx); err == nil {
+		for _, t := range teams {
+			if t.Name == name {
+				id = strconv.FormatInt(t.ID, 10)
+			}
+		}
+	}
+	diags.AddAttributeError(path.Root("name"), "Team already exists — import it",
+		"The platform already has a team named "+strconv.Quote(name)+" (id "+id+"), made outside this configuration: "+
+			"to manage it here, import it (an import block with id = \""+id+"\", or terraform import <address> "+id+").")
 }
 
 func (r *teamResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
