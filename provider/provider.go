@@ -97,8 +97,10 @@ func (p *llmplatProvider) Schema(_ context.Context, _ provider.SchemaRequest, re
 					defaultReadyTimeout.String() + ", enough for a first full apply whose gateway starts in the same run. Once endpoint and " +
 					"token are known, before the first resource or data source that calls the admin API (a plan of new resources " +
 					"included; the offline data sources llmplat_capacity_plan and llmplat_platform_manifests call nothing), the provider " +
-					"makes one cheap authenticated call and repeats it while the platform is not there (connection errors, 429, 502, " +
-					"503, 504): a plan or apply against a platform that is down fails after this long, and a wrong token fails at once. " +
+					"makes one cheap authenticated call and repeats it while the platform is not there (connection errors, a host name " +
+					"that does not resolve yet, 429, 502, 503, 504): a plan or apply against a platform that is down fails after this long. " +
+					"A wrong token fails at once, and so does a connection refused at an IP address or localhost, where no load " +
+					"balancer can be on its way. " +
 					"While endpoint or token are unknown (they come from a resource not applied yet), the check waits for the apply. " +
 					"Falls back to the " + EnvReadyTimeout + " environment variable.",
 				Validators: []validator.String{durationValidator{}},

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -65,15 +68,42 @@ func (d *providerData) ready(ctx context.Context, diags *diag.Diagnostics) bool 
 	return !r.diags.HasError()
 }
 
+// refusedForGood reports whether err is a connection refused where no load
+// balancer can be on its way: the endpoint's host is an IP address, or the
+// address that refused is a loopback one (localhost). Nothing listens
+// there, so waiting for ready_timeout would only hide a mistyped endpoint
+// or a platform that is down. A host name that does not resolve yet, or
+// resolves and refuses, may be a load balancer still being made: that is
+// waited for.
+func refusedForGood(endpoint string, err error) bool {
+	if !errors.Is(err, syscall.ECONNREFUSED) {
+		return false
+	}
+	if u, perr := url.Parse(endpoint); perr == nil && net.ParseIP(u.Hostname()) != nil {
+		return true
+	}
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		if a, ok := oe.Addr.(*net.TCPAddr); ok && a.IP.IsLoopback() {
+			return true
+		}
+	}
+	return false
+}
+
 // waitReady verifies the credentials with one cheap authenticated call,
 // repeated while the platform is not there, for at most timeout. It
 // reports whether the platform answered; otherwise it has said why in
-// diags: a refused token at once, an unreachable platform after timeout.
+// diags: a refused token or a connection refused for good (see
+// refusedForGood) at once, an unreachable platform after timeout.
 func waitReady(ctx context.Context, c *adminclient.Client, endpoint string, timeout time.Duration, diags *diag.Diagnostics) bool {
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, errReadyTimeout)
 	defer cancel()
-	err := c.WaitReady(ctx)
-	var ae *adminwire.APIError
+	err := c.WaitReadyUnless(ctx, func(err error) bool { return refusedForGood(endpoint, err) })
+	var (
+		ae *adminwire.APIError
+		de *net.DNSError
+	)
 	switch {
 	case err == nil:
 		return true
@@ -81,6 +111,16 @@ func waitReady(ctx context.Context, c *adminclient.Client, endpoint string, time
 		diags.AddError("llmplat admin token refused",
 			fmt.Sprintf("The platform at %s refused the provider's admin credential (%v). Check the provider's token or the %s environment variable: "+
 				"it must be the bootstrap admin token or a JWT with the admin role.", endpoint, err, EnvToken))
+	case refusedForGood(endpoint, err):
+		diags.AddError("llmplat platform refused the connection",
+			fmt.Sprintf("Nothing listens at %s: the connection was refused (%v). The provider does not wait for ready_timeout "+
+				"for an IP address or localhost, where no load balancer can be on its way. Check that the provider's endpoint "+
+				"(or %s) is the gateway's base URL and that the gateway runs.", endpoint, err, EnvEndpoint))
+	case errors.Is(context.Cause(ctx), errReadyTimeout) && errors.As(err, &de):
+		diags.AddError("llmplat platform not ready",
+			fmt.Sprintf("The host name of %s did not resolve within ready_timeout (%v): %v. The provider waits for a name that "+
+				"does not resolve, because a new load balancer's name takes minutes to: if the endpoint is mistyped, fix it "+
+				"(or %s); if the load balancer is new, raise the provider's ready_timeout.", endpoint, timeout, err, EnvEndpoint))
 	case errors.Is(context.Cause(ctx), errReadyTimeout):
 		diags.AddError("llmplat platform not ready",
 			fmt.Sprintf("The platform at %s did not answer within ready_timeout (%v): %v. Check that the provider's endpoint is "+

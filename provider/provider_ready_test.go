@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 
@@ -33,9 +34,10 @@ func TestAccPlanChecksCredentials(t *testing.T) {
 	})
 }
 
-// TestAccPlanFailsWhenPlatformDown: a plan against a platform that does
-// not answer fails once ready_timeout has passed (set short here through
-// its environment variable).
+// TestAccPlanFailsWhenPlatformDown: a plan against an IP address where
+// nothing listens fails at once, naming the endpoint, instead of waiting
+// out a ready_timeout of 10 minutes: no load balancer can be on its way
+// there.
 func TestAccPlanFailsWhenPlatformDown(t *testing.T) {
 	requireTerraform(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -44,13 +46,35 @@ func TestAccPlanFailsWhenPlatformDown(t *testing.T) {
 	}
 	down := "http://" + ln.Addr().String()
 	ln.Close() // nothing listens there any more: connections are refused
-	t.Setenv("LLMPLAT_READY_TIMEOUT", "2s")
+	t.Setenv(EnvReadyTimeout, "10m")
+	start := time.Now()
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories(),
 		Steps: []resource.TestStep{{
 			Config:      providerBlockAt(down, "llpadm_any-token-0123456789abcdef", "") + teamOnly,
 			PlanOnly:    true,
-			ExpectError: regexp.MustCompile(`(?s)platform not ready.*ready_timeout\s+\(2s\)`),
+			ExpectError: regexp.MustCompile(`(?s)platform refused the connection.*Nothing listens at\s+` + regexp.QuoteMeta(down)),
+		}},
+	})
+	if took := time.Since(start); took >= 10*time.Minute {
+		t.Errorf("the plan failed after %v, want before its ready_timeout of 10m", took)
+	}
+}
+
+// TestAccPlanWaitsForUnresolvedName: a host name that does not resolve
+// may be a new load balancer's: the plan waits for it, for ready_timeout
+// (set short here through its environment variable), then says that the
+// name did not resolve.
+func TestAccPlanWaitsForUnresolvedName(t *testing.T) {
+	requireTerraform(t)
+	t.Setenv(EnvReadyTimeout, "3s")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{{
+			// .invalid never resolves (RFC 2606).
+			Config:      providerBlockAt("http://gateway.llmplat.invalid:8080", "llpadm_any-token-0123456789abcdef", "") + teamOnly,
+			PlanOnly:    true,
+			ExpectError: regexp.MustCompile(`(?s)platform not ready.*did not resolve\s+within\s+ready_timeout\s+\(3s\)`),
 		}},
 	})
 }

@@ -180,8 +180,15 @@ func (c *Client) CreateModel(ctx context.Context, name string, spec adminwire.Mo
 // the platform) returns at once as an *APIError; when ctx ends first the
 // error wraps both ctx's and the last try's.
 func (c *Client) WaitReady(ctx context.Context) error {
+	return c.WaitReadyUnless(ctx, nil)
+}
+
+// WaitReadyUnless is WaitReady that also returns at once after a try that
+// failed with an error giveUp accepts (a nil giveUp accepts none): the
+// caller knows that waiting longer cannot help.
+func (c *Client) WaitReadyUnless(ctx context.Context, giveUp func(error) bool) error {
 	// Tries without end: ctx alone bounds the wait.
-	_, err := c.send(ctx, call{method: http.MethodGet, path: "/admin/models", out: &adminwire.List[adminwire.Model]{}}, math.MaxInt)
+	_, err := c.send(ctx, call{method: http.MethodGet, path: "/admin/models", out: &adminwire.List[adminwire.Model]{}, giveUp: giveUp}, math.MaxInt)
 	return err
 }
 

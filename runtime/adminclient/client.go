@@ -115,6 +115,9 @@ type call struct {
 	body         any         // marshalled to JSON when not nil
 	header       http.Header // extra headers
 	out          any         // decoded from a 2xx body when not nil
+	// giveUp, when set, stops the retries after a try that failed with an
+	// error it accepts, though the error is retryable.
+	giveUp func(error) bool
 }
 
 // do sends cl, retrying as the policy allows, and returns the final
@@ -136,6 +139,9 @@ func (c *Client) send(ctx context.Context, cl call, attempts int) (int, error) {
 		RetryMax:   attempts - 1,
 		CheckRetry: func(ctx context.Context, resp *http.Response, err error) (bool, error) {
 			last = c.failure(cl, resp, err)
+			if last != nil && cl.giveUp != nil && cl.giveUp(last) {
+				return false, nil
+			}
 			return last != nil && retryable(last) && ctx.Err() == nil, nil
 		},
 		Backoff: func(_, _ time.Duration, n int, resp *http.Response) time.Duration {
