@@ -132,6 +132,7 @@ func (a *API) Register(r gin.IRouter) {
 	g.GET("/teams", a.listTeams)
 	g.GET("/teams/:id", a.getTeam)
 	g.PATCH("/teams/:id", a.updateTeam)
+	g.POST("/teams/:id/release", a.releaseTeam)
 	g.POST("/credits", a.addCredit)
 	g.POST("/keys", a.createKey)
 	g.GET("/keys", a.listKeys)

@@ -28,8 +28,9 @@ type createOnlyAnswer struct {
 }
 
 // raceCreates sends racers create-only requests at once, each with its own
-// Idempotency-Key (separate terraform runs), racer i's body from body(i).
-func raceCreates(h *harness, method, path string, body func(i int) string) []createOnlyAnswer {
+// Idempotency-Key (separate terraform runs; round keeps them apart from
+// other races'), racer i's body from body(i).
+func raceCreates(h *harness, round, method, path string, body func(i int) string) []createOnlyAnswer {
 	answers := make([]createOnlyAnswer, racers)
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -43,7 +44,7 @@ func raceCreates(h *harness, method, path string, body func(i int) string) []cre
 			req.Header.Set("Authorization", "Bearer "+h.adminToken)
 			req.Header.Set("Content-Type", "application/json")
 			req.Header.Set(adminwire.CreateOnlyHeader, adminwire.CreateOnlyValue)
-			req.Header.Set(adminwire.IdempotencyHeader, fmt.Sprintf("racer-%d", i))
+			req.Header.Set(adminwire.IdempotencyHeader, fmt.Sprintf("%s-racer-%d", round, i))
 			<-start
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
@@ -60,9 +61,10 @@ func raceCreates(h *harness, method, path string, body func(i int) string) []cre
 	return answers
 }
 
-// oneWinner checks that exactly one answer is a 201 and every other a 409
-// already_exists in the OpenAI error shape, and returns the winner's index.
-func oneWinner(t *testing.T, answers []createOnlyAnswer) int {
+// oneWinner checks that exactly one answer is a win (201, or 200 for a
+// released team taken back) and every other a 409 already_exists in the
+// OpenAI error shape, and returns the winner's index.
+func oneWinner(t *testing.T, answers []createOnlyAnswer, win int) int {
 	t.Helper()
 	winner := -1
 	for i, a := range answers {
@@ -70,7 +72,7 @@ func oneWinner(t *testing.T, answers []createOnlyAnswer) int {
 			t.Fatalf("racer %d: %v", i, a.err)
 		}
 		switch a.status {
-		case http.StatusCreated:
+		case win:
 			if winner >= 0 {
 				t.Errorf("racers %d and %d both created", winner, i)
 			}
@@ -81,7 +83,7 @@ func oneWinner(t *testing.T, answers []createOnlyAnswer) int {
 				t.Errorf("racer %d: 409 %s, want the OpenAI error shape with code %s", i, a.body, adminwire.CodeAlreadyExists)
 			}
 		default:
-			t.Errorf("racer %d: %d %s, want 201 or 409", i, a.status, a.body)
+			t.Errorf("racer %d: %d %s, want %d or 409", i, a.status, a.body, win)
 		}
 	}
 	if winner < 0 {
@@ -98,8 +100,8 @@ func TestCreateOnlyRace(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, testenv.Postgres(t), harnessOptions{})
 	t.Run("team", func(t *testing.T) {
-		answers := raceCreates(h, http.MethodPost, "/admin/teams", func(int) string { return `{"name":"race"}` })
-		winner := oneWinner(t, answers)
+		answers := raceCreates(h, "create", http.MethodPost, "/admin/teams", func(int) string { return `{"name":"race"}` })
+		winner := oneWinner(t, answers, http.StatusCreated)
 		var won adminwire.Team
 		if err := json.Unmarshal([]byte(answers[winner].body), &won); err != nil {
 			t.Fatal(err)
@@ -108,13 +110,22 @@ func TestCreateOnlyRace(t *testing.T) {
 		if err != nil || len(teams) != 1 || teams[0].ID != won.ID {
 			t.Errorf("teams after the race = %+v, %v; want only the winner's %d", teams, err, won.ID)
 		}
+		// Released, the team is taken back by exactly one racer.
+		if _, err := h.client.ReleaseTeam(ctx, won.ID); err != nil {
+			t.Fatal(err)
+		}
+		answers = raceCreates(h, "take-back", http.MethodPost, "/admin/teams", func(int) string { return `{"name":"race"}` })
+		oneWinner(t, answers, http.StatusOK)
+		if got, err := h.client.GetTeam(ctx, won.ID); err != nil || got.ReleasedAt != nil {
+			t.Errorf("the team after it was taken back = %+v, %v; want it held", got, err)
+		}
 	})
 	t.Run("model", func(t *testing.T) {
-		answers := raceCreates(h, http.MethodPut, "/admin/models/race", func(i int) string {
+		answers := raceCreates(h, "model", http.MethodPut, "/admin/models/race", func(i int) string {
 			return fmt.Sprintf(`{"served_name":"racer-%d","prompt_price_micro_per_mtok":1,"completion_price_micro_per_mtok":1,`+
 				`"max_context_tokens":4096,"max_output_tokens":512}`, i)
 		})
-		winner := oneWinner(t, answers)
+		winner := oneWinner(t, answers, http.StatusCreated)
 		m, err := h.client.GetModel(ctx, "race")
 		if want := fmt.Sprintf("racer-%d", winner); err != nil || m.ServedName != want {
 			t.Errorf("the model after the race serves %q (%v), want the winner's %q", m.ServedName, err, want)
@@ -174,6 +185,21 @@ func TestCreateOnly(t *testing.T) {
 			if err != nil || len(teams) != 2 || teams[1].ID != hand.ID {
 				t.Errorf("teams = %+v, %v; want search and by-hand", teams, err)
 			}
+			// A released team is taken back, once, with its id; a team made
+			// by hand is never released, so never taken.
+			released, err := h.client.ReleaseTeam(ctx, team.ID)
+			if err != nil || released.ReleasedAt == nil || !released.ReleasedAt.Equal(testStart) {
+				t.Fatalf("ReleaseTeam = %+v, %v; want released_at %v", released, err, testStart)
+			}
+			back, created, err := h.client.CreateTeamOnly(ctx, "search", "")
+			if err != nil || created || back.ID != team.ID || back.ReleasedAt != nil {
+				t.Errorf("CreateTeamOnly of a released team = %+v, created %v, %v; want team %d held again", back, created, err, team.ID)
+			}
+			if _, _, err := h.client.CreateTeamOnly(ctx, "search", ""); !adminclient.IsAlreadyExists(err) {
+				t.Errorf("CreateTeamOnly of a team taken back: %v, want 409 %s", err, adminwire.CodeAlreadyExists)
+			}
+			_, err = h.client.ReleaseTeam(ctx, 999)
+			wantAPIError(t, "release a missing team", err, http.StatusNotFound, "id")
 			status, body, _ := h.raw(t, http.MethodPost, "/admin/teams", `{"name":"etag"}`,
 				http.Header{adminwire.CreateOnlyHeader: {`"abc"`}})
 			if status != http.StatusBadRequest || !strings.Contains(body, adminwire.CreateOnlyHeader) {

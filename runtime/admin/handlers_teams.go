@@ -150,6 +150,26 @@ func (a *API) updateTeam(c *gin.Context) {
 	writeJSON(c, http.StatusOK, t)
 }
 
+// releaseTeam is POST /admin/teams/{id}/release: 200 with the team and
+// its released_at; a create-only POST /admin/teams of its name takes it
+// back.
+func (a *API) releaseTeam(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	ctx := c.Request.Context()
+	t, err := a.store.ReleaseTeam(ctx, id, a.now())
+	if err == nil {
+		t, err = a.withBalance(ctx, t)
+	}
+	if err != nil {
+		a.fail(c, err, "id", "team")
+		return
+	}
+	writeJSON(c, http.StatusOK, t)
+}
+
 // addCredit is POST /admin/credits: 201 for a new entry, 200 for a replay
 // of the same idempotency key, 409 when the key was used otherwise.
 func (a *API) addCredit(c *gin.Context) {

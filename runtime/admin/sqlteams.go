@@ -12,16 +12,23 @@ import (
 )
 
 // teamColumns are the teams columns scanTeam reads, in order.
-const teamColumns = "id, name, balance_microcredits, created_at"
+const teamColumns = "id, name, balance_microcredits, created_at, released_at"
 
 // scanTeam reads one team selected with teamColumns. Reserved and available
 // money come from the ledger, not from here.
 func scanTeam(r rowScanner) (adminwire.Team, error) {
-	var t adminwire.Team
-	if err := r.Scan(&t.ID, &t.Name, &t.BalanceMicrocredits, &t.CreatedAt); err != nil {
+	var (
+		t        adminwire.Team
+		released sql.NullTime
+	)
+	if err := r.Scan(&t.ID, &t.Name, &t.BalanceMicrocredits, &t.CreatedAt, &released); err != nil {
 		return adminwire.Team{}, err
 	}
 	t.CreatedAt = t.CreatedAt.UTC()
+	if released.Valid {
+		at := released.Time.UTC()
+		t.ReleasedAt = &at
+	}
 	return t, nil
 }
 
@@ -43,11 +50,13 @@ func (s *SQLStore) CreateTeam(ctx context.Context, name string, now time.Time) (
 	return t, false, nil
 }
 
-// CreateTeamOnly creates the team called name (created true), or fails
-// with ErrAlreadyExists when the platform has a team of that name. The
-// database's unique name decides, so of concurrent creates exactly one
-// wins. With a non-empty idemKey, a repeat of the create answers the team
-// it made (created false) instead of failing.
+// CreateTeamOnly creates the team called name (created true), or takes
+// back the team of that name that ReleaseTeam released (created false), or
+// fails with ErrAlreadyExists when the platform holds a team of that name.
+// The database decides (the unique name, then the released row's lock), so
+// of concurrent creates exactly one wins. With a non-empty idemKey, a
+// repeat of the create answers the team it made or took (created false)
+// instead of failing.
 func (s *SQLStore) CreateTeamOnly(ctx context.Context, name, idemKey string, now time.Time) (adminwire.Team, bool, error) {
 	fp := fingerprint(adminwire.CreateTeamRequest{Name: name})
 	var (
@@ -96,7 +105,7 @@ func createTeamOnlyTx(ctx context.Context, tx *sql.Tx, name, idemKey, fp string,
 		if t, ok, err := replay(); err != nil || ok {
 			return t, false, err
 		}
-		return adminwire.Team{}, false, ErrAlreadyExists
+		return takeBackTx(ctx, tx, name, idemKey, fp, now)
 	case err != nil:
 		return adminwire.Team{}, false, fmt.Errorf("insert: %w", err)
 	}
@@ -109,6 +118,44 @@ func createTeamOnlyTx(ctx context.Context, tx *sql.Tx, name, idemKey, fp string,
 		}
 	}
 	return t, true, nil
+}
+
+// takeBackTx takes back the released team called name for a create-only
+// request, or fails with ErrAlreadyExists when it is held. Of concurrent
+// takers the row's lock lets one through: the others find it held.
+func takeBackTx(ctx context.Context, tx *sql.Tx, name, idemKey, fp string, now time.Time) (adminwire.Team, bool, error) {
+	t, err := scanTeam(tx.QueryRowContext(ctx, `UPDATE teams SET released_at = NULL
+		WHERE name = $1 AND released_at IS NOT NULL RETURNING `+teamColumns, name))
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return adminwire.Team{}, false, ErrAlreadyExists
+	case err != nil:
+		return adminwire.Team{}, false, fmt.Errorf("take back released team: %w", err)
+	}
+	if idemKey != "" {
+		if err := recordIdempotent(ctx, tx, scopeTeamCreate, idemKey, fp, t.ID, now); err != nil {
+			if store.IsUniqueViolation(err) {
+				return adminwire.Team{}, false, errRaceLost
+			}
+			return adminwire.Team{}, false, err
+		}
+	}
+	return t, false, nil
+}
+
+// ReleaseTeam marks the team with id released (ErrTeamNotFound when it
+// does not exist): Terraform let go of it, and a create-only request of its
+// name may take it back. Releasing twice keeps the first time. Nothing else
+// changes: its keys work until revoked.
+func (s *SQLStore) ReleaseTeam(ctx context.Context, id int64, now time.Time) (adminwire.Team, error) {
+	res, err := s.db.ExecContext(ctx, "UPDATE teams SET released_at = COALESCE(released_at, $2) WHERE id = $1", id, now)
+	if err != nil {
+		return adminwire.Team{}, fmt.Errorf("release team: %w", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return adminwire.Team{}, fmt.Errorf("team %d: %w", id, ErrTeamNotFound)
+	}
+	return s.GetTeam(ctx, id)
 }
 
 // GetTeam returns the team with id, or ErrTeamNotFound.

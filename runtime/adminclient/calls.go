@@ -42,8 +42,9 @@ func (c *Client) CreateTeam(ctx context.Context, name string) (t adminwire.Team,
 	return t, status == http.StatusCreated, err
 }
 
-// CreateTeamOnly creates the team called name, refusing a name the
-// platform already has with an *APIError 409 (see IsAlreadyExists), so of
+// CreateTeamOnly creates the team called name, or takes back the team of
+// that name that ReleaseTeam released (created false), refusing a name the
+// platform holds with an *APIError 409 (see IsAlreadyExists), so of
 // concurrent creates exactly one succeeds. Retries reuse idempotencyKey (a
 // random one when empty): a retry after a lost answer gets the team this
 // call created (created false), not the 409.
@@ -85,6 +86,15 @@ func (c *Client) GetTeam(ctx context.Context, id int64) (adminwire.Team, error) 
 func (c *Client) UpdateTeam(ctx context.Context, id int64, req adminwire.UpdateTeamRequest) (adminwire.Team, error) {
 	var t adminwire.Team
 	_, err := c.do(ctx, call{method: http.MethodPatch, path: idPath("/admin/teams/", id), body: req, out: &t})
+	return t, err
+}
+
+// ReleaseTeam marks the team with id released: the platform keeps it, and
+// a later CreateTeamOnly of its name takes it back instead of refusing it.
+// Releasing twice is harmless.
+func (c *Client) ReleaseTeam(ctx context.Context, id int64) (adminwire.Team, error) {
+	var t adminwire.Team
+	_, err := c.do(ctx, call{method: http.MethodPost, path: idPath("/admin/teams/", id) + "/release", out: &t})
 	return t, err
 }
 

@@ -26,6 +26,10 @@ type Team struct {
 	// may reserve.
 	AvailableMicrocredits int64     `json:"available_microcredits"`
 	CreatedAt             time.Time `json:"created_at"`
+	// ReleasedAt is when Terraform destroyed its llmplat_team: the
+	// platform kept the team, and a create-only request of its name takes
+	// it back. Absent while the team is held.
+	ReleasedAt *time.Time `json:"released_at,omitempty"`
 }
 
 // CreateTeamRequest is the body of POST /admin/teams.
