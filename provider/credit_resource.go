@@ -26,6 +26,7 @@ import (
 // creditResource is llmplat_credit: one grant, a ledger entry.
 type creditResource struct {
 	client *adminclient.Client
+	data   *providerData
 }
 
 func newCreditResource() resource.Resource { return &creditResource{} }
@@ -54,7 +55,11 @@ func (r *creditResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"a second apply changes nothing whatever the team spent in between. The grant's idempotency key is derived " +
 			"from team, amount and note: a retried apply cannot grant twice, and two equal grants need different notes. " +
 			"Ledger entries are permanent: a grant cannot be changed (the plan says so), and destroying this resource " +
-			"removes it from Terraform's state only; add another llmplat_credit, with a negative amount to take credit back.",
+			"removes it from Terraform's state only; add another llmplat_credit, with a negative amount to take credit back. " +
+			"This resource cannot be imported (the admin API does not read a ledger entry back by id). A grant Terraform " +
+			"made and forgot (a destroy) comes back into state by declaring it again with the same team, amount and note: " +
+			"the apply finds the recorded grant under its idempotency key and adds nothing, with a warning. A grant made " +
+			"otherwise (the admin API, the CLI) cannot be brought under Terraform; it stays in the ledger and the team's balance.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed: true, MarkdownDescription: "The ledger entry's id.",
@@ -86,6 +91,7 @@ func (r *creditResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 }
 
 func (r *creditResource) Configure(ctx context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = dataFrom(req.ProviderData, &resp.Diagnostics)
 	r.client = clientFrom(ctx, req.ProviderData, &resp.Diagnostics)
 }
 
@@ -180,6 +186,7 @@ func (r *creditResource) Update(ctx context.Context, req resource.UpdateRequest,
 
 // Delete forgets the grant: ledger entries are permanent.
 func (r *creditResource) Delete(_ context.Context, _ resource.DeleteRequest, resp *resource.DeleteResponse) {
-	resp.Diagnostics.AddWarning("Credit kept in the ledger",
-		"Ledger entries are permanent: the grant was removed from Terraform's state only. Add an llmplat_credit with a negative amount to take it back.")
+	r.data.warnOnce(&resp.Diagnostics, "Credits kept in the ledger",
+		"Ledger entries are permanent: each llmplat_credit this command destroys is removed from Terraform's state only "+
+			"(this warning is given once per command). Add an llmplat_credit with a negative amount to take a grant back.")
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/ephemeral"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
@@ -63,6 +65,32 @@ type providerData struct {
 	// strict makes a plan's checks against the platform errors, not
 	// warnings (the strict option, on unless set to false).
 	strict bool
+
+	// warned holds the summaries of the warnings given once per terraform
+	// command (see warnOnce).
+	warnMu sync.Mutex
+	warned map[string]bool
+}
+
+// warnOnce adds the warning to diags the first time this terraform command
+// gives it: each resource's destroy is a call of its own, and destroying a
+// hundred teams should say once, not a hundred times, that the platform
+// keeps them. The warning attaches to the first resource, so its detail
+// speaks of every one. A nil d (no provider data) always warns.
+func (d *providerData) warnOnce(diags *diag.Diagnostics, summary, detail string) {
+	if d != nil {
+		d.warnMu.Lock()
+		seen := d.warned[summary]
+		if d.warned == nil {
+			d.warned = map[string]bool{}
+		}
+		d.warned[summary] = true
+		d.warnMu.Unlock()
+		if seen {
+			return
+		}
+	}
+	diags.AddWarning(summary, detail)
 }
 
 func (p *llmplatProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {

@@ -21,6 +21,7 @@ import (
 // teamResource is llmplat_team.
 type teamResource struct {
 	client *adminclient.Client
+	data   *providerData
 }
 
 func newTeamResource() resource.Resource { return &teamResource{} }
@@ -49,8 +50,10 @@ func (r *teamResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 	lastRead := []planmodifier.Int64{int64planmodifier.UseStateForUnknown()}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "A tenant of the platform: its API keys and credits belong to it. The platform keeps a team " +
-			"for its ledger history: destroying this resource removes it from Terraform's state only. Creating a team whose " +
-			"name the platform already has fails (\"already exists — import it\"): import it to manage it.",
+			"for its ledger history: destroying this resource removes it from Terraform's state and releases it on the " +
+			"platform, and a later create of the same name by Terraform takes it back (same id, keys and credits), so a " +
+			"destroy then an apply of the same configuration works. Creating a team whose name the platform holds otherwise " +
+			"(made outside Terraform, or by another configuration) fails (\"already exists — import it\"): import it to manage it.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed: true, MarkdownDescription: "The team's numeric id, as a string.",
@@ -76,6 +79,7 @@ func (r *teamResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 }
 
 func (r *teamResource) Configure(ctx context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.data = dataFrom(req.ProviderData, &resp.Diagnostics)
 	r.client = clientFrom(ctx, req.ProviderData, &resp.Diagnostics)
 }
 
@@ -96,7 +100,8 @@ func (r *teamResource) Create(ctx context.Context, req resource.CreateRequest, r
 	}
 	// A team made outside this configuration is refused, not taken over:
 	// the create is create-only, so the platform's unique name decides
-	// between concurrent applies. The client's retry of a create whose
+	// between concurrent applies; a team this provider released at a
+	// destroy is taken back. The client's retry of a create whose
 	// answer was lost reuses its Idempotency-Key and gets this team back.
 	t, _, err := r.client.CreateTeamOnly(ctx, m.Name.ValueString(), "")
 	if adminclient.IsAlreadyExists(err) {
@@ -185,10 +190,30 @@ func (r *teamResource) Update(ctx context.Context, req resource.UpdateRequest, r
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
-// Delete forgets the team: the platform keeps teams for their ledger.
-func (r *teamResource) Delete(_ context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	resp.Diagnostics.AddWarning("Team kept on the platform",
-		"llmplat keeps a team for its ledger history; it was removed from Terraform's state only. Revoke its keys to stop its use.")
+// Delete releases the team: the platform keeps teams for their ledger, and
+// a later create of the same name by Terraform takes it back (see Create).
+func (r *teamResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	if !configured(r.client, &resp.Diagnostics) {
+		return
+	}
+	var m teamModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &m)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	id, ok := parseID(m.ID.ValueString(), &resp.Diagnostics)
+	if !ok {
+		return
+	}
+	if _, err := r.client.ReleaseTeam(ctx, id); err != nil && !notFound(err) {
+		resp.Diagnostics.AddError("Team not released", err.Error())
+		return
+	}
+	r.data.warnOnce(&resp.Diagnostics, "Teams kept on the platform",
+		"llmplat keeps a team for its ledger history: each llmplat_team this command destroys is removed from Terraform's "+
+			"state and released on the platform, not deleted (this warning is given once per command). Applying a "+
+			"configuration with the same team name later takes the team back, with its id, keys and credits; a team made "+
+			"outside Terraform is never taken. Keys made outside Terraform keep working until revoked.")
 }
 
 func (r *teamResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
