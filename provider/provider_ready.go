@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -76,7 +75,7 @@ func (d *providerData) ready(ctx context.Context, diags *diag.Diagnostics) bool 
 // resolves and refuses, may be a load balancer still being made: that is
 // waited for.
 func refusedForGood(endpoint string, err error) bool {
-	if !errors.Is(err, syscall.ECONNREFUSED) {
+	if !errors.Is(err, errConnRefused) {
 		return false
 	}
 	if u, perr := url.Parse(endpoint); perr == nil && net.ParseIP(u.Hostname()) != nil {
