@@ -175,8 +175,9 @@ func Run(ctx context.Context, cfg Config) error {
 		// is let through; internal addresses are still refused.
 		URLGuard: &urlguard.Guard{AllowUnresolvable: true},
 		// Nothing wakes a model in the local mode but a node someone
-		// starts: its callers hear so at once rather than wait.
-		WakeHold: -1,
+		// starts: its callers hear so at once, and why, rather than wait
+		// for a wake that is not coming.
+		Unserved: unserved{nodes: admin.NewSQLStore(db), logger: cfg.Logger},
 		Metrics:  metrics,
 		Logger:   cfg.Logger,
 	})

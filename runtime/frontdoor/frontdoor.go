@@ -61,6 +61,10 @@ type Config struct {
 	// WakeHold is how long a caller of a model at zero is held for its
 	// wake (zero: the gateway's default; negative: answered at once).
 	WakeHold time.Duration
+	// Unserved, when set, means nothing in this deployment starts a replica
+	// of a model at zero (the local mode): its callers are told at once
+	// why no node serves it (gateway.Config.Unserved).
+	Unserved gateway.Unserved
 	// RedisTimeout bounds each Redis call on a request's path (zero: the
 	// gateway's default).
 	RedisTimeout time.Duration
@@ -195,6 +199,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		FirstTokenTimeout: cfg.FirstTokenTimeout,
 		StreamIdleTimeout: cfg.StreamIdleTimeout,
 		WakeHold:          cfg.WakeHold,
+		Unserved:          cfg.Unserved,
 		RedisTimeout:      cfg.RedisTimeout,
 		Logger:            cfg.Logger,
 	}

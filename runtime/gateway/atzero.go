@@ -44,6 +44,10 @@ const servingRecheck = time.Second
 // too. Should the record be unreachable, the request takes the queue as
 // before.
 //
+// Where nothing wakes a model (Config.Unserved: the local mode), its
+// caller is neither held nor recorded as demand: it is told at once that
+// no node serves the model, why, and what brings one back.
+//
 // A model found serving is not asked about again for servingRecheck, so a
 // served model's requests pay one map read here, not a Redis round trip
 // each. The model is one the catalog knows (checkBody ran first), which
@@ -72,6 +76,9 @@ func (s *Server) atZero(c *gin.Context, a *admission, r ledger.Reservation, held
 		return nil
 	}
 	seen.Store(0) // every caller of a model at zero is asked about
+	if s.cfg.Unserved != nil {
+		return s.unserved(ctx, model)
+	}
 	if s.cfg.Credit != nil {
 		lctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
 		err := s.cfg.Credit.Covers(lctx, r)
@@ -110,6 +117,19 @@ func (s *Server) atZero(c *gin.Context, a *admission, r ledger.Reservation, held
 	}
 	return reject(http.StatusServiceUnavailable, "at_zero", openai.TypeUnavailable, "model_loading", "",
 		"the model "+strconv.Quote(model)+" is starting from zero replicas; retry after the time in Retry-After").after(retry)
+}
+
+// unserved answers the caller of a model at zero where nothing wakes it:
+// no node serves the model, and none will until someone starts or
+// re-registers one, so the answer promises no load time and advises no
+// wait (a retry is the client's choice, and gets the same answer until
+// then).
+func (s *Server) unserved(ctx context.Context, model string) *rejection {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.LedgerTimeout)
+	why := s.cfg.Unserved.Unserved(ctx, model)
+	cancel()
+	return reject(http.StatusServiceUnavailable, "unserved", openai.TypeUnavailable, "no_healthy_node", "",
+		"no node serves the model "+strconv.Quote(model)+" and nothing in this deployment starts one: "+why)
 }
 
 // refuse asks the cold-start record whether a's model is at zero,

@@ -115,6 +115,14 @@ type ColdStarts interface {
 	Refuse(ctx context.Context, model, caller string) (retryAfter time.Duration, atZero bool, err error)
 }
 
+// Unserved says, of a model no ready node serves, why none does and what
+// brings one back, for a deployment where nothing starts a replica of a
+// model at zero (the local mode: no cluster, no KEDA). Its answer ends a
+// sentence that begins "no node serves the model …".
+type Unserved interface {
+	Unserved(ctx context.Context, model string) string
+}
+
 // CreditChecker tells whether a team's balance covers a reservation,
 // holding nothing (ledger.Ledger.Covers).
 type CreditChecker interface {
@@ -173,6 +181,11 @@ type Config struct {
 	// held callers keep (DefaultWakeHoldBudget).
 	WakeHold       time.Duration
 	WakeHoldBudget int64
+	// Unserved, when set with ColdStarts, means nothing here wakes a model
+	// at zero: its caller is answered at once 503 no_healthy_node with
+	// Unserved's account and no Retry-After, neither held nor recorded as
+	// demand, since no wake is coming (WakeHold does not apply).
+	Unserved Unserved
 	// Credit, when set, tells whether a caller of a model at zero has the
 	// credit admission would ask of it: only such a caller is held as the
 	// model's demand. nil means every caller that passed its key's limits
