@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,32 @@ type costView struct {
 	// CacheSeconds is how long the page's report is shown before a view
 	// computes a new one.
 	CacheSeconds int
+	// NoGPUs says which nodes up in the window registered no GPU, so
+	// counted none; empty when every node did.
+	NoGPUs string
+}
+
+// noGPUNames is how many nodes without a GPU the cost page names before it
+// counts the rest: enough for the local mode's and a few on-premises
+// nodes, without a wall of names.
+const noGPUNames = 10
+
+// noGPUs says the nodes up in the window that registered no GPU, the
+// first noGPUNames by name: "2 nodes (a, b)".
+func noGPUs(ids []string) string {
+	if len(ids) == 0 {
+		return ""
+	}
+	shown := ids[:min(len(ids), noGPUNames)]
+	names := strings.Join(shown, ", ")
+	if more := len(ids) - len(shown); more > 0 {
+		names += fmt.Sprintf(" and %d more", more)
+	}
+	count := "1 node"
+	if len(ids) > 1 {
+		count = fmt.Sprintf("%d nodes", len(ids))
+	}
+	return count + " (" + names + ")"
 }
 
 // costCache keeps the last cost report a replica computed, for
@@ -150,6 +177,6 @@ func (c *Console) costPage(ctx *gin.Context) {
 			"Its computation goes on; reload shortly.")
 		return
 	}
-	v.Report, v.ReadAt = r, computed
+	v.Report, v.ReadAt, v.NoGPUs = r, computed, noGPUs(r.NodesWithoutGPUs)
 	c.render(ctx, http.StatusOK, "cost", v)
 }

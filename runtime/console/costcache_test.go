@@ -124,3 +124,58 @@ func adminConsole(t *testing.T, clk *clocktesting.FakeClock) adminTestConsole {
 	}
 	return adminTestConsole{db: db, dir: dir, srv: srv, cookie: jarSession(t, client, srv)}
 }
+
+// TestCostPageNodesWithoutGPUs: nodes that registered no GPU, as the local
+// mode's simulated engines do, count no GPU-hours; the cost page says so
+// and names them, rather than show zeros without a word, whether the week
+// has other GPU time or none (the page's empty case). A drained node that
+// was up in the week is named too; one registered with GPUs is not.
+func TestCostPageNodesWithoutGPUs(t *testing.T) {
+	type node struct {
+		id     string
+		gpus   int
+		events []string
+	}
+	local := []node{{"local-llama-8b", 0, []string{"register"}}, {"local-qwen-32b", 0, []string{"register", "drain"}}}
+	for _, tc := range []struct {
+		name  string
+		nodes []node
+	}{
+		{"alone", local},
+		{"beside a node with a GPU", append([]node{{"gpu-node", 1, []string{"register"}}}, local...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			clk := clocktesting.NewFakeClock(time.Now().UTC().Truncate(time.Second))
+			c := adminConsole(t, clk)
+			for _, n := range tc.nodes {
+				if _, err := c.db.ExecContext(ctx, `INSERT INTO nodes (id, location, gpus, gpu_model, models)
+					VALUES ($1, 'onprem', $2, 'L40S', '[{"name":"llama-8b"}]')`, n.id, n.gpus); err != nil {
+					t.Fatal(err)
+				}
+				for i, kind := range n.events {
+					if _, err := c.db.ExecContext(ctx, `INSERT INTO node_events (node_id, kind, created_at) VALUES ($1, $2, $3)`,
+						n.id, kind, clk.Now().Add(time.Duration(i-3)*time.Hour)); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			resp, body := get(t, c.srv, "/console/platform/cost", c.cookie)
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("cost page: %d\n%s", resp.StatusCode, body)
+			}
+			note := regexp.MustCompile(`(?s)<p class="note" id="no-gpus">(.*?)</p>`).FindStringSubmatch(body)
+			if note == nil {
+				t.Fatalf("the cost page does not say why nodes count no GPU-hours:\n%s", body)
+			}
+			for _, want := range []string{"2 nodes", "local-llama-8b", "local-qwen-32b", "registered no GPU", "no GPU-hours and no GPU cost"} {
+				if !strings.Contains(note[1], want) {
+					t.Errorf("the note %q lacks %q", note[1], want)
+				}
+			}
+			if strings.Contains(note[1], "gpu-node") {
+				t.Errorf("the note %q names a node with a GPU", note[1])
+			}
+		})
+	}
+}

@@ -36,6 +36,17 @@ type GPUTimeSource interface {
 	GPUTime(ctx context.Context, w Window, usage LedgerUsage, cat Catalog) (map[string]GPUTime, error)
 }
 
+// GPULessSource is a GPUTimeSource that also names the nodes up in the
+// window that registered no GPU: their time counts no GPU-hours and no
+// GPU cost, which a report of zeros should say rather than leave to be
+// guessed (the local mode's simulated engines register none).
+type GPULessSource interface {
+	GPUTimeSource
+	// GPUTimeAndGPULess returns what GPUTime does, and those nodes' ids in
+	// order, in one reading.
+	GPUTimeAndGPULess(ctx context.Context, w Window, usage LedgerUsage, cat Catalog) (map[string]GPUTime, []string, error)
+}
+
 // EngineTokenSource tells how many tokens the engines generated in a window.
 type EngineTokenSource interface {
 	// Name says where the counts come from, for the report.

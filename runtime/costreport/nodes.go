@@ -33,7 +33,7 @@ type NodeEvents struct {
 	CountUnpriced bool
 }
 
-var _ GPUTimeSource = NodeEvents{}
+var _ GPULessSource = NodeEvents{}
 
 // Name implements GPUTimeSource.
 func (NodeEvents) Name() string { return "node events" }
@@ -56,24 +56,36 @@ type nodeEvent struct {
 // at clock hours; an hour's GPU time is idle when the ledger shows no
 // settled request of the model arriving in that hour.
 func (s NodeEvents) GPUTime(ctx context.Context, w Window, usage LedgerUsage, cat Catalog) (map[string]GPUTime, error) {
+	out, _, err := s.GPUTimeAndGPULess(ctx, w, usage, cat)
+	return out, err
+}
+
+// GPUTimeAndGPULess implements GPULessSource: a node up in w with no GPU
+// registered counts nothing, and is named.
+func (s NodeEvents) GPUTimeAndGPULess(ctx context.Context, w Window, usage LedgerUsage, cat Catalog) (map[string]GPUTime, []string, error) {
 	nodes, err := readNodes(ctx, s.DB)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	events, err := readNodeEvents(ctx, s.DB, w.To)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := map[string]GPUTime{}
+	var gpuLess []string
 	for _, n := range nodes {
 		ups := upIntervals(events[n.id], w)
-		if len(ups) == 0 || n.gpus == 0 {
+		if len(ups) == 0 {
+			continue
+		}
+		if n.gpus == 0 {
+			gpuLess = append(gpuLess, n.id)
 			continue
 		}
 		price, err := s.Profiles.GPUPrice(n.gpuModel)
 		unpriced := errors.Is(err, ErrUnknownPrice) && s.CountUnpriced
 		if err != nil && !unpriced {
-			return nil, fmt.Errorf("node %s: %w", n.id, err)
+			return nil, nil, fmt.Errorf("node %s: %w", n.id, err)
 		}
 		models := []string{NoModel}
 		if len(n.models) > 0 {
@@ -93,7 +105,7 @@ func (s NodeEvents) GPUTime(ctx context.Context, w Window, usage LedgerUsage, ca
 			out[m] = out[m].add(g)
 		}
 	}
-	return out, nil
+	return out, gpuLess, nil
 }
 
 // nodeTime is the GPU time of gpus GPUs up in ups at price per GPU-hour,

@@ -48,6 +48,10 @@ func WriteTable(w io.Writer, r Report) error {
 			fixed(m.BilledUSD, 2)})
 	}
 	table(&b, rows)
+	if n := len(r.NodesWithoutGPUs); n > 0 {
+		fmt.Fprintf(&b, "\n%d node(s) up in the window registered no GPU and count no GPU-hours: %s\n", n,
+			strings.Join(r.NodesWithoutGPUs, ", "))
+	}
 	if r.EngineTokenSource != "" {
 		fmt.Fprintf(&b, "\nLedger drift: settled completion tokens against the engines' %s\n", generationTokensMetric)
 		rows = [][]string{{"model", "settled", "engines", "drift", "within " +

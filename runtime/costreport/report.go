@@ -27,6 +27,9 @@ type Report struct {
 	DriftTarget       float64       `json:"drift_target"`
 	Models            []ModelReport `json:"models"`
 	Total             ModelReport   `json:"total"`
+	// NodesWithoutGPUs are the nodes up in the window that registered no
+	// GPU (a GPULessSource tells them): their time counts no GPU-hours.
+	NodesWithoutGPUs []string `json:"nodes_without_gpus,omitempty"`
 }
 
 // ModelReport is one model's GPU time, tokens, cost and drift.
@@ -95,12 +98,20 @@ func Generate(ctx context.Context, db *store.DB, o Options) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	gpu, err := o.GPU.GPUTime(ctx, o.Window, usage, cat)
+	var (
+		gpu     map[string]GPUTime
+		gpuLess []string
+	)
+	if s, ok := o.GPU.(GPULessSource); ok {
+		gpu, gpuLess, err = s.GPUTimeAndGPULess(ctx, o.Window, usage, cat)
+	} else {
+		gpu, err = o.GPU.GPUTime(ctx, o.Window, usage, cat)
+	}
 	if err != nil {
 		return Report{}, fmt.Errorf("gpu time from %s: %w", o.GPU.Name(), err)
 	}
 	r := Report{From: o.Window.From.UTC(), To: o.Window.To.UTC(), WindowHours: o.Window.Hours(),
-		GPUTimeSource: o.GPU.Name(), DriftTarget: o.DriftTarget}
+		GPUTimeSource: o.GPU.Name(), DriftTarget: o.DriftTarget, NodesWithoutGPUs: gpuLess}
 	var engine map[string]float64
 	if o.Engine != nil {
 		raw, err := o.Engine.GenerationTokens(ctx, o.Window)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -319,5 +320,34 @@ func TestCountUnpriced(t *testing.T) {
 	}
 	if base.Total.UnpricedGPUHours != 0 {
 		t.Errorf("the fixture alone has %v unpriced GPU-hours, want 0", base.Total.UnpricedGPUHours)
+	}
+}
+
+// TestWriteTableNamesNodesWithoutGPUs: the table `llmplat report` prints
+// names the nodes up in the window that registered no GPU, whose time its
+// GPU-hours leave out; a report without such nodes says nothing of them.
+func TestWriteTableNamesNodesWithoutGPUs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		nodes []string
+		want  string
+	}{
+		{"some", []string{"local-llama-8b", "local-qwen-32b"},
+			"2 node(s) up in the window registered no GPU and count no GPU-hours: local-llama-8b, local-qwen-32b\n"},
+		{"none", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var b strings.Builder
+			if err := WriteTable(&b, Report{From: week.From, To: week.To, WindowHours: week.Hours(), NodesWithoutGPUs: tc.nodes}); err != nil {
+				t.Fatal(err)
+			}
+			got := b.String()
+			if tc.want != "" && !strings.Contains(got, tc.want) {
+				t.Errorf("the table lacks %q:\n%s", tc.want, got)
+			}
+			if tc.want == "" && strings.Contains(got, "registered no GPU") {
+				t.Errorf("a report without GPU-less nodes speaks of them:\n%s", got)
+			}
+		})
 	}
 }

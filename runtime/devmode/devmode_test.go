@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"sync"
@@ -373,8 +374,30 @@ func TestLocalModeShowsThePendingGaugeOfADeclaredModel(t *testing.T) {
 
 // TestLocalModeConsole follows the printed console line: the page it names
 // offers the sign-in form, and the printed key signs in to the team's
-// usage page.
+// usage page. The admin token signs in to the platform pages, where the
+// GPU-hours page says why its GPU columns are zero here: the local nodes
+// are simulated engines that register no GPU.
 func TestLocalModeConsole(t *testing.T) {
 	r := startDevOn(t, "")
 	platformtest.ConsoleSignIn(t, r.consoleURL, r.key, "/console/usage")
+	admin, _ := platformtest.ConsoleSignIn(t, r.consoleURL, r.adminToken, "/console/platform/nodes")
+	defer admin.CloseIdleConnections()
+	resp, err := admin.Get(r.consoleURL + "/platform/cost")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GPU-hours page: %d, %v", resp.StatusCode, err)
+	}
+	note := regexp.MustCompile(`(?s)<p class="note" id="no-gpus">(.*?)</p>`).FindSubmatch(body)
+	if note == nil {
+		t.Fatalf("the GPU-hours page does not say why the local mode has no GPU-hours:\n%s", body)
+	}
+	for _, want := range []string{"3 nodes", "local-llama-8b", "registered no GPU", "simulated engines"} {
+		if !strings.Contains(string(note[1]), want) {
+			t.Errorf("the note %q lacks %q", note[1], want)
+		}
+	}
 }
