@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
 // guideBlock returns the fenced block of docs/deploy-eks.md that holds
@@ -52,7 +54,7 @@ func TestProviderMirrorInitialises(t *testing.T) {
 	mirror := t.TempDir()
 	build := exec.Command("make", "--no-print-directory", "provider-mirror", "TF_MIRROR="+mirror)
 	build.Dir = ".."
-	build.Env = cleanMakeEnv()
+	build.Env = testenv.CleanEnv()
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("make provider-mirror: %v\n%s", err, out)
 	}
@@ -91,17 +93,4 @@ func TestProviderMirrorInitialises(t *testing.T) {
 	if !strings.Contains(string(lock), `provider "registry.terraform.io/llmplat/llmplat"`) || !strings.Contains(string(lock), `version     = "0.1.0"`) {
 		t.Errorf("the lock file does not record llmplat/llmplat 0.1.0:\n%s", lock)
 	}
-}
-
-// cleanMakeEnv is the environment without make's own variables, so the
-// test's make is a newcomer's, not a sub-make of make test.
-func cleanMakeEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "MAKEFLAGS=") || strings.HasPrefix(kv, "MFLAGS=") || strings.HasPrefix(kv, "MAKELEVEL=") {
-			continue
-		}
-		env = append(env, kv)
-	}
-	return env
 }
