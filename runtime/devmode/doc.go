@@ -10,4 +10,8 @@
 // the models that do not exist yet are declared, so a change made through
 // the admin API (Terraform) is kept. The node socket's URL is printed with
 // the credentials, for node agents added by hand.
+//
+// Nothing in the local mode starts a node: the callers of a model no ready
+// node serves (its nodes drained) are told so at once, with its nodes'
+// states and what brings one back, never promised a load from zero.
 package devmode
