@@ -140,6 +140,7 @@ func (a *API) Register(r gin.IRouter) {
 	g.PATCH("/keys/:id", a.updateKey)
 	g.POST("/keys/:id/rotate", a.rotateKey)
 	g.DELETE("/keys/:id", a.revokeKey)
+	g.DELETE("/keys/:id/idempotency-key", a.forgetKeyCreate)
 	g.PUT("/models/:name", a.putModel)
 	g.GET("/models", a.listModels)
 	g.GET("/models/:name", a.getModel)

@@ -23,7 +23,12 @@
 // lost answer mints it (llp_ or llpnode_ and 43 base62 characters, checked
 // as strictly as a generated one) and sends it with the create (the key's
 // "key", the node token's "token"): the answer never carries it, and a
-// replay loses nothing. The provider always does.
+// replay loses nothing. The provider always does. A repeat that brings
+// another minted secret comes from a client that lost the first one (a
+// process killed after the commit): it takes the key over, rotated to the
+// new secret, so no key is left working with a secret nobody has; once the
+// client has kept the secret it says so (DELETE
+// /admin/keys/{id}/idempotency-key), and the Idempotency-Key is forgotten.
 //
 // SQLStore implements auth.KeyStore and auth.TeamStore over runtime/store on
 // PostgreSQL and SQLite: a NULL limit reads as 0 (unlimited) and an empty

@@ -28,7 +28,8 @@ func idempotencyKey(c *gin.Context) (string, bool) {
 }
 
 // createKey is POST /admin/keys: 201 with the secret, or 200 without it
-// when the Idempotency-Key was seen before.
+// when the Idempotency-Key was seen before (rotated to the repeat's secret
+// when it supplies another; see SQLStore.CreateKey).
 func (a *API) createKey(c *gin.Context) {
 	idem, ok := idempotencyKey(c)
 	if !ok {
@@ -46,6 +47,9 @@ func (a *API) createKey(c *gin.Context) {
 	if err != nil {
 		a.fail(c, err, paramFor(err, "team_id", adminwire.IdempotencyHeader), "team")
 		return
+	}
+	if out.Rotated {
+		a.evict(c, out.ID, "retake")
 	}
 	out.Key = a.withStatus(out.Key)
 	status := http.StatusCreated
@@ -153,6 +157,23 @@ func (a *API) rotateKey(c *gin.Context) {
 	a.evict(c, id, "rotate")
 	out.Key = a.withStatus(out.Key)
 	writeJSON(c, http.StatusOK, out)
+}
+
+// forgetKeyCreate is DELETE /admin/keys/{id}/idempotency-key: the client
+// has kept the key's secret, so a repeat of its create must not take the
+// key over any more (see SQLStore.ForgetKeyCreate). Forgetting again
+// changes nothing.
+func (a *API) forgetKeyCreate(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	k, err := a.store.ForgetKeyCreate(c.Request.Context(), id)
+	if err != nil {
+		a.fail(c, err, "id", "api key")
+		return
+	}
+	writeJSON(c, http.StatusOK, a.withStatus(k))
 }
 
 // revokeKey is DELETE /admin/keys/{id}: sets revoked_at, then tells every

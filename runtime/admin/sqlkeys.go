@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,18 +55,21 @@ func getKey(ctx context.Context, q queryer, id int64, forUpdate string) (adminwi
 // CreateKey creates an API key for req.TeamID and returns it with its
 // secret, which is not stored. With a non-empty idemKey, a repeat of the
 // same request returns the key created first, without its secret
-// (Replayed); a different request under the same idemKey fails with
+// (Replayed). A repeat that supplies another secret than the key has is a
+// new attempt by a client that lost the first secret (a process killed
+// before it kept it): it takes the key over, rotated to the repeat's secret
+// (Rotated), or makes a new key when that one was revoked since. A request
+// that differs in more than its secret under the same idemKey fails with
 // ErrIdempotencyConflict. A missing team is ErrTeamNotFound.
 func (s *SQLStore) CreateKey(ctx context.Context, req adminwire.CreateKeyRequest, idemKey string, now time.Time) (adminwire.CreatedKey, error) {
 	if req.ExpiresAt != nil {
 		t := req.ExpiresAt.UTC()
 		req.ExpiresAt = &t
 	}
-	// A supplied secret counts in the fingerprint by its hash only.
+	// The secret is not in the fingerprint: a repeat with another secret
+	// is the same create, tried again (see repeatKeyCreate).
 	fpReq := req
-	if fpReq.Key != "" {
-		fpReq.Key = hex.EncodeToString(credential.HashKey(fpReq.Key))
-	}
+	fpReq.Key = ""
 	fp := fingerprint(fpReq)
 	var out adminwire.CreatedKey
 	err := runIdempotent(func() error {
@@ -85,14 +87,17 @@ func (s *SQLStore) CreateKey(ctx context.Context, req adminwire.CreateKeyRequest
 
 // createKeyTx is CreateKey's transaction.
 func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req adminwire.CreateKeyRequest, idemKey, fp string, now time.Time) (adminwire.CreatedKey, error) {
+	retake := false
 	if idemKey != "" {
 		id, err := lookupIdempotent(ctx, tx, scopeKeyCreate, idemKey, fp)
 		if err != nil {
 			return adminwire.CreatedKey{}, err
 		}
 		if id != 0 {
-			k, err := getKey(ctx, tx, id, "")
-			return adminwire.CreatedKey{Key: k, Replayed: true, SecretNote: adminwire.SecretNote}, err
+			var out adminwire.CreatedKey
+			if out, retake, err = s.repeatKeyCreate(ctx, tx, id, req.Key); !retake {
+				return out, err
+			}
 		}
 	}
 	if err := teamExists(ctx, tx, req.TeamID); err != nil {
@@ -112,7 +117,11 @@ func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req adminwire.Cr
 	if err != nil {
 		return adminwire.CreatedKey{}, fmt.Errorf("insert: %w", err)
 	}
-	if idemKey != "" {
+	if retake {
+		if err := reRecordKeyCreate(ctx, tx, idemKey, id, now); err != nil {
+			return adminwire.CreatedKey{}, err
+		}
+	} else if idemKey != "" {
 		if err := recordIdempotent(ctx, tx, scopeKeyCreate, idemKey, fp, id, now); err != nil {
 			if store.IsUniqueViolation(err) {
 				return adminwire.CreatedKey{}, errRaceLost
@@ -125,6 +134,74 @@ func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req adminwire.Cr
 		return adminwire.CreatedKey{Key: k}, err // the client has its secret
 	}
 	return adminwire.CreatedKey{Key: k, Secret: secret.Secret}, err
+}
+
+// repeatKeyCreate answers a repeat of the create that made key id. With no
+// supplied secret, or the one the key has, it is a retry: the key, without
+// a secret. With another supplied secret, the client lost the first one:
+// the key is rotated to it, or, when the key was revoked since, retake
+// asks for a new key under the same Idempotency-Key.
+func (s *SQLStore) repeatKeyCreate(ctx context.Context, tx *sql.Tx, id int64, supplied string) (out adminwire.CreatedKey, retake bool, err error) {
+	k, err := getKey(ctx, tx, id, s.db.Dialect().ForUpdate())
+	if err != nil {
+		return adminwire.CreatedKey{}, false, err
+	}
+	replay := adminwire.CreatedKey{Key: k, Replayed: true, SecretNote: adminwire.SecretNote}
+	if supplied == "" {
+		return replay, false, nil
+	}
+	var hash []byte
+	if err := tx.QueryRowContext(ctx, "SELECT hash FROM api_keys WHERE id = $1", id).Scan(&hash); err != nil {
+		return adminwire.CreatedKey{}, false, fmt.Errorf("read key hash: %w", err)
+	}
+	if credential.EqualHash(hash, credential.HashKey(supplied)) {
+		return replay, false, nil
+	}
+	if k.RevokedAt != nil {
+		return adminwire.CreatedKey{}, true, nil
+	}
+	secret, err := newSecret(ctx, tx, supplied)
+	if err != nil {
+		return adminwire.CreatedKey{}, false, err
+	}
+	if err := setSecret(ctx, tx, id, secret); err != nil {
+		return adminwire.CreatedKey{}, false, err
+	}
+	k.Prefix = secret.Display
+	return adminwire.CreatedKey{Key: k, Replayed: true, Rotated: true}, false, nil
+}
+
+// reRecordKeyCreate moves the record of idemKey to key id, made in place
+// of the revoked key it named (see repeatKeyCreate).
+func reRecordKeyCreate(ctx context.Context, tx *sql.Tx, idemKey string, id int64, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, "UPDATE admin_idempotency SET resource_id = $3, created_at = $4 WHERE scope = $1 AND key = $2",
+		scopeKeyCreate, idemKey, id, now); err != nil {
+		return fmt.Errorf("re-record idempotency key: %w", err)
+	}
+	return nil
+}
+
+// ForgetKeyCreate forgets the Idempotency-Keys key id was created under,
+// for a client that has kept the key's secret: a later create under the
+// same Idempotency-Key makes a new key instead of taking this one over.
+// It returns the key; a missing key is ErrNotFound.
+func (s *SQLStore) ForgetKeyCreate(ctx context.Context, id int64) (adminwire.Key, error) {
+	var k adminwire.Key
+	err := s.db.InTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if k, err = getKey(ctx, tx, id, ""); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, "DELETE FROM admin_idempotency WHERE scope = $1 AND resource_id = $2",
+			scopeKeyCreate, id); err != nil {
+			return fmt.Errorf("delete: %w", err)
+		}
+		return nil
+	})
+	if err != nil {
+		return adminwire.Key{}, fmt.Errorf("forget key create: %w", err)
+	}
+	return k, nil
 }
 
 // newSecret is the key's secret: supplied by the client (checked unused),
@@ -256,9 +333,8 @@ func (s *SQLStore) RotateKey(ctx context.Context, id int64, supplied string) (ad
 		if err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, "UPDATE api_keys SET hash = $2, prefix = $3 WHERE id = $1",
-			id, secret.Hash, secret.Display); err != nil {
-			return fmt.Errorf("update: %w", err)
+		if err := setSecret(ctx, tx, id, secret); err != nil {
+			return err
 		}
 		k.Prefix = secret.Display
 		out = adminwire.CreatedKey{Key: k}
@@ -271,6 +347,15 @@ func (s *SQLStore) RotateKey(ctx context.Context, id int64, supplied string) (ad
 		return adminwire.CreatedKey{}, fmt.Errorf("rotate api key: %w", err)
 	}
 	return out, nil
+}
+
+// setSecret gives key id the secret's hash and prefix.
+func setSecret(ctx context.Context, tx *sql.Tx, id int64, secret credential.Key) error {
+	if _, err := tx.ExecContext(ctx, "UPDATE api_keys SET hash = $2, prefix = $3 WHERE id = $1",
+		id, secret.Hash, secret.Display); err != nil {
+		return fmt.Errorf("update: %w", err)
+	}
+	return nil
 }
 
 // RevokeKey marks the key with id revoked at now. Revoking a revoked key

@@ -109,7 +109,9 @@ func (c *Client) AddCredit(ctx context.Context, req adminwire.CreditRequest) (ad
 // CreateKey creates an API key; the answer holds its secret once. Retries
 // reuse idempotencyKey (a random one when empty), so a retried create never
 // makes a second key: a replay answers without the secret (Replayed). Pass
-// a key kept across process restarts to extend that guarantee.
+// a key kept across process restarts to extend that guarantee; with a
+// client-minted secret (req.Key), a repeat from a process that lost the
+// first secret takes the key over, rotated to the new one (Rotated).
 func (c *Client) CreateKey(ctx context.Context, req adminwire.CreateKeyRequest, idempotencyKey string) (adminwire.CreatedKey, error) {
 	var k adminwire.CreatedKey
 	_, err := c.do(ctx, call{method: http.MethodPost, path: "/admin/keys", body: req, header: idemHeader(idempotencyKey), out: &k})
@@ -156,6 +158,15 @@ func (c *Client) RotateKeyTo(ctx context.Context, id int64, secret string) (admi
 	var k adminwire.CreatedKey
 	_, err := c.do(ctx, call{method: http.MethodPost, path: idPath("/admin/keys/", id) + "/rotate",
 		body: adminwire.RotateKeyRequest{Key: secret}, out: &k})
+	return k, err
+}
+
+// ForgetKeyCreate tells the platform the client has kept the key's secret:
+// a later create under the Idempotency-Key that made the key makes a new
+// key instead of taking this one over.
+func (c *Client) ForgetKeyCreate(ctx context.Context, id int64) (adminwire.Key, error) {
+	var k adminwire.Key
+	_, err := c.do(ctx, call{method: http.MethodDelete, path: idPath("/admin/keys/", id) + "/idempotency-key", out: &k})
 	return k, err
 }
 

@@ -153,10 +153,14 @@ const SecretNote = "the secret was shown only in the first response to this Idem
 
 // CreatedKey is the answer to creating or rotating a key. Secret is set
 // only in the first answer; a replay has Replayed and SecretNote instead.
+// Rotated says a replay took the key over: the repeat supplied another
+// secret than the first create's, which is lost, and the key now has the
+// repeat's.
 type CreatedKey struct {
 	Key
 	Secret     string `json:"key,omitempty"`
 	Replayed   bool   `json:"replayed,omitempty"`
+	Rotated    bool   `json:"rotated,omitempty"`
 	SecretNote string `json:"secret_note,omitempty"`
 }
 
