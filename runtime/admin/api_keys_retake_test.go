@@ -16,7 +16,8 @@ import (
 // no second key. A repeat with the same secret is a plain replay; one that
 // differs in more than the secret is a conflict; once the client says it
 // kept the key (ForgetKeyCreate), the same Idempotency-Key makes a new
-// key, and so it does when the key it made was revoked since.
+// key, and so it does when the key it made was revoked since (with other
+// limits too).
 func TestRepeatedKeyCreateTakesOverALostKey(t *testing.T) {
 	ctx := context.Background()
 	for _, dc := range dialectCases {
@@ -98,6 +99,14 @@ func TestRepeatedKeyCreateTakesOverALostKey(t *testing.T) {
 			again, err := create(mint(), 5)
 			if err != nil || again.ID != third.ID || !again.Rotated {
 				t.Errorf("a repeat after that = %+v, %v; want key %d taken over", again, err, third.ID)
+			}
+
+			if _, err := c.RevokeKey(ctx, third.ID); err != nil {
+				t.Fatal(err)
+			}
+			changed, err := create(mint(), 7)
+			if err != nil || changed.ID == third.ID || changed.RPM != 7 || changed.Replayed {
+				t.Errorf("a repeat with other limits after the key was revoked = %+v, %v; want a new key with them", changed, err)
 			}
 
 			_, err = c.ForgetKeyCreate(ctx, 999)

@@ -39,8 +39,8 @@ func fingerprint(v any) string {
 }
 
 // lookupIdempotent returns the resource recorded for (scope, key), or 0
-// when there is none; ErrIdempotencyConflict when it was recorded for
-// another request.
+// when there is none; ErrIdempotencyConflict, with the resource, when it
+// was recorded for another request.
 func lookupIdempotent(ctx context.Context, tx *sql.Tx, scope, key, fp string) (int64, error) {
 	id, _, err := readIdempotent(ctx, tx, scope, key, fp)
 	return id, err
@@ -61,7 +61,7 @@ func readIdempotent(ctx context.Context, tx *sql.Tx, scope, key, fp string) (int
 	case err != nil:
 		return 0, false, fmt.Errorf("read idempotency key: %w", err)
 	case got != fp:
-		return 0, false, ErrIdempotencyConflict
+		return id, true, ErrIdempotencyConflict
 	}
 	return id, true, nil
 }

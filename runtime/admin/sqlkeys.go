@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -60,7 +61,8 @@ func getKey(ctx context.Context, q queryer, id int64, forUpdate string) (adminwi
 // before it kept it): it takes the key over, rotated to the repeat's secret
 // (Rotated), or makes a new key when that one was revoked since. A request
 // that differs in more than its secret under the same idemKey fails with
-// ErrIdempotencyConflict. A missing team is ErrTeamNotFound.
+// ErrIdempotencyConflict, unless the key it made was revoked since: then it
+// makes a new key, which idemKey names from then on. A missing team is ErrTeamNotFound.
 func (s *SQLStore) CreateKey(ctx context.Context, req adminwire.CreateKeyRequest, idemKey string, now time.Time) (adminwire.CreatedKey, error) {
 	if req.ExpiresAt != nil {
 		t := req.ExpiresAt.UTC()
@@ -89,16 +91,11 @@ func (s *SQLStore) CreateKey(ctx context.Context, req adminwire.CreateKeyRequest
 func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req adminwire.CreateKeyRequest, idemKey, fp string, now time.Time) (adminwire.CreatedKey, error) {
 	retake := false
 	if idemKey != "" {
-		id, err := lookupIdempotent(ctx, tx, scopeKeyCreate, idemKey, fp)
-		if err != nil {
-			return adminwire.CreatedKey{}, err
+		out, answered, again, err := s.repeatKeyCreate(ctx, tx, idemKey, fp, req.Key)
+		if answered || err != nil {
+			return out, err
 		}
-		if id != 0 {
-			var out adminwire.CreatedKey
-			if out, retake, err = s.repeatKeyCreate(ctx, tx, id, req.Key); !retake {
-				return out, err
-			}
-		}
+		retake = again
 	}
 	if err := teamExists(ctx, tx, req.TeamID); err != nil {
 		return adminwire.CreatedKey{}, err
@@ -118,7 +115,7 @@ func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req adminwire.Cr
 		return adminwire.CreatedKey{}, fmt.Errorf("insert: %w", err)
 	}
 	if retake {
-		if err := reRecordKeyCreate(ctx, tx, idemKey, id, now); err != nil {
+		if err := reRecordKeyCreate(ctx, tx, idemKey, fp, id, now); err != nil {
 			return adminwire.CreatedKey{}, err
 		}
 	} else if idemKey != "" {
@@ -136,49 +133,69 @@ func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req adminwire.Cr
 	return adminwire.CreatedKey{Key: k, Secret: secret.Secret}, err
 }
 
-// repeatKeyCreate answers a repeat of the create that made key id. With no
-// supplied secret, or the one the key has, it is a retry: the key, without
-// a secret. With another supplied secret, the client lost the first one:
-// the key is rotated to it, or, when the key was revoked since, retake
-// asks for a new key under the same Idempotency-Key.
-func (s *SQLStore) repeatKeyCreate(ctx context.Context, tx *sql.Tx, id int64, supplied string) (out adminwire.CreatedKey, retake bool, err error) {
+// repeatKeyCreate answers a repeat of a create under idemKey (answered).
+// With no supplied secret, or the one the key has, it is a retry: the key,
+// without a secret. With another supplied secret, the client lost the
+// first one: the key is rotated to it. When the key was revoked since,
+// retake asks for a new key that idemKey names from then on; a request
+// other than the first (fp), for a key not revoked, is a conflict.
+func (s *SQLStore) repeatKeyCreate(ctx context.Context, tx *sql.Tx, idemKey, fp, supplied string) (out adminwire.CreatedKey, answered, retake bool, err error) {
+	id, err := lookupIdempotent(ctx, tx, scopeKeyCreate, idemKey, fp)
+	switch {
+	case isIdempotencyConflict(err):
+		if revoked, err := keyRevoked(ctx, tx, id); err != nil || !revoked {
+			return out, false, false, cmp.Or(err, ErrIdempotencyConflict)
+		}
+		return out, false, true, nil
+	case err != nil || id == 0:
+		return out, false, false, err
+	}
 	k, err := getKey(ctx, tx, id, s.db.Dialect().ForUpdate())
 	if err != nil {
-		return adminwire.CreatedKey{}, false, err
+		return out, false, false, err
 	}
 	replay := adminwire.CreatedKey{Key: k, Replayed: true, SecretNote: adminwire.SecretNote}
 	if supplied == "" {
-		return replay, false, nil
+		return replay, true, false, nil
 	}
 	var hash []byte
 	if err := tx.QueryRowContext(ctx, "SELECT hash FROM api_keys WHERE id = $1", id).Scan(&hash); err != nil {
-		return adminwire.CreatedKey{}, false, fmt.Errorf("read key hash: %w", err)
+		return out, false, false, fmt.Errorf("read key hash: %w", err)
 	}
-	if credential.EqualHash(hash, credential.HashKey(supplied)) {
-		return replay, false, nil
-	}
-	if k.RevokedAt != nil {
-		return adminwire.CreatedKey{}, true, nil
+	switch {
+	case credential.EqualHash(hash, credential.HashKey(supplied)):
+		return replay, true, false, nil
+	case k.RevokedAt != nil:
+		return out, false, true, nil
 	}
 	secret, err := newSecret(ctx, tx, supplied)
-	if err != nil {
-		return adminwire.CreatedKey{}, false, err
+	if err == nil {
+		err = setSecret(ctx, tx, id, secret)
 	}
-	if err := setSecret(ctx, tx, id, secret); err != nil {
-		return adminwire.CreatedKey{}, false, err
+	if err != nil {
+		return out, false, false, err
 	}
 	k.Prefix = secret.Display
-	return adminwire.CreatedKey{Key: k, Replayed: true, Rotated: true}, false, nil
+	return adminwire.CreatedKey{Key: k, Replayed: true, Rotated: true}, true, false, nil
 }
 
-// reRecordKeyCreate moves the record of idemKey to key id, made in place
-// of the revoked key it named (see repeatKeyCreate).
-func reRecordKeyCreate(ctx context.Context, tx *sql.Tx, idemKey string, id int64, now time.Time) error {
-	if _, err := tx.ExecContext(ctx, "UPDATE admin_idempotency SET resource_id = $3, created_at = $4 WHERE scope = $1 AND key = $2",
-		scopeKeyCreate, idemKey, id, now); err != nil {
+// reRecordKeyCreate moves the record of idemKey to key id, made by request
+// fp in place of the revoked key it named.
+func reRecordKeyCreate(ctx context.Context, tx *sql.Tx, idemKey, fp string, id int64, now time.Time) error {
+	if _, err := tx.ExecContext(ctx, `UPDATE admin_idempotency SET fingerprint = $3, resource_id = $4, created_at = $5
+		WHERE scope = $1 AND key = $2`, scopeKeyCreate, idemKey, fp, id, now); err != nil {
 		return fmt.Errorf("re-record idempotency key: %w", err)
 	}
 	return nil
+}
+
+// keyRevoked reports whether key id is revoked (or gone).
+func keyRevoked(ctx context.Context, tx *sql.Tx, id int64) (bool, error) {
+	k, err := getKey(ctx, tx, id, "")
+	if errors.Is(err, ErrNotFound) {
+		return true, nil
+	}
+	return err == nil && k.RevokedAt != nil, err
 }
 
 // ForgetKeyCreate forgets the Idempotency-Keys key id was created under,
