@@ -26,6 +26,7 @@ import (
 // apiKeyResource is llmplat_api_key.
 type apiKeyResource struct {
 	client *adminclient.Client
+	data   *providerData
 	// strict makes an allowlisted model the platform does not declare an
 	// error at plan rather than a warning (the provider's strict option).
 	strict bool
@@ -73,7 +74,11 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"kept in state as the sensitive `secret` (changing `rotation` rotates it in place), or minted by the client " +
 			"(the ephemeral `llmplat_key_material`) and given in the write-only `secret_wo`, so that it never lands in " +
 			"Terraform state (Terraform 1.11 or later; changing `secret_wo_version` rotates to the new `secret_wo`). " +
-			"Destroying the key revokes it.",
+			"Destroying the key revokes it. A named key is created under an idempotency key derived from its team and name: " +
+			"when an apply is killed after the platform created the key but before Terraform kept it, the next apply takes " +
+			"that key over (the same id, rotated to a new secret in state; the lost one refused) instead of leaving it working " +
+			"with a secret nobody has. Give each key of a team its own name; an unnamed key left by a killed apply is listed " +
+			"by `GET /admin/keys?team_id=` and can be revoked or imported.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, MarkdownDescription: "The key's numeric id, as a string.", PlanModifiers: keep},
 			"team_id": schema.StringAttribute{Required: true, MarkdownDescription: "The team that owns the key (llmplat_team.<name>.id). Changing it replaces the key.",
@@ -117,7 +122,7 @@ func (r *apiKeyResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 func (r *apiKeyResource) Configure(ctx context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
 	r.client = clientFrom(ctx, req.ProviderData, &resp.Diagnostics)
 	if d := dataFrom(req.ProviderData, &resp.Diagnostics); d != nil {
-		r.strict = d.strict
+		r.data, r.strict = d, d.strict
 	}
 }
 
@@ -263,13 +268,20 @@ func (r *apiKeyResource) Create(ctx context.Context, req resource.CreateRequest,
 	if t, ok := expiry(plan.ExpiresAt, &resp.Diagnostics); ok {
 		creq.ExpiresAt = t
 	}
+	idem := r.createIdempotencyKey(team, creq.Name, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	k, err := r.client.CreateKey(ctx, creq, "")
+	k, err := r.client.CreateKey(ctx, creq, idem)
 	if err != nil {
-		resp.Diagnostics.AddError("API key not created", err.Error())
+		resp.Diagnostics.AddError("API key not created", createKeyFailure(err, team, creq.Name))
 		return
+	}
+	if k.Rotated {
+		resp.Diagnostics.AddWarning("API key taken over from an interrupted apply",
+			"An earlier apply created key "+strconv.FormatInt(k.ID, 10)+" (team "+strconv.FormatInt(team, 10)+", named "+
+				strconv.Quote(creq.Name)+") and stopped before it kept the key's secret. This apply took that key over: it "+
+				"is rotated to a new secret, kept in state, and the lost secret is refused.")
 	}
 	plan.setKey(k.Key)
 	if plan.Rotation.IsUnknown() {
@@ -329,6 +341,7 @@ func (r *apiKeyResource) Read(ctx context.Context, req resource.ReadRequest, res
 		resp.Diagnostics.AddError("API key not read", err.Error())
 		return
 	}
+	r.forgetKeyCreate(ctx, id, resp.Private, &resp.Diagnostics)
 	m.setKey(k)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }

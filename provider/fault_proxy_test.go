@@ -27,10 +27,17 @@ const (
 	// serverError answers 500 without forwarding: a failure the client does
 	// not retry.
 	serverError
+	// processKilled forwards the request, so the platform commits it, and
+	// answers 500, which the client does not retry: the apply ends without
+	// the answer, as when terraform is killed after the commit.
+	processKilled
 )
 
 // errAnswerDropped is the error that makes the reverse proxy answer 502.
 var errAnswerDropped = errors.New("answer dropped by the test's proxy")
+
+// errAnswerKilled is the error that makes the reverse proxy answer 500.
+var errAnswerKilled = errors.New("answer replaced by a failure by the test's proxy")
 
 // faultProxy sits between the provider and the platform and does to each
 // request what decide says; decide sees requests one at a time, in order.
@@ -52,10 +59,20 @@ func newFaultProxy(t *testing.T, base string, decide func(r *http.Request) fault
 	fp := &faultProxy{decide: decide, counts: map[fault]int{}}
 	rp := httputil.NewSingleHostReverseProxy(target)
 	rp.ModifyResponse = func(resp *http.Response) error {
-		if resp.Request.Header.Get("X-Test-Fault") == "drop" {
+		switch resp.Request.Header.Get("X-Test-Fault") {
+		case "drop":
 			return errAnswerDropped
+		case "kill":
+			return errAnswerKilled
 		}
 		return nil
+	}
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
+		if errors.Is(err, errAnswerKilled) {
+			http.Error(w, "internal error", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusBadGateway)
 	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fp.mu.Lock()
@@ -71,6 +88,8 @@ func newFaultProxy(t *testing.T, base string, decide func(r *http.Request) fault
 			return
 		case dropAnswer:
 			r.Header.Set("X-Test-Fault", "drop")
+		case processKilled:
+			r.Header.Set("X-Test-Fault", "kill")
 		}
 		rp.ServeHTTP(w, r)
 	}))

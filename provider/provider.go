@@ -70,6 +70,11 @@ type providerData struct {
 	// command (see warnOnce).
 	warnMu sync.Mutex
 	warned map[string]bool
+
+	// keyCreates holds the Idempotency-Keys of the key creates this
+	// terraform command sent (see keyCreateKey).
+	keyCreatesMu sync.Mutex
+	keyCreates   map[string]bool
 }
 
 // warnOnce adds the warning to diags the first time this terraform command
