@@ -33,6 +33,8 @@ const retryAfterUnavailable = "1"
 type Ledger interface {
 	// AddCredit grants amountMicro to the team once per idempotencyKey.
 	AddCredit(ctx context.Context, teamID int64, idempotencyKey string, amountMicro int64, note string) (ledger.Credit, error)
+	// Credit returns the credit entry with id, or ledger.ErrNotFound.
+	Credit(ctx context.Context, id int64) (ledger.Credit, error)
 	// Balance returns the team's balance, open reservations and the rest.
 	Balance(ctx context.Context, teamID int64) (ledger.Balance, error)
 }
@@ -134,6 +136,7 @@ func (a *API) Register(r gin.IRouter) {
 	g.PATCH("/teams/:id", a.updateTeam)
 	g.POST("/teams/:id/release", a.releaseTeam)
 	g.POST("/credits", a.addCredit)
+	g.GET("/credits/:id", a.getCredit)
 	g.POST("/keys", a.createKey)
 	g.GET("/keys", a.listKeys)
 	g.GET("/keys/:id", a.getKey)

@@ -111,3 +111,33 @@ func TestCreditsAPI(t *testing.T) {
 		})
 	}
 }
+
+// TestGetCreditAPI: a credit entry reads back by id as it was recorded; a
+// missing one is a 404 naming the id.
+func TestGetCreditAPI(t *testing.T) {
+	ctx := context.Background()
+	for _, dc := range dialectCases {
+		t.Run(dc.name, func(t *testing.T) {
+			h := newHarness(t, dc.dsn(t), harnessOptions{})
+			team := h.team(t, "search")
+			granted, err := h.client.AddCredit(ctx, adminwire.CreditRequest{TeamID: team, AmountMicrocredits: -1_500_000,
+				IdempotencyKey: "fix-7", Note: "refund"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := h.client.GetCredit(ctx, granted.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			granted.Replayed = false
+			if got != granted {
+				t.Errorf("GetCredit = %+v, want the entry as granted %+v", got, granted)
+			}
+			_, err = h.client.GetCredit(ctx, granted.ID+1)
+			wantAPIError(t, "a missing entry", err, http.StatusNotFound, "id")
+			if status, _, _ := h.raw(t, http.MethodGet, "/admin/credits/abc", "", nil); status != http.StatusBadRequest {
+				t.Errorf("GET /admin/credits/abc = %d, want 400", status)
+			}
+		})
+	}
+}

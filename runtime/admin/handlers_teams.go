@@ -2,6 +2,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/ledger"
 )
 
 // pathID parses the positive integer path parameter name; on failure it
@@ -195,8 +197,30 @@ func (a *API) addCredit(c *gin.Context) {
 	if cr.Applied {
 		status = http.StatusCreated
 	}
-	writeJSON(c, status, adminwire.Credit{
-		ID: cr.ID, TeamID: cr.TeamID, AmountMicrocredits: cr.Amount, IdempotencyKey: cr.IdempotencyKey,
-		Note: cr.Note, CreatedAt: cr.CreatedAt.UTC(), Replayed: !cr.Applied,
-	})
+	out := creditOut(cr)
+	out.Replayed = !cr.Applied
+	writeJSON(c, status, out)
+}
+
+// getCredit is GET /admin/credits/{id}: one ledger credit entry.
+func (a *API) getCredit(c *gin.Context) {
+	id, ok := pathID(c, "id")
+	if !ok {
+		return
+	}
+	cr, err := a.cfg.Ledger.Credit(c.Request.Context(), id)
+	if errors.Is(err, ledger.ErrNotFound) {
+		err = fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
+	if err != nil {
+		a.fail(c, err, "id", "credit entry")
+		return
+	}
+	writeJSON(c, http.StatusOK, creditOut(cr))
+}
+
+// creditOut is the wire form of a credit entry.
+func creditOut(cr ledger.Credit) adminwire.Credit {
+	return adminwire.Credit{ID: cr.ID, TeamID: cr.TeamID, AmountMicrocredits: cr.Amount, IdempotencyKey: cr.IdempotencyKey,
+		Note: cr.Note, CreatedAt: cr.CreatedAt.UTC()}
 }

@@ -106,6 +106,13 @@ func (c *Client) AddCredit(ctx context.Context, req adminwire.CreditRequest) (ad
 	return cr, err
 }
 
+// GetCredit returns the credit entry with id.
+func (c *Client) GetCredit(ctx context.Context, id int64) (adminwire.Credit, error) {
+	var cr adminwire.Credit
+	_, err := c.do(ctx, call{method: http.MethodGet, path: idPath("/admin/credits/", id), out: &cr})
+	return cr, err
+}
+
 // CreateKey creates an API key; the answer holds its secret once. Retries
 // reuse idempotencyKey (a random one when empty), so a retried create never
 // makes a second key: a replay answers without the secret (Replayed). Pass

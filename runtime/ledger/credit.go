@@ -92,12 +92,30 @@ func (l *Ledger) AddCredit(ctx context.Context, teamID int64, idempotencyKey str
 	return out, nil
 }
 
+// Credit returns the credit entry with id; ErrNotFound when there is none.
+func (l *Ledger) Credit(ctx context.Context, id int64) (Credit, error) {
+	c, found, err := readCredit(ctx, l.db, "id", id)
+	switch {
+	case err != nil:
+		return Credit{}, fmt.Errorf("credit entry %d: %w", id, err)
+	case !found:
+		return Credit{}, fmt.Errorf("credit entry %d: %w", id, ErrNotFound)
+	}
+	return c, nil
+}
+
 // lookupCredit returns the credit entry recorded under key, if any.
 func lookupCredit(ctx context.Context, q querier, key string) (Credit, bool, error) {
-	c := Credit{IdempotencyKey: key}
-	err := q.QueryRowContext(ctx, `SELECT id, team_id, amount_microcredits, note, created_at
-		FROM credit_entries WHERE idempotency_key = $1`, key).
-		Scan(&c.ID, &c.TeamID, &c.Amount, &c.Note, &c.CreatedAt)
+	return readCredit(ctx, q, "idempotency_key", key)
+}
+
+// readCredit returns the credit entry whose column (id or
+// idempotency_key, both unique) is v, if any.
+func readCredit(ctx context.Context, q querier, column string, v any) (Credit, bool, error) {
+	var c Credit
+	err := q.QueryRowContext(ctx, `SELECT id, team_id, idempotency_key, amount_microcredits, note, created_at
+		FROM credit_entries WHERE `+column+` = $1`, v).
+		Scan(&c.ID, &c.TeamID, &c.IdempotencyKey, &c.Amount, &c.Note, &c.CreatedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Credit{}, false, nil
 	}
