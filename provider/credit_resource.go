@@ -32,8 +32,9 @@ type creditResource struct {
 func newCreditResource() resource.Resource { return &creditResource{} }
 
 var (
-	_ resource.ResourceWithConfigure  = (*creditResource)(nil)
-	_ resource.ResourceWithModifyPlan = (*creditResource)(nil)
+	_ resource.ResourceWithConfigure   = (*creditResource)(nil)
+	_ resource.ResourceWithModifyPlan  = (*creditResource)(nil)
+	_ resource.ResourceWithImportState = (*creditResource)(nil)
 )
 
 type creditModel struct {
@@ -56,10 +57,11 @@ func (r *creditResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"from team, amount and note: a retried apply cannot grant twice, and two equal grants need different notes. " +
 			"Ledger entries are permanent: a grant cannot be changed (the plan says so), and destroying this resource " +
 			"removes it from Terraform's state only; add another llmplat_credit, with a negative amount to take credit back. " +
-			"This resource cannot be imported (the admin API does not read a ledger entry back by id). A grant Terraform " +
-			"made and forgot (a destroy) comes back into state by declaring it again with the same team, amount and note: " +
-			"the apply finds the recorded grant under its idempotency key and adds nothing, with a warning. A grant made " +
-			"otherwise (the admin API, the CLI) cannot be brought under Terraform; it stays in the ledger and the team's balance.",
+			"Any grant, made by Terraform or otherwise (the admin API, the CLI), is imported by its ledger entry's id: team, " +
+			"amount, note and idempotency key are read back, so a configuration that declares the same team, amount and " +
+			"note plans no change. A grant Terraform made and forgot (a destroy) also comes back into state by declaring it " +
+			"again with the same team, amount and note: the apply finds the recorded grant under its idempotency key and " +
+			"adds nothing, with a warning.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{
 				Computed: true, MarkdownDescription: "The ledger entry's id.",
@@ -129,8 +131,9 @@ func (r *creditResource) Create(ctx context.Context, req resource.CreateRequest,
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
 }
 
-// Read keeps the grant: a ledger entry never changes. A team that is
-// gone takes its grants out of the state.
+// Read reads the grant's ledger entry back (after an import, all there is
+// to know of it); an entry that is gone (its team with it) leaves the
+// state.
 func (r *creditResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
 	if r.client == nil {
 		// The provider's endpoint or token is known only after another
@@ -142,15 +145,35 @@ func (r *creditResource) Read(ctx context.Context, req resource.ReadRequest, res
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	team, ok := parseID(m.TeamID.ValueString(), &resp.Diagnostics)
+	id, ok := parseID(m.ID.ValueString(), &resp.Diagnostics)
 	if !ok {
 		return
 	}
-	if _, err := r.client.GetTeam(ctx, team); notFound(err) {
+	c, err := r.client.GetCredit(ctx, id)
+	if notFound(err) {
 		resp.State.RemoveResource(ctx)
-	} else if err != nil {
-		resp.Diagnostics.AddError("Team of the credit not read", err.Error())
+		return
 	}
+	if err != nil {
+		resp.Diagnostics.AddError("Credit not read", err.Error())
+		return
+	}
+	m.TeamID = types.StringValue(strconv.FormatInt(c.TeamID, 10))
+	m.Amount = types.Int64Value(c.AmountMicrocredits)
+	m.Note = types.StringValue(c.Note)
+	m.IdempotencyKey = types.StringValue(c.IdempotencyKey)
+	if cur, err := time.Parse(time.RFC3339, m.CreatedAt.ValueString()); m.CreatedAt.IsNull() || err != nil || !cur.Equal(c.CreatedAt) {
+		m.CreatedAt = timetypes.NewRFC3339TimeValue(c.CreatedAt.UTC())
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+}
+
+// ImportState takes a grant by its ledger entry's id; Read fills the rest.
+func (r *creditResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if _, ok := parseID(req.ID, &resp.Diagnostics); !ok {
+		return
+	}
+	resource.ImportStatePassthroughID(ctx, path.Root("id"), req, resp)
 }
 
 // ModifyPlan refuses a change to a recorded grant: replacing it would

@@ -6,9 +6,13 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
 // TestAccCredit: a grant adds to the balance once; a second apply and a
@@ -98,5 +102,66 @@ resource "llmplat_credit" "z" {
 			PlanOnly:    true,
 			ExpectError: regexp.MustCompile(`(?s)Value the platform refuses.*amount_microcredits.*must be non-zero`),
 		}},
+	})
+}
+
+// TestAccCreditImport: a grant made outside Terraform is imported by its
+// ledger entry's id and plans no change when the configuration declares
+// its team, amount and note; nothing is granted again. A grant Terraform
+// made imports back to the state it had.
+func TestAccCreditImport(t *testing.T) {
+	p := startPlatform(t)
+	team := creditedTeam(t, p, "imported-grants")
+	teamID, _ := strconv.ParseInt(team, 10, 64)
+	byHand, err := p.client.AddCredit(t.Context(), adminwire.CreditRequest{TeamID: teamID, AmountMicrocredits: 3_000_000,
+		IdempotencyKey: "invoice-77", Note: "by hand"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	balance := func() int64 {
+		tm, err := p.client.GetTeam(t.Context(), teamID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tm.BalanceMicrocredits
+	}
+	before := balance()
+	grants := fmt.Sprintf(`
+resource "llmplat_credit" "by_hand" {
+  team_id             = %q
+  amount_microcredits = 3000000
+  note                = "by hand"
+}
+resource "llmplat_credit" "tf" {
+  team_id             = %q
+  amount_microcredits = 2000000
+  note                = "made by terraform"
+}
+`, team, team)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories(),
+		Steps: []resource.TestStep{
+			{
+				Config: p.providerBlock() + fmt.Sprintf("import {\n  to = llmplat_credit.by_hand\n  id = %q\n}\n", itoa(byHand.ID)) + grants,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("llmplat_credit.by_hand", plancheck.ResourceActionNoop),
+					plancheck.ExpectResourceAction("llmplat_credit.tf", plancheck.ResourceActionCreate),
+				}},
+				Check: resource.ComposeAggregateTestCheckFunc(
+					resource.TestCheckResourceAttr("llmplat_credit.by_hand", "id", itoa(byHand.ID)),
+					resource.TestCheckResourceAttr("llmplat_credit.by_hand", "idempotency_key", "invoice-77"),
+					resource.TestCheckResourceAttr("llmplat_credit.by_hand", "created_at", byHand.CreatedAt.UTC().Format(time.RFC3339)),
+					func(*terraform.State) error {
+						if got := balance(); got != before+2_000_000 {
+							return fmt.Errorf("balance %d after importing one grant and making another of 2000000, want %d", got, before+2_000_000)
+						}
+						return nil
+					},
+				),
+			},
+			{ResourceName: "llmplat_credit.tf", ImportState: true, ImportStateVerify: true, Config: p.providerBlock() + grants},
+			{ResourceName: "llmplat_credit.tf", ImportState: true, ImportStateId: "999999", Config: p.providerBlock() + grants,
+				ExpectError: regexp.MustCompile(`Cannot import non-existent remote object`)},
+		},
 	})
 }
