@@ -28,8 +28,8 @@ const servingRecheck = time.Second
 // the SDKs tolerate: an attempt held 8 minutes is within their 10-minute
 // timeout, and their retries of the 503 come back to a new hold, so an
 // application on an SDK's defaults is served once the model is up rather
-// than failing after two quick retries (docs/scaling.md, "A model at
-// zero"). The hold runs after the key's limits passed and before the
+// than failing after two quick retries (docs/kubernetes.md, "Waking a model
+// from zero"). The hold runs after the key's limits passed and before the
 // reservation: a held caller keeps its key's stream slot (so a key holds
 // at most its concurrent streams), no ledger row, and its body's memory in
 // the hold's own budget (Config.WakeHoldBudget; past it, the 503 comes at
