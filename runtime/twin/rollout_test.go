@@ -302,7 +302,10 @@ func watchBusy(t *testing.T, addr string) *busyLog {
 			b.mu.Lock()
 			b.at, b.busy = append(b.at, time.Now()), append(b.busy, n)
 			b.mu.Unlock()
-			time.Sleep(busyPoll)
+			select {
+			case <-ctx.Done():
+			case <-time.After(busyPoll):
+			}
 		}
 	}()
 	t.Cleanup(func() { cancel(); <-b.done })
