@@ -19,19 +19,21 @@ func pathName(c *gin.Context, name string) (string, bool) {
 	return v, true
 }
 
-// createOnly reads adminwire.CreateOnlyHeader; on a value other than
-// adminwire.CreateOnlyValue it has answered 400.
-func createOnly(c *gin.Context) (only, ok bool) {
+// createOnly reads adminwire.CreateOnlyHeader and, for a create-only
+// request, its Idempotency-Key (idempotencyKey); on a value other than
+// adminwire.CreateOnlyValue, or a bad key, it has answered 400.
+func createOnly(c *gin.Context) (only bool, idem string, ok bool) {
 	v, set := c.Request.Header[adminwire.CreateOnlyHeader]
 	switch {
 	case !set:
-		return false, true
+		return false, "", true
 	case len(v) == 1 && v[0] == adminwire.CreateOnlyValue:
-		return true, true
+		idem, ok = idempotencyKey(c)
+		return ok, idem, ok
 	}
 	badRequest(c, codeInvalidValue, invalid(adminwire.CreateOnlyHeader, "%s supports only %q (create only)",
 		adminwire.CreateOnlyHeader, adminwire.CreateOnlyValue))
-	return false, false
+	return false, "", false
 }
 
 // putModel is PUT /admin/models/{name}: 201 when created, 200 when updated
@@ -42,15 +44,9 @@ func (a *API) putModel(c *gin.Context) {
 	if !ok {
 		return
 	}
-	only, ok := createOnly(c)
+	only, idem, ok := createOnly(c)
 	if !ok {
 		return
-	}
-	var idem string
-	if only {
-		if idem, ok = idempotencyKey(c); !ok {
-			return
-		}
 	}
 	var spec adminwire.ModelSpec
 	present, ok := decodeBody(c, &spec)

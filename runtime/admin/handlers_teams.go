@@ -38,15 +38,9 @@ func (a *API) withBalance(ctx context.Context, t adminwire.Team) (adminwire.Team
 // existing team of that name; create only (adminwire.CreateOnlyHeader),
 // 409 for an existing name and 200 for a repeat of its Idempotency-Key.
 func (a *API) createTeam(c *gin.Context) {
-	only, ok := createOnly(c)
+	only, idem, ok := createOnly(c)
 	if !ok {
 		return
-	}
-	var idem string
-	if only {
-		if idem, ok = idempotencyKey(c); !ok {
-			return
-		}
 	}
 	var req adminwire.CreateTeamRequest
 	present, ok := decodeBody(c, &req)
