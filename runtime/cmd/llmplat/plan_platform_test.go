@@ -120,3 +120,39 @@ func TestGuideShowsRealQuotaAndUploads(t *testing.T) {
 		}
 	}
 }
+
+// TestGuideBuildsTheImageForTheNodesAndDeploysItByDigest checks, by
+// text (no Docker engine runs here), the EKS guide's image step: the build
+// is for the nodes' architecture whatever the builder's (every GPU and
+// system node is x86_64; a laptop's arm64 binary fails there with "exec
+// format error"), the Dockerfile cross-compiles from the builder's platform
+// rather than emulating, and the image is deployed by the digest its push
+// printed, not by a tag a later push moves.
+func TestGuideBuildsTheImageForTheNodesAndDeploysItByDigest(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	guide, dockerfile := read("docs/deploy-eks.md"), read("Dockerfile")
+	for what, want := range map[string]string{
+		"a build for the nodes' architecture":        "docker build --platform linux/amd64 ",
+		"the pushed image's digest printed":          "docker inspect --format '{{index .RepoDigests 0}}' ",
+		"the platform image pinned by that digest":   "llmplat@sha256:<digest>",
+		"the digest set where examples/eks reads it": "images = { platform = ",
+	} {
+		if !strings.Contains(guide, want) {
+			t.Errorf("docs/deploy-eks.md does not show %s (%q)", what, want)
+		}
+	}
+	for what, want := range map[string]string{
+		"a build stage on the builder's platform": "FROM --platform=$BUILDPLATFORM ",
+		"a cross-compile to the target's":         "GOOS=$TARGETOS GOARCH=$TARGETARCH go build",
+	} {
+		if !strings.Contains(dockerfile, want) {
+			t.Errorf("the Dockerfile has no %s (%q)", what, want)
+		}
+	}
+}
