@@ -46,7 +46,9 @@ type Plan struct {
 	// IgnoreEOS asks for answers that run to MaxTokens (vLLM's ignore_eos,
 	// as its benchmarks send): long streams of a known length.
 	IgnoreEOS bool
-	Seed      uint64
+	// Seed seeds the random choice of each request's model by weight: the
+	// same seed, the same sequence of models.
+	Seed uint64
 	// Progress, when set, is called about once a second, and once at the
 	// end, from one goroutine at a time.
 	Progress func(Progress)
