@@ -209,6 +209,7 @@ func (d ModelDeployment) values(mp capacity.ModelPlan) (modelValues, error) {
 		MinReplicas: d.MinReplicas - floor, MaxReplicas: d.MaxReplicas - floor,
 		SingleReplica: d.MinReplicas < 2, Floor: floor,
 		WaitingPerReplica: max(1, mp.Replicas.PlannedStreamsPerReplica/4),
+		PlannedStreams:    mp.Replicas.PlannedStreamsPerReplica,
 		NodePools:         pools, Spot: d.Spot, Warm: d.Warm,
 		DrainSeconds: d.DrainSeconds, GraceSeconds: d.DrainSeconds + modelGraceMargin,
 		DrainSettleSeconds: drainSettleSeconds, CacheHostPath: cacheHostPath,

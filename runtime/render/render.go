@@ -453,8 +453,11 @@ type modelValues struct {
 	SingleReplica bool
 	// Floor is a spot model's on-demand floor, a Deployment of its own; 0
 	// when the scaled Deployment holds every replica.
-	Floor                      int
-	WaitingPerReplica          int
+	Floor             int
+	WaitingPerReplica int
+	// PlannedStreams is the batch a replica is planned to run (the
+	// capacity plan's streams per replica): the demand trigger's target.
+	PlannedStreams             int
 	NodePools                  []string
 	Spot                       bool
 	Warm                       *Warm
@@ -492,6 +495,35 @@ func (v modelValues) StrandedQuery() string {
 		return s
 	}
 	return fmt.Sprintf("%s + clamp_max(%s, 1)", s, s)
+}
+
+// The demand forecast's regression: the last five minutes of the model's
+// streams, sampled every 15 s (the ScaledObject's pollingInterval, and
+// production's scrape interval).
+const (
+	forecastWindowSeconds = 300
+	forecastStepSeconds   = 15
+)
+
+// DemandQuery is the streams the ScaledObject's demand trigger sizes the
+// model for, an AverageValue of PlannedStreams per replica: the streams
+// its engines run and hold waiting now, plus their growth over the last
+// forecastWindowSeconds (a least-squares slope, never below 0) carried
+// over a cold start and a poll — the streams the model will have when a
+// replica asked for now is Ready. Sized for now alone, a replica comes a
+// cold start late: the twin's reference ramp outgrew the floors while
+// KEDA's first replica loaded, and callers waited out the queue limit.
+// A spot model's on-demand floor serves its planned share outside the
+// scaled Deployment, so that share is taken off (never below 0).
+func (v modelValues) DemandQuery() string {
+	sel := fmt.Sprintf(`{model_name="%s"}`, v.ServedName)
+	now := fmt.Sprintf("(sum(vllm:num_requests_running%s) + sum(vllm:num_requests_waiting%s))", sel, sel)
+	q := fmt.Sprintf("%s + clamp_min(deriv(%s[%ds:%ds]), 0) * %d", now, now,
+		forecastWindowSeconds, forecastStepSeconds, v.ExpectedLoadSeconds+forecastStepSeconds)
+	if v.Floor > 0 {
+		return fmt.Sprintf("clamp_min(%s - %d, 0)", q, v.Floor*v.PlannedStreams)
+	}
+	return q
 }
 
 // deploymentValues fill one of a model's Deployments.

@@ -147,3 +147,53 @@ func TestOnDemandEnginesPack(t *testing.T) {
 		}
 	}
 }
+
+// TestDemandLooksAColdStartAhead: each model's ScaledObject sizes it for
+// the streams it will run when a replica asked for now is Ready — the
+// streams running and waiting now plus their growth over the last five
+// minutes, carried over the model's expected load and a poll — at the
+// capacity plan's batch per replica (an AverageValue), activated by any
+// demand; a spot model's on-demand floor serves its planned share, which
+// is taken off. Before, the triggers fired only once the engines queued
+// or their KV cache passed 80 %, and a replica came a cold start late: in
+// the twin's reference ramp the 32B's callers waited out the queue limit
+// for as long as its second replica loaded (issue 41, scenario 1).
+func TestDemandLooksAColdStartAhead(t *testing.T) {
+	files, err := Render(example(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := func(served string) string {
+		sel := `{model_name="` + served + `"}`
+		return "(sum(vllm:num_requests_running" + sel + ") + sum(vllm:num_requests_waiting" + sel + "))"
+	}
+	for _, tc := range []struct {
+		model, served string
+		planned       string
+		want          string
+	}{
+		{"llama-8b", "meta-llama/Llama-3.1-8B-Instruct", "32",
+			"clamp_min(" + now("meta-llama/Llama-3.1-8B-Instruct") + " + clamp_min(deriv(" + now("meta-llama/Llama-3.1-8B-Instruct") + "[300s:15s]), 0) * 640 - 64, 0)"},
+		{"qwen-32b", "Qwen/Qwen2.5-32B-Instruct", "16",
+			now("Qwen/Qwen2.5-32B-Instruct") + " + clamp_min(deriv(" + now("Qwen/Qwen2.5-32B-Instruct") + "[300s:15s]), 0) * 1086"},
+		{"llama-70b", "meta-llama/Llama-3.1-70B-Instruct-FP8", "8",
+			now("meta-llama/Llama-3.1-70B-Instruct-FP8") + " + clamp_min(deriv(" + now("meta-llama/Llama-3.1-70B-Instruct-FP8") + "[300s:15s]), 0) * 1131"},
+	} {
+		so := modelDoc(t, files, tc.model, "ScaledObject")
+		var found []any
+		for _, tr := range dig(t, so, "spec", "triggers").([]any) {
+			if q, _ := dig(t, tr, "metadata").(map[string]any)["query"].(string); strings.Contains(q, "deriv(") {
+				found = append(found, tr)
+			}
+		}
+		if len(found) != 1 {
+			t.Errorf("%s: %d demand triggers, want 1", tc.model, len(found))
+			continue
+		}
+		tr := found[0].(map[string]any)
+		md := tr["metadata"].(map[string]any)
+		if md["query"] != tc.want || md["threshold"] != tc.planned || md["activationThreshold"] != "0" || tr["metricType"] != nil {
+			t.Errorf("%s: demand trigger %v,\nwant the query %s as an AverageValue of %s, activated above 0", tc.model, tr, tc.want, tc.planned)
+		}
+	}
+}

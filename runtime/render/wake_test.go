@@ -70,8 +70,9 @@ func TestRolloutOutlastsAColdStart(t *testing.T) {
 // zero) is activated by its engines' load only past the load's own
 // threshold: at KEDA's default activation (any value above 0) the 8B
 // kept a spot replica above its floor whenever it served anything. The
-// platform's queue still wakes a model at zero at its first caller, and a
-// stranded replica asks for its surge at once.
+// platform's queue still wakes a model at zero at its first caller, a
+// stranded replica asks for its surge at once, and the demand forecast
+// activates past the on-demand floor's planned share.
 func TestActivationPastThreshold(t *testing.T) {
 	files, plan := renderedExample(t)
 	for _, mp := range plan.Models {
@@ -87,6 +88,13 @@ func TestActivationPastThreshold(t *testing.T) {
 			case strings.Contains(query, "llmplat_model_pending_requests"):
 				if activation != "0" {
 					t.Errorf("%s: the queue's trigger activates above %q, want any queued caller (0)", mp.Model, activation)
+				}
+			case strings.Contains(query, "deriv("):
+				// The demand forecast: past the floor's planned share (taken
+				// off in the query, TestDemandLooksAColdStartAhead); a model
+				// scaled to zero stays up while it serves a stream.
+				if activation != "0" {
+					t.Errorf("%s: the demand trigger activates above %q, want any demand past the floor's share (0)", mp.Model, activation)
 				}
 			case strings.Contains(query, strandedGauge):
 				if activation != "0" {

@@ -9,8 +9,11 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/llmplat/llmplat/runtime/testenv"
 	"github.com/llmplat/llmplat/templates"
@@ -103,6 +106,7 @@ func TestPrometheusScrapesEngines(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, q := range []string{
+		demandForecast(t, c, "llama-8b"),
 		`sum(vllm:num_requests_waiting{model_name="llama-8b"})`,
 		`avg(vllm:kv_cache_usage_perc{model_name="llama-8b"})`,
 		`up{job="vllm",pod="vllm-llama-8b-0"}`,
@@ -123,6 +127,30 @@ func TestPrometheusScrapesEngines(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// demandForecast is the 8B's demand trigger as the twin applies it on c's
+// clock, for an engine serving the model under the name served: what
+// Prometheus must evaluate for KEDA.
+func demandForecast(t *testing.T, c *Cluster, served string) string {
+	t.Helper()
+	applied, err := Substitute(Env{Scaler: c}, renderExample(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range applied {
+		if o.GetKind() != "ScaledObject" || o.GetName() != "vllm-llama-8b" {
+			continue
+		}
+		triggers, _, _ := unstructured.NestedSlice(o.Object, "spec", "triggers")
+		for _, tr := range triggers {
+			if q, _, _ := unstructured.NestedString(tr.(map[string]any), "metadata", "query"); strings.Contains(q, "deriv(") {
+				return strings.ReplaceAll(q, `model_name="meta-llama/Llama-3.1-8B-Instruct"`, `model_name="`+served+`"`)
+			}
+		}
+	}
+	t.Fatal("the 8B's ScaledObject has no demand forecast")
+	return ""
 }
 
 // waitQuery waits until expr's value satisfies check.

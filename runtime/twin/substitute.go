@@ -111,6 +111,22 @@ var Substitutions = []Substitution{
 			}
 			return o, nil
 		}},
+	{Name: "ScaledObject's demand forecast on the twin's clock", Kind: "ScaledObject", Paths: []string{"spec.triggers.*.metadata.query"},
+		Why: "the forecast's regression window and step, and the cold start it looks ahead, are periods: one time scale for the whole twin",
+		apply: func(s Env, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			triggers, _, _ := unstructured.NestedSlice(o.Object, "spec", "triggers")
+			for _, t := range triggers {
+				md, ok := t.(map[string]any)["metadata"].(map[string]any)
+				if q, isString := md["query"].(string); ok && isString && strings.Contains(q, "deriv(") {
+					scaled, err := scaleForecast(s, q)
+					if err != nil {
+						return nil, err
+					}
+					md["query"] = scaled
+				}
+			}
+			return o, unstructured.SetNestedSlice(o.Object, triggers, "spec", "triggers")
+		}},
 	{Name: "ScaledObject's Prometheus → the twin's", Kind: "ScaledObject", Paths: []string{"spec.triggers.*.metadata.serverAddress"},
 		Why: "the twin's Prometheus scrapes the same engines' and orchestrators' metrics at their addresses; the rendered URL names kube-prometheus-stack's Service, which the twin does not run",
 		apply: func(s Env, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
@@ -270,6 +286,35 @@ func scaleSpecLoad(s Env, spec string) (string, error) {
 	}
 	scaled := max(1, int64(math.Round(s.Dur(time.Duration(n)*time.Second).Seconds())))
 	return loadKey.ReplaceAllString(spec, fmt.Sprintf("${1}%s=%d", clusterwatch.ExpectedLoadKey, scaled)), nil
+}
+
+// forecastRange and forecastHorizon match a demand forecast's periods
+// (render's DemandQuery): its subquery's window and step in seconds, and
+// the seconds its slope is carried over.
+var (
+	forecastRange   = regexp.MustCompile(`\[(\d+)s:(\d+)s\]`)
+	forecastHorizon = regexp.MustCompile(`, 0\) \* (\d+)`)
+)
+
+// scaleForecast scales a demand forecast's periods: the subquery's in
+// milliseconds, the horizon in (fractional) seconds, as the slope is per
+// second of the twin's clock.
+func scaleForecast(s Env, q string) (string, error) {
+	if len(forecastRange.FindAllString(q, -1)) != 1 || len(forecastHorizon.FindAllString(q, -1)) != 1 {
+		return "", fmt.Errorf("a forecast with one subquery range and one horizon expected: %s", q)
+	}
+	ms := func(secs string) string {
+		n, _ := strconv.ParseInt(secs, 10, 64)
+		return fmt.Sprintf("%dms", max(1, s.Dur(time.Duration(n)*time.Second).Milliseconds()))
+	}
+	q = forecastRange.ReplaceAllStringFunc(q, func(m string) string {
+		p := forecastRange.FindStringSubmatch(m)
+		return "[" + ms(p[1]) + ":" + ms(p[2]) + "]"
+	})
+	return forecastHorizon.ReplaceAllStringFunc(q, func(m string) string {
+		n, _ := strconv.ParseInt(forecastHorizon.FindStringSubmatch(m)[1], 10, 64)
+		return ", 0) * " + strconv.FormatFloat(s.Dur(time.Duration(n)*time.Second).Seconds(), 'f', -1, 64)
+	}), nil
 }
 
 // integer is v as an integer, as a YAML or JSON decoder may give it.

@@ -124,6 +124,23 @@ func TestSubstitutionsAreAllThatDiffers(t *testing.T) {
 					t.Errorf("the 70B's trigger reads %q, want the twin's Prometheus", a)
 				}
 			}
+		case o.GetKind() == "ScaledObject" && o.GetName() == "vllm-llama-8b":
+			// The demand forecast: a 300 s window sampled every 15 s, its
+			// slope carried over the 8B's cold start and a poll (640 s).
+			triggers, _, _ := unstructured.NestedSlice(o.Object, "spec", "triggers")
+			forecasts := 0
+			for _, tr := range triggers {
+				q, _, _ := unstructured.NestedString(tr.(map[string]any), "metadata", "query")
+				if strings.Contains(q, "deriv(") {
+					forecasts++
+					if !strings.Contains(q, "[20000ms:1000ms]") || !strings.Contains(q, ", 0) * 42.666") {
+						t.Errorf("the 8B's demand forecast at scale 15: %s, want its window [20000ms:1000ms] and horizon 42.666… s", q)
+					}
+				}
+			}
+			if forecasts != 1 {
+				t.Errorf("the 8B's ScaledObject has %d demand forecasts, want 1", forecasts)
+			}
 		case o.GetKind() == "NodePool":
 			if v, _, _ := unstructured.NestedString(o.Object, "spec", "disruption", "consolidateAfter"); v != "40s" {
 				t.Errorf("NodePool %s consolidateAfter %q at scale 15, want 40s", o.GetName(), v)
