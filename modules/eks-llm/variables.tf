@@ -48,6 +48,17 @@ variable "private_subnet_ids" {
   }
 }
 
+variable "private_route_table_ids" {
+  description = "The existing VPC's private subnets' route tables: the module adds an S3 gateway endpoint to them, so model weights and image layers bypass the NAT gateway's per-GB charge. Leave empty when the VPC has an S3 gateway endpoint on them already."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for r in var.private_route_table_ids : can(regex("^rtb-[0-9a-f]+$", r))])
+    error_message = "private_route_table_ids must be route table ids (rtb-...)."
+  }
+}
+
 variable "public_subnet_ids" {
   description = "The existing VPC's public subnets, for an internet-facing gateway load balancer."
   type        = list(string)
