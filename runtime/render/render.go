@@ -213,6 +213,13 @@ func Plan(p Platform) (capacity.Result, error) {
 	if err != nil {
 		return capacity.Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	// What it costs when idle: the floors on their nodes, and the AWS
+	// layer (modules/eks-llm) at its defaults.
+	idle, err := capacity.PlanIdle(in, capacity.DefaultEKSBase())
+	if err != nil {
+		return capacity.Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	plan.Idle = &idle
 	return plan, nil
 }
 
