@@ -3,9 +3,13 @@
 # docs/deploy-eks.md walks through it, from an empty account to a streamed
 # completion. Give the runner a way to the Kubernetes API first
 # (public_api_endpoint_cidrs, or private_api_endpoint_cidrs / _security_group_ids:
-# the guide's step 1). Apply in steps the first time (the charts bring the
-# CRDs the platform's objects are planned against):
+# the guide's step 1). Create the state bucket first (bootstrap/), then
+# apply in steps the first time (the charts bring the CRDs the platform's
+# objects are planned against):
 #
+#   terraform -chdir=bootstrap init && terraform -chdir=bootstrap apply
+#   terraform -chdir=bootstrap output -raw backend_config > backend.hcl
+#   terraform init -backend-config=backend.hcl
 #   terraform apply -target=module.eks
 #   terraform apply -target=module.addons.helm_release.karpenter -target=module.addons.helm_release.keda \
 #     -target=module.addons.helm_release.kube_prometheus_stack -target=module.addons.helm_release.aws_load_balancer_controller
@@ -13,6 +17,18 @@
 
 terraform {
   required_version = ">= 1.11"
+
+  # The state holds the admin and internal tokens, the Redis AUTH token and
+  # every API key's secret: it lives in the bootstrap stack's bucket
+  # (bootstrap/: KMS-encrypted with a key of its own, versioned, TLS only),
+  # locked by a lock file beside it (S3 native locking). The bucket, region
+  # and key come from `terraform init -backend-config=backend.hcl`, which
+  # the bootstrap stack writes (docs/deploy-eks.md, step 1).
+  backend "s3" {
+    key          = "llmplat/eks.tfstate"
+    encrypt      = true
+    use_lockfile = true
+  }
 
   required_providers {
     aws = {

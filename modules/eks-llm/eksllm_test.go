@@ -457,8 +457,9 @@ func mustRead(t *testing.T, path string) []byte {
 // TestGPUPools: the NodePools the in-cluster layer applies, rendered from
 // the AWS layer's defaults and the example's models as
 // llmplat_platform_manifests renders them, carry the GPU taint, a limit of
-// 40 GPUs, consolidateAfter 10m and the g6e family only; only the 8B model
-// may use the spot pool; every object matches its schema.
+// what their models may run on them (40 GPUs on demand, 6 on spot),
+// consolidateAfter 10m and the g6e family only; only the 8B model may use
+// the spot pool; every object matches its schema.
 func TestGPUPools(t *testing.T) {
 	aws := load(t, ".")
 	example := load(t, filepath.Join("..", "..", "examples", "eks"))
@@ -524,13 +525,16 @@ func TestGPUPools(t *testing.T) {
 	if len(nodePools) != 2 || nodePools["gpu-l40s"] == nil || nodePools["gpu-l40s-spot"] == nil {
 		t.Fatalf("NodePools %v, want gpu-l40s and gpu-l40s-spot", keys(nodePools))
 	}
+	// On demand every model at max_replicas on its smallest node (8 × 1 +
+	// 5 × 4 + 3 × 4); on spot the 8B above its on-demand floor ((8 − 2) × 1).
+	wantLimits := map[string]int{"gpu-l40s": 40, "gpu-l40s-spot": 6}
 	for name, np := range nodePools {
 		taints := dig(np, "spec", "template", "spec", "taints").([]any)
 		if len(taints) != 1 || !matches(taints[0], map[string]any{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}) {
 			t.Errorf("%s: taints %v, want nvidia.com/gpu=present:NoSchedule", name, taints)
 		}
-		if got := dig(np, "spec", "limits", "nvidia.com/gpu"); got != 40 {
-			t.Errorf("%s: limits nvidia.com/gpu %v, want 40", name, got)
+		if got, want := dig(np, "spec", "limits", "nvidia.com/gpu"), wantLimits[name]; got != want {
+			t.Errorf("%s: limits nvidia.com/gpu %v, want %d: what its models may run on it", name, got, want)
 		}
 		if got := dig(np, "spec", "disruption", "consolidateAfter"); got != "10m" {
 			t.Errorf("%s: consolidateAfter %v, want 10m", name, got)

@@ -113,3 +113,24 @@ resource "aws_ec2_tag" "given_subnet_discovery" {
   key         = "karpenter.sh/discovery"
   value       = var.name
 }
+
+# S3 through a gateway endpoint on the private route tables, not through
+# the NAT gateway, which bills every GB it carries: a cold start copies a
+# model's weights from the bucket (65.8 GiB for the 70B), and the nodes'
+# image layers from ECR come from S3 too. A gateway endpoint has no hourly
+# price. A given VPC gets one on the route tables named in
+# private_route_table_ids (leave them out when it has one already: a route
+# table takes one S3 endpoint).
+locals {
+  s3_endpoint_route_tables = local.create_vpc ? aws_route_table.private[*].id : var.private_route_table_ids
+}
+
+resource "aws_vpc_endpoint" "s3" {
+  count = length(local.s3_endpoint_route_tables) > 0 ? 1 : 0
+
+  vpc_id            = local.vpc_id
+  service_name      = "com.amazonaws.${local.region}.s3"
+  vpc_endpoint_type = "Gateway"
+  route_table_ids   = local.s3_endpoint_route_tables
+  tags              = merge(local.tags, { Name = "${var.name}-s3" })
+}

@@ -48,6 +48,17 @@ variable "private_subnet_ids" {
   }
 }
 
+variable "private_route_table_ids" {
+  description = "The existing VPC's private subnets' route tables: the module adds an S3 gateway endpoint to them, so model weights and image layers bypass the NAT gateway's per-GB charge. Leave empty when the VPC has an S3 gateway endpoint on them already."
+  type        = list(string)
+  default     = []
+
+  validation {
+    condition     = alltrue([for r in var.private_route_table_ids : can(regex("^rtb-[0-9a-f]+$", r))])
+    error_message = "private_route_table_ids must be route table ids (rtb-...)."
+  }
+}
+
 variable "public_subnet_ids" {
   description = "The existing VPC's public subnets, for an internet-facing gateway load balancer."
   type        = list(string)
@@ -158,7 +169,7 @@ variable "system_nodes" {
 }
 
 variable "gpu_pool" {
-  description = "The Karpenter GPU NodePools (gpu-<gpu> on demand and gpu-<gpu>-spot): the GPU's name, the instance family, the nvidia.com/gpu a pool may hold, so a runaway scale-up cannot buy a hundred GPUs, and the AL2023 AMI release the nodes run (ami_alias, al2023@vYYYYMMDD; unset: the release `llmplat render` pins). The limit counts the GPUs of the nodes, so it must hold every model at max_replicas, each replica on its own smallest node (llmplat plan shows them; rendering refuses less): 40 for the example's models (8 x 1 + 5 x 4 + 3 x 4, a TP-2 or TP-4 replica buying a 4-GPU g6e.12xlarge). Bump ami_alias after a staging cluster ran the new release: the pools replace their nodes one at a time."
+  description = "The Karpenter GPU NodePools (gpu-<gpu> on demand and gpu-<gpu>-spot): the GPU's name, the instance family, the bound on each pool's nvidia.com/gpu, so a runaway scale-up cannot buy a hundred GPUs, and the AL2023 AMI release the nodes run (ami_alias, al2023@vYYYYMMDD; unset: the release `llmplat render` pins). Each pool is capped at what its models may run on it, counting the GPUs of the nodes (every model at max_replicas on demand, a spot model's replicas above its floor on spot, each replica on its own smallest node: llmplat plan shows them); gpu_limit must hold both (rendering refuses less): 40 for the example's models (8 x 1 + 5 x 4 + 3 x 4 on demand, a TP-2 or TP-4 replica buying a 4-GPU g6e.12xlarge; (8 - 2) x 1 = 6 on spot). Bump ami_alias after a staging cluster ran the new release: the pools replace their nodes one at a time."
   type = object({
     gpu       = string
     family    = string

@@ -35,6 +35,7 @@ func WriteTable(w io.Writer, r Result) error {
 	writeCost(ew, r)
 	writeQueue(ew, r.Models)
 	writeQuota(ew, r.Quota)
+	writeIdle(ew, r.Idle)
 	writeWarnings(ew, r.Models)
 	if ew.err != nil {
 		return fmt.Errorf("write plan table: %w", ew.err)

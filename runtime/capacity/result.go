@@ -7,6 +7,9 @@ type Result struct {
 	Fleet  FleetPlan   `json:"fleet"`
 	Cost   CostPlan    `json:"cost"`
 	Quota  QuotaPlan   `json:"quota"`
+	// Idle is what the deployment costs with no load: planned for a
+	// platform description (llmplat plan -f), nil otherwise.
+	Idle *IdlePlan `json:"idle,omitempty"`
 }
 
 // ModelPlan is the plan of one model: memory, engine flags, replicas,

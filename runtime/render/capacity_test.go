@@ -3,6 +3,7 @@ package render
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 
@@ -11,32 +12,55 @@ import (
 	"github.com/llmplat/llmplat/runtime/capacity"
 )
 
-// TestPoolLimitHoldsTheModelsCaps: each NodePool's GPU limit holds the
-// GPUs of the nodes every model's max_replicas buys (40 on demand for the
-// reference workload: the 32B's and 70B's replicas each buy a 4-GPU g6e.12xlarge), and a
-// limit below that, or a model bound to a family that lacks its GPU, is
-// refused with the need named.
+// TestPoolLimitHoldsTheModelsCaps: each NodePool's GPU limit is the GPUs
+// of the nodes its models may run on it at max_replicas, no more (a cap
+// on spend): 40 on demand for the reference workload (every model at its
+// cap, the 32B's and 70B's replicas each buying a 4-GPU g6e.12xlarge), 6
+// on spot (the 8B above its on-demand floor of 2). A platform without a
+// spot model has no spot pool. A gpu_limit below a pool's need, or a model
+// bound to a family that lacks its GPU, is refused with the need named.
 func TestPoolLimitHoldsTheModelsCaps(t *testing.T) {
-	files, err := Render(example(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	limits := map[string]int{}
-	for _, f := range files {
-		if f.Name != "karpenter.yaml" {
-			continue
+	limitsOf := func(t *testing.T, p Platform) map[string]int {
+		t.Helper()
+		files, err := Render(p)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, d := range docs(t, f) {
-			if d["kind"] == "NodePool" {
-				limits[dig(t, d, "metadata", "name").(string)] = dig(t, d, "spec", "limits", "nvidia.com/gpu").(int)
+		limits := map[string]int{}
+		for _, f := range files {
+			if f.Name != "karpenter.yaml" {
+				continue
+			}
+			for _, d := range docs(t, f) {
+				if d["kind"] == "NodePool" {
+					limits[dig(t, d, "metadata", "name").(string)] = dig(t, d, "spec", "limits", "nvidia.com/gpu").(int)
+				}
 			}
 		}
+		return limits
 	}
-	need := map[string]int{"gpu-l40s": 8*1 + 5*4 + 3*4, "gpu-l40s-spot": 8 * 1}
-	for name, n := range need {
-		if limits[name] < n {
-			t.Errorf("NodePool %s: limit %d GPUs, below the %d its models' caps buy", name, limits[name], n)
-		}
+	pools := []struct {
+		name string
+		edit func(*Platform)
+		want map[string]int
+	}{
+		{"the reference workload", func(*Platform) {}, map[string]int{"gpu-l40s": 8*1 + 5*4 + 3*4, "gpu-l40s-spot": (8 - 2) * 1}},
+		{"a higher floor leaves spot less", func(p *Platform) { p.Plan.Workloads[0].MinReplicas = 5 },
+			map[string]int{"gpu-l40s": 40, "gpu-l40s-spot": (8 - 5) * 1}},
+		{"a TP-2 model on spot buys 4-GPU nodes there", func(p *Platform) { p.Models[1].Spot = true },
+			map[string]int{"gpu-l40s": 40, "gpu-l40s-spot": 6 + (5-1)*4}},
+		{"no model on spot, no spot pool", func(p *Platform) { p.Models[0].Spot = false }, map[string]int{"gpu-l40s": 40}},
+		{"a gpu_limit above the needs caps neither pool higher", func(p *Platform) { p.GPUPool.GPULimit = 64 },
+			map[string]int{"gpu-l40s": 40, "gpu-l40s-spot": 6}},
+	}
+	for _, tt := range pools {
+		t.Run(tt.name, func(t *testing.T) {
+			p := example(t)
+			tt.edit(&p)
+			if got := limitsOf(t, p); !maps.Equal(got, tt.want) {
+				t.Errorf("NodePool GPU limits %v, want %v: what the models may run on each pool", got, tt.want)
+			}
+		})
 	}
 
 	tests := []struct {

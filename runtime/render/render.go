@@ -54,10 +54,10 @@ type Platform struct {
 	GPUPool struct {
 		GPU    string `yaml:"gpu"`    // l40s
 		Family string `yaml:"family"` // g6e
-		// GPULimit is the nvidia.com/gpu each pool may hold: a cap on
-		// spend, which must not be below what the models' caps need
-		// (poolNeeds), or KEDA would scale to replicas Karpenter refuses
-		// to buy nodes for.
+		// GPULimit bounds the nvidia.com/gpu each pool may hold (each is
+		// capped at what its models may run on it, poolNeeds): a cap on
+		// spend, which must not be below what the models' caps need, or
+		// KEDA would scale to replicas Karpenter refuses to buy nodes for.
 		GPULimit int `yaml:"gpu_limit"`
 		// AMIAlias is the EC2NodeClass's AMI, a pinned AL2023 EKS AMI
 		// release (default DefaultAMIAlias); @latest is refused.
@@ -213,6 +213,13 @@ func Plan(p Platform) (capacity.Result, error) {
 	if err != nil {
 		return capacity.Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	// What it costs when idle: the floors on their nodes, and the AWS
+	// layer (modules/eks-llm) at its defaults.
+	idle, err := capacity.PlanIdle(in, capacity.DefaultEKSBase())
+	if err != nil {
+		return capacity.Result{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	plan.Idle = &idle
 	return plan, nil
 }
 
@@ -341,8 +348,11 @@ type pool struct {
 	GPULimit                   int
 }
 
-// pools is the on-demand and the spot NodePool, each limited to
-// gpu_pool.gpu_limit GPUs, which must hold what the models' caps need.
+// pools is the on-demand and the spot NodePool, each limited to the GPUs
+// of the nodes its models may run on it (poolNeeds): a pool's cap is a cap
+// on spend, and one above what may run there only lets a runaway buy
+// more. gpu_pool.gpu_limit bounds both: a need above it is refused, since
+// KEDA would scale to replicas Karpenter refuses to buy nodes for.
 func pools(p Platform, plan capacity.Result) ([]pool, error) {
 	onDemand, spot, err := poolNeeds(p, plan)
 	if err != nil {
@@ -355,36 +365,39 @@ func pools(p Platform, plan capacity.Result) ([]pool, error) {
 			ErrInvalid, p.GPUPool.GPULimit, onDemand, spot, p.GPUPool.Family, need)
 	}
 	base := "gpu-" + p.GPUPool.GPU
-	return []pool{
-		{Name: base, Family: p.GPUPool.Family, CapacityType: "on-demand", GPULimit: p.GPUPool.GPULimit},
-		{Name: base + "-spot", Family: p.GPUPool.Family, CapacityType: "spot", GPULimit: p.GPUPool.GPULimit},
-	}, nil
+	ps := []pool{{Name: base, Family: p.GPUPool.Family, CapacityType: "on-demand", GPULimit: onDemand}}
+	if spot > 0 {
+		ps = append(ps, pool{Name: base + "-spot", Family: p.GPUPool.Family, CapacityType: "spot", GPULimit: spot})
+	}
+	return ps, nil
 }
 
 // poolNeeds is the nvidia.com/gpu the on-demand and the spot pool must be
 // allowed: Karpenter's limit counts the GPUs of the nodes it launches, not
-// of the pods, so each model counts max_replicas × the GPUs of the
-// smallest node that holds a replica (a TP-2 replica buys a 4-GPU
-// g6e.12xlarge when it arrives alone). A model allowed on spot may still
-// land wholly on on-demand nodes, so it counts in both. The reference workload: 8 × 1 +
-// 5 × 4 + 3 × 4 = 40 on demand, 8 on spot. It also refuses a model whose
-// GPU the pool's family does not carry.
+// of the pods, so each replica counts the GPUs of the smallest node that
+// holds it (a TP-2 replica buys a 4-GPU g6e.12xlarge when it arrives
+// alone). Every model may run all of its max_replicas on demand (a spot
+// model's scaled replicas fall back there when spot is short); a model
+// allowed on spot keeps its floor on demand, so only its max_replicas −
+// min_replicas may run on spot. The reference workload: 8 × 1 + 5 × 4 +
+// 3 × 4 = 40 on demand, (8 − 2) × 1 = 6 on spot. It also refuses a model
+// whose GPU the pool's family does not carry.
 func poolNeeds(p Platform, plan capacity.Result) (onDemand, spot int, err error) {
 	for i, m := range p.Models {
 		k := slices.IndexFunc(plan.Quota.Models, func(q capacity.ModelQuota) bool { return q.Model == m.Name })
 		w := workloadOf(p, m.Name)
-		gpu, tp := p.Plan.Workloads[w].GPU, plan.Models[k].Replicas.GPUsPerReplica
-		in, ierr := capacity.SmallestInstance(gpu, tp)
+		ws := p.Plan.Workloads[w]
+		in, ierr := capacity.SmallestInstance(ws.GPU, plan.Models[k].Replicas.GPUsPerReplica)
 		switch {
 		case ierr != nil:
 			return 0, 0, fmt.Errorf("%w: plan.workloads[%d].gpu: %w", ErrInvalid, w, ierr)
 		case in.Family != p.GPUPool.Family:
 			return 0, 0, fmt.Errorf("%w: models[%d]: %s runs on %s, which the pool's family %s does not carry (%s does)",
-				ErrInvalid, i, m.Name, gpu, p.GPUPool.Family, in.Family)
+				ErrInvalid, i, m.Name, ws.GPU, p.GPUPool.Family, in.Family)
 		}
 		onDemand += plan.Quota.Models[k].NodeGPUs
 		if m.Spot {
-			spot += plan.Quota.Models[k].NodeGPUs
+			spot += (ws.MaxReplicas - ws.MinReplicas) * in.GPUs
 		}
 	}
 	return onDemand, spot, nil

@@ -2,7 +2,8 @@
 # The EKS module's offline checks, run by `make test` (make tfcheck):
 # terraform fmt -check over every Terraform file of the repository, then for
 # the AWS layer `terraform init` from a filesystem mirror of hashicorp/aws,
-# `terraform validate` and `terraform test` (a mocked aws provider). Nothing
+# `terraform validate` and `terraform test` (a mocked aws provider), and
+# the same for examples/eks/bootstrap (the state bucket). Nothing
 # is downloaded. The mirror is TF_PLUGIN_MIRROR, or a folder named
 # tf-plugins found near the filesystem's root; without it (or without
 # terraform) the checks are skipped, and fail under CI=true.
@@ -73,3 +74,22 @@ if ! out=$(terraform test -no-color 2>&1); then
 fi
 echo "$out" | grep -E '^  run ' | sed 's/^/tfcheck: /'
 echo "tfcheck: terraform test modules/eks-llm: $(echo "$out" | grep -E '^(Success|Failure)!')"
+
+# The state bucket of examples/eks (its bootstrap stack), the same way.
+cp -r "$root/examples/eks/bootstrap" "$work/bootstrap"
+cd "$work/bootstrap"
+if ! out=$(terraform init -backend=false -input=false -no-color 2>&1); then
+	echo "$out" >&2
+	exit 1
+fi
+if ! out=$(terraform validate -no-color 2>&1); then
+	echo "$out" >&2
+	exit 1
+fi
+echo "tfcheck: terraform validate examples/eks/bootstrap: ${out}"
+if ! out=$(terraform test -no-color 2>&1); then
+	echo "$out" | grep -v '^  - ' >&2
+	exit 1
+fi
+echo "$out" | grep -E '^  run ' | sed 's/^/tfcheck: /'
+echo "tfcheck: terraform test examples/eks/bootstrap: $(echo "$out" | grep -E '^(Success|Failure)!')"

@@ -88,8 +88,9 @@ func TestRunPlanPlatformErrors(t *testing.T) {
 }
 
 // TestGuideShowsRealQuotaAndUploads keeps docs/deploy-eks.md honest: the
-// quota it tells readers to request and the upload commands it shows are
-// what `llmplat plan -f examples/platform.yaml` prints, byte for byte.
+// quota it tells readers to request, what the platform costs when idle and
+// the upload commands it shows are what `llmplat plan -f
+// examples/platform.yaml` prints, byte for byte.
 func TestGuideShowsRealQuotaAndUploads(t *testing.T) {
 	guide, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "deploy-eks.md"))
 	if err != nil {
@@ -102,19 +103,28 @@ func TestGuideShowsRealQuotaAndUploads(t *testing.T) {
 	if err := runPlan(context.Background(), []string{"-f", platformExample, "--format", "upload"}, &upload); err != nil {
 		t.Fatal(err)
 	}
-	start := strings.Index(table.String(), "EC2 vCPU quota")
-	end := strings.Index(table.String(), "\nWarnings")
-	if start < 0 || end < start {
-		t.Fatalf("plan output has no quota section:\n%s", table.String())
-	}
-	var indented strings.Builder
-	for _, line := range strings.SplitAfter(strings.TrimRight(table.String()[start:end], "\n")+"\n", "\n") {
-		if strings.TrimSpace(line) != "" {
-			indented.WriteString("  ")
+	// section is the plan's text from one heading to the next, indented as
+	// the guide's list item shows it (indent "  ") or not.
+	section := func(from, to, indent string) string {
+		start := strings.Index(table.String(), from)
+		end := strings.Index(table.String(), to)
+		if start < 0 || end < start {
+			t.Fatalf("plan output has no section %q:\n%s", from, table.String())
 		}
-		indented.WriteString(line)
+		var b strings.Builder
+		for _, line := range strings.SplitAfter(strings.TrimRight(table.String()[start:end], "\n")+"\n", "\n") {
+			if strings.TrimSpace(line) != "" {
+				b.WriteString(indent)
+			}
+			b.WriteString(line)
+		}
+		return b.String()
 	}
-	for name, want := range map[string]string{"quota section": "```\n" + indented.String() + "  ```", "upload commands": "```sh\n" + upload.String() + "```"} {
+	for name, want := range map[string]string{
+		"quota section":   "```\n" + section("EC2 vCPU quota", "\nWhat it costs when idle", "  ") + "  ```",
+		"idle cost":       "```text\n" + section("What it costs when idle", "\nWarnings", "") + "```",
+		"upload commands": "```sh\n" + upload.String() + "```",
+	} {
 		if !strings.Contains(string(guide), want) {
 			t.Errorf("docs/deploy-eks.md does not show the %s verbatim:\n%s", name, want)
 		}
