@@ -29,13 +29,14 @@ locals {
 }
 
 # Karpenter's CRDs (NodePool, NodeClaim, EC2NodeClass), at the
-# controller's version.
+# controller's version: the AWS layer's karpenter_version, which it checks
+# against the cluster's Kubernetes minor.
 resource "helm_release" "karpenter_crd" {
   name       = "karpenter-crd"
   namespace  = "kube-system"
   repository = "oci://public.ecr.aws/karpenter"
   chart      = "karpenter-crd"
-  version    = var.chart_versions.karpenter
+  version    = var.cluster.karpenter.version
   wait       = true
 }
 
@@ -44,7 +45,7 @@ resource "helm_release" "karpenter" {
   namespace  = "kube-system"
   repository = "oci://public.ecr.aws/karpenter"
   chart      = "karpenter"
-  version    = var.chart_versions.karpenter
+  version    = var.cluster.karpenter.version
   wait       = true
   skip_crds  = true # karpenter_crd's
 
