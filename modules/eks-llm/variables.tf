@@ -232,9 +232,9 @@ variable "namespace" {
 }
 
 variable "database" {
-  description = "Aurora PostgreSQL Serverless v2: capacity in ACUs, instances (writer plus readers), engine version, and deletion protection (switch it off only to tear a test platform down)."
+  description = "Aurora PostgreSQL Serverless v2: capacity in ACUs, instances (writer plus readers), the engine's major version (RDS applies minor versions itself in the maintenance window: a pinned minor would make the next plan ask for a downgrade RDS refuses), and deletion protection (switch it off only to tear a test platform down)."
   type = object({
-    engine_version      = optional(string, "15.10")
+    engine_version      = optional(string, "15")
     min_acu             = optional(number, 0.5)
     max_acu             = optional(number, 16)
     instances           = optional(number, 2)
@@ -251,6 +251,11 @@ variable "database" {
   validation {
     condition     = var.database.instances >= 1 && var.database.instances <= 15
     error_message = "database.instances must be between 1 and 15."
+  }
+
+  validation {
+    condition     = can(regex("^[0-9]+$", var.database.engine_version))
+    error_message = "database.engine_version is a major version (15): RDS upgrades the minor itself, and a pinned minor (15.10) would make the next plan ask for a downgrade that fails."
   }
 }
 

@@ -501,6 +501,32 @@ run "refuses_a_floor_above_the_cap" {
   expect_failures = [var.database]
 }
 
+# Issue 43, item 7: with a pinned minor (15.10) and RDS's automatic minor
+# upgrades, the plan after an upgrade asked to go back to 15.10, which RDS
+# refuses. The module tracks the major only, and refuses a minor.
+run "refuses_a_pinned_database_minor" {
+  command = plan
+
+  variables {
+    database = { engine_version = "15.10" }
+  }
+
+  expect_failures = [var.database]
+}
+
+run "database_tracks_its_major_and_takes_minor_upgrades" {
+  command = plan
+
+  variables {
+    database = { engine_version = "16" }
+  }
+
+  assert {
+    condition     = aws_rds_cluster.this.engine_version == "16" && alltrue([for i in aws_rds_cluster_instance.this : i.engine_version == "16" && i.auto_minor_version_upgrade])
+    error_message = "The cluster and its instances ask for the major only and take RDS's minor upgrades."
+  }
+}
+
 run "refuses_a_bad_domain" {
   command = plan
 
