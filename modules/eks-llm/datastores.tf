@@ -36,10 +36,11 @@ resource "aws_rds_cluster" "this" {
   # The major only: RDS applies minor versions in the maintenance window
   # (the instances' auto_minor_version_upgrade), and the provider keeps a
   # major that prefixes the running version (15 for 15.12) without a diff.
-  # A major upgrade is a change of this value, with allow_major_version_upgrade.
-  engine_version  = var.database.engine_version
-  database_name   = "llmplat"
-  master_username = "llmplat"
+  # A major upgrade is a change of this value (docs/deploy-eks.md, Upgrades).
+  engine_version              = var.database.engine_version
+  allow_major_version_upgrade = true
+  database_name               = "llmplat"
+  master_username             = "llmplat"
   # The password lives in Secrets Manager, rotated by RDS every 7 days,
   # never in state nor in a Kubernetes Secret: the gateway and the
   # orchestrator are given the secret's ARN and read the password from it

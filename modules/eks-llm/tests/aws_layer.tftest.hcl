@@ -525,6 +525,10 @@ run "database_tracks_its_major_and_takes_minor_upgrades" {
     condition     = aws_rds_cluster.this.engine_version == "16" && alltrue([for i in aws_rds_cluster_instance.this : i.engine_version == "16" && i.auto_minor_version_upgrade])
     error_message = "The cluster and its instances ask for the major only and take RDS's minor upgrades."
   }
+  assert {
+    condition     = aws_rds_cluster.this.allow_major_version_upgrade
+    error_message = "Raising database.engine_version upgrades the major: RDS refuses that without allow_major_version_upgrade."
+  }
 }
 
 run "refuses_a_bad_domain" {
