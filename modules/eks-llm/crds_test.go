@@ -19,7 +19,7 @@ var crdCharts = map[string]bool{"karpenter_crd": true, "prometheus_operator_crds
 func TestCRDsComeFromCRDCharts(t *testing.T) {
 	addons := load(t, "cluster-addons")
 	for _, c := range []struct{ main, crds, version string }{
-		{"karpenter", "karpenter_crd", "var.chart_versions.karpenter"},
+		{"karpenter", "karpenter_crd", "var.cluster.karpenter.version"},
 		{"kube_prometheus_stack", "prometheus_operator_crds", "var.chart_versions.prometheus_operator_crds"},
 	} {
 		main := addons.block(t, "resource", "helm_release", c.main)

@@ -33,9 +33,14 @@ resource "aws_rds_cluster" "this" {
   cluster_identifier = "${var.name}-ledger"
   engine             = "aurora-postgresql"
   engine_mode        = "provisioned"
-  engine_version     = var.database.engine_version
-  database_name      = "llmplat"
-  master_username    = "llmplat"
+  # The major only: RDS applies minor versions in the maintenance window
+  # (the instances' auto_minor_version_upgrade), and the provider keeps a
+  # major that prefixes the running version (15 for 15.12) without a diff.
+  # A major upgrade is a change of this value (docs/deploy-eks.md, Upgrades).
+  engine_version              = var.database.engine_version
+  allow_major_version_upgrade = true
+  database_name               = "llmplat"
+  master_username             = "llmplat"
   # The password lives in Secrets Manager, rotated by RDS every 7 days,
   # never in state nor in a Kubernetes Secret: the gateway and the
   # orchestrator are given the secret's ARN and read the password from it
@@ -69,13 +74,15 @@ resource "aws_rds_cluster" "this" {
 resource "aws_rds_cluster_instance" "this" {
   count = var.database.instances
 
-  identifier           = "${var.name}-ledger-${count.index}"
-  cluster_identifier   = aws_rds_cluster.this.id
-  engine               = aws_rds_cluster.this.engine
-  engine_version       = aws_rds_cluster.this.engine_version
-  instance_class       = "db.serverless"
-  publicly_accessible  = false
-  db_subnet_group_name = aws_db_subnet_group.this.name
+  identifier          = "${var.name}-ledger-${count.index}"
+  cluster_identifier  = aws_rds_cluster.this.id
+  engine              = aws_rds_cluster.this.engine
+  engine_version      = aws_rds_cluster.this.engine_version
+  instance_class      = "db.serverless"
+  publicly_accessible = false
+  # Minor versions come from RDS (the cluster tracks the major).
+  auto_minor_version_upgrade = true
+  db_subnet_group_name       = aws_db_subnet_group.this.name
   # Readers in other zones than the writer: a zone's loss fails over.
   availability_zone = count.index < length(local.azs) && local.create_vpc ? local.azs[count.index] : null
 

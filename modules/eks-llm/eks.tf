@@ -50,6 +50,12 @@ resource "aws_eks_cluster" "this" {
 
   enabled_cluster_log_types = ["api", "audit", "authenticator"]
 
+  # Stated, not left to AWS's default (EXTENDED): what happens at the end
+  # of the minor's standard support is a choice of price (upgrades.tf).
+  upgrade_policy {
+    support_type = var.kubernetes_support_type
+  }
+
   tags = merge(local.tags, local.discovery_tag)
 
   depends_on = [aws_iam_role_policy_attachment.cluster]
@@ -84,11 +90,14 @@ resource "aws_eks_node_group" "system" {
   cluster_name    = aws_eks_cluster.this.name
   node_group_name = "system"
   node_role_arn   = aws_iam_role.system_node.arn
-  subnet_ids      = local.private_subnet_ids
-  ami_type        = "AL2023_x86_64_STANDARD"
-  capacity_type   = "ON_DEMAND"
-  instance_types  = var.system_instance_types
-  disk_size       = 100
+  # The cluster's minor (once its control plane has moved): without it a
+  # kubernetes_version bump left the nodes on the old kubelet.
+  version        = aws_eks_cluster.this.version
+  subnet_ids     = local.private_subnet_ids
+  ami_type       = "AL2023_x86_64_STANDARD"
+  capacity_type  = "ON_DEMAND"
+  instance_types = var.system_instance_types
+  disk_size      = 100
 
   scaling_config {
     min_size     = var.system_nodes.min
@@ -121,11 +130,26 @@ locals {
   addons = ["vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent"]
 }
 
+# Each add-on at AWS's default version for the cluster's minor, so a
+# kubernetes_version bump moves them too (an unset addon_version stayed at
+# the version first installed). The default, not the newest: a newer
+# add-on build comes with the next minor, not with any apply. Read from the
+# variable, not the cluster, so the plan shows the versions; the add-ons
+# still change after the control plane and the system nodes (depends_on).
+data "aws_eks_addon_version" "this" {
+  for_each = toset(local.addons)
+
+  addon_name         = each.value
+  kubernetes_version = var.kubernetes_version
+  most_recent        = false
+}
+
 resource "aws_eks_addon" "this" {
   for_each = toset(local.addons)
 
   cluster_name                = aws_eks_cluster.this.name
   addon_name                  = each.value
+  addon_version               = data.aws_eks_addon_version.this[each.value].version
   resolve_conflicts_on_create = "OVERWRITE"
   resolve_conflicts_on_update = "PRESERVE"
   tags                        = local.tags

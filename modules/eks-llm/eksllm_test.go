@@ -187,10 +187,19 @@ func TestAddonsLayer(t *testing.T) {
 		t.Errorf("helm releases %v, want %v (the device plugin is the rendered DaemonSet)", releases, want)
 	}
 	versions := chartVersions(t, addons)
+	// Karpenter's charts take the AWS layer's karpenter_version, which
+	// that layer checks against the cluster's Kubernetes minor.
+	versions["karpenter"] = literal(t, attr(t, load(t, ".").block(t, "variable", "karpenter_version"), "default")).AsString()
 	semver := regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
 	for _, r := range releases {
 		bl := addons.block(t, "resource", "helm_release", r)
 		v := refs(attr(t, bl, "version"))
+		if r == "karpenter" || r == "karpenter_crd" {
+			if !slices.Equal(v, []string{"var.cluster.karpenter.version"}) {
+				t.Errorf("helm_release.%s: version %v, want var.cluster.karpenter.version (the AWS layer's checked karpenter_version)", r, v)
+			}
+			v = []string{"var.chart_versions.karpenter"}
+		}
 		if len(v) != 1 || !strings.HasPrefix(v[0], "var.chart_versions.") {
 			t.Errorf("helm_release.%s: version %v, want one of var.chart_versions", r, v)
 			continue

@@ -8,6 +8,11 @@ output "cluster_endpoint" {
   value       = aws_eks_cluster.this.endpoint
 }
 
+output "kubernetes_version" {
+  description = "The control plane's Kubernetes minor."
+  value       = aws_eks_cluster.this.version
+}
+
 output "cluster_ca_data" {
   description = "The cluster's CA certificate, base64 (as a kubeconfig holds it)."
   value       = aws_eks_cluster.this.certificate_authority[0].data
@@ -51,12 +56,13 @@ output "private_subnet_ids" {
 }
 
 output "karpenter" {
-  description = "What Karpenter's Helm release and EC2NodeClass need: the controller's role, the GPU nodes' role (Karpenter makes their instance profile), the interruption queue."
+  description = "What Karpenter's Helm release and EC2NodeClass need: the controller's role, the GPU nodes' role (Karpenter makes their instance profile), the interruption queue, and the version (karpenter_version, checked against kubernetes_version)."
   value = {
     controller_role_arn = aws_iam_role.karpenter.arn
     node_role_name      = aws_iam_role.karpenter_node.name
     node_role_arn       = aws_iam_role.karpenter_node.arn
     interruption_queue  = aws_sqs_queue.karpenter_interruption.name
+    version             = var.karpenter_version
   }
 }
 

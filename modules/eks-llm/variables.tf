@@ -10,13 +10,50 @@ variable "name" {
 }
 
 variable "kubernetes_version" {
-  description = "The EKS control plane's Kubernetes version."
+  description = "The cluster's Kubernetes minor: the control plane's, and through it the system node group's and the managed add-ons' (upgrades.tf). A minor the module knows (local.kubernetes_minors), which karpenter_version and the GPU nodes' AMI release (gpu_pool.ami_alias) support. Upgrade one minor at a time, as docs/deploy-eks.md's Upgrades section says: EKS cannot downgrade a control plane."
   type        = string
-  default     = "1.33"
+  default     = "1.35"
 
   validation {
     condition     = can(regex("^1\\.[0-9]+$", var.kubernetes_version))
-    error_message = "kubernetes_version is major.minor, for example 1.33."
+    error_message = "kubernetes_version is major.minor, for example 1.35."
+  }
+
+  validation {
+    condition     = contains(keys(local.kubernetes_minors), var.kubernetes_version)
+    error_message = "kubernetes_version must be a minor whose Karpenter and GPU AMI support the module has checked: ${join(", ", sort(keys(local.kubernetes_minors)))} (local.kubernetes_minors in upgrades.tf; a new minor gets a row there)."
+  }
+
+  validation {
+    condition     = !contains(keys(local.kubernetes_minors), var.kubernetes_version) || local.karpenter_version_number >= try(local.kubernetes_minors[var.kubernetes_version].karpenter, 0)
+    error_message = "Karpenter ${var.karpenter_version} does not support Kubernetes ${var.kubernetes_version} (Karpenter's compatibility matrix): raise karpenter_version first (docs/deploy-eks.md, Upgrades)."
+  }
+
+  validation {
+    condition     = !contains(keys(local.kubernetes_minors), var.kubernetes_version) || local.gpu_ami_release >= try(local.kubernetes_minors[var.kubernetes_version].ami_release, 0)
+    error_message = "The GPU nodes' AMI ${local.gpu_ami_alias} has no Kubernetes ${var.kubernetes_version} build (the oldest release the module knows to carry one is v${try(local.kubernetes_minors[var.kubernetes_version].ami_release, "?")}): Karpenter could not launch a GPU node. Set gpu_pool.ami_alias to a release that has it, in the same apply."
+  }
+}
+
+variable "kubernetes_support_type" {
+  description = "The cluster's upgrade policy at the end of its minor's standard support: STANDARD (EKS upgrades the control plane itself then, so upgrade before that date: docs/deploy-eks.md, Upgrades) or EXTENDED (12 more months at the extended support price, about six times the standard control-plane hour)."
+  type        = string
+  default     = "STANDARD"
+
+  validation {
+    condition     = contains(["STANDARD", "EXTENDED"], var.kubernetes_support_type)
+    error_message = "kubernetes_support_type is STANDARD or EXTENDED."
+  }
+}
+
+variable "karpenter_version" {
+  description = "Karpenter's version: the in-cluster layer installs its karpenter-crd and karpenter charts at it (the module's output karpenter.version), and kubernetes_version is checked against it. Raise it before kubernetes_version when the new minor needs it."
+  type        = string
+  default     = "1.10.0"
+
+  validation {
+    condition     = can(regex("^[0-9]+\\.[0-9]+\\.[0-9]+$", var.karpenter_version))
+    error_message = "karpenter_version is an exact chart version, for example 1.10.0."
   }
 }
 
@@ -206,9 +243,9 @@ variable "namespace" {
 }
 
 variable "database" {
-  description = "Aurora PostgreSQL Serverless v2: capacity in ACUs, instances (writer plus readers), engine version, and deletion protection (switch it off only to tear a test platform down)."
+  description = "Aurora PostgreSQL Serverless v2: capacity in ACUs, instances (writer plus readers), the engine's major version (RDS applies minor versions itself in the maintenance window: a pinned minor would make the next plan ask for a downgrade RDS refuses), and deletion protection (switch it off only to tear a test platform down)."
   type = object({
-    engine_version      = optional(string, "15.10")
+    engine_version      = optional(string, "15")
     min_acu             = optional(number, 0.5)
     max_acu             = optional(number, 16)
     instances           = optional(number, 2)
@@ -225,6 +262,11 @@ variable "database" {
   validation {
     condition     = var.database.instances >= 1 && var.database.instances <= 15
     error_message = "database.instances must be between 1 and 15."
+  }
+
+  validation {
+    condition     = can(regex("^[0-9]+$", var.database.engine_version))
+    error_message = "database.engine_version is a major version (15): RDS upgrades the minor itself, and a pinned minor (15.10) would make the next plan ask for a downgrade that fails."
   }
 }
 

@@ -102,9 +102,12 @@ type File struct {
 }
 
 // DefaultAMIAlias is the GPU nodes' AMI when gpu_pool.ami_alias is not
-// set: a release of the AL2023 EKS AMI with Kubernetes 1.34 builds. Bump it
-// (or set ami_alias) to a newer release from the AMI's release notes once
-// a staging cluster ran it; Karpenter then replaces the nodes as drifted.
+// set: a release of the AL2023 EKS AMI with builds for Kubernetes 1.33 to
+// 1.35 (Karpenter picks the cluster's; modules/eks-llm refuses a
+// kubernetes_version the release has none for, from its copy of this
+// value). Bump it (or set ami_alias) to a newer release from the AMI's
+// release notes once a staging cluster ran it; Karpenter then replaces the
+// nodes as drifted.
 const DefaultAMIAlias = "al2023@v20260403"
 
 // amiAlias is a pinned AL2023 release: Karpenter advises against @latest

@@ -10,8 +10,10 @@
 # (karpenter-crd, prometheus-operator-crds), whose CRDs are templates Helm
 # upgrades, pinned with their main charts, which skip theirs. KEDA's chart
 # already renders its CRDs as templates (crds.install), so they upgrade
-# with it. Upgrade order: the CRD chart first, then its main chart (the
-# depends_on below; docs/deploy-eks.md).
+# with it. The load balancer controller's have no CRD chart: its chart's
+# crds/ folder is applied as manifests at the chart's version (below).
+# Upgrade order: the CRDs first, then their main chart (the depends_on
+# below; docs/deploy-eks.md).
 #
 # The NVIDIA device plugin is not a chart here: it is the DaemonSet
 # `llmplat render` writes (gpu.yaml), applied with the platform's objects,
@@ -29,13 +31,14 @@ locals {
 }
 
 # Karpenter's CRDs (NodePool, NodeClaim, EC2NodeClass), at the
-# controller's version.
+# controller's version: the AWS layer's karpenter_version, which it checks
+# against the cluster's Kubernetes minor.
 resource "helm_release" "karpenter_crd" {
   name       = "karpenter-crd"
   namespace  = "kube-system"
   repository = "oci://public.ecr.aws/karpenter"
   chart      = "karpenter-crd"
-  version    = var.chart_versions.karpenter
+  version    = var.cluster.karpenter.version
   wait       = true
 }
 
@@ -44,7 +47,7 @@ resource "helm_release" "karpenter" {
   namespace  = "kube-system"
   repository = "oci://public.ecr.aws/karpenter"
   chart      = "karpenter"
-  version    = var.chart_versions.karpenter
+  version    = var.cluster.karpenter.version
   wait       = true
   skip_crds  = true # karpenter_crd's
 
@@ -155,6 +158,31 @@ resource "helm_release" "dcgm_exporter" {
   depends_on = [helm_release.kube_prometheus_stack]
 }
 
+# The AWS Load Balancer Controller's CRDs (TargetGroupBinding,
+# IngressClassParams) ship in its chart's crds/ folder only: no CRD chart,
+# and the chart's README applies the folder before each upgrade. So that
+# folder, copied unchanged at the pinned chart version
+# (crds/aws-load-balancer-controller-<version>.yaml), is applied here by
+# server-side apply before the chart, which skips it. Bumping the chart
+# without copying its CRDs fails the plan: the file is missing.
+locals {
+  lb_controller_crd_docs = split("\n---\n", file("${path.module}/crds/aws-load-balancer-controller-${var.chart_versions.aws_load_balancer_controller}.yaml"))
+  lb_controller_crds     = { for d in local.lb_controller_crd_docs : yamldecode(d).metadata.name => yamldecode(d) }
+}
+
+resource "kubernetes_manifest" "lb_controller_crd" {
+  for_each = local.lb_controller_crds
+
+  manifest = each.value
+
+  # A cluster installed before these were Terraform's has them from Helm's
+  # first install: take their fields over (import them first,
+  # docs/deploy-eks.md's Upgrades).
+  field_manager {
+    force_conflicts = true
+  }
+}
+
 resource "helm_release" "aws_load_balancer_controller" {
   name       = "aws-load-balancer-controller"
   namespace  = "kube-system"
@@ -162,6 +190,7 @@ resource "helm_release" "aws_load_balancer_controller" {
   chart      = "aws-load-balancer-controller"
   version    = var.chart_versions.aws_load_balancer_controller
   wait       = true
+  skip_crds  = true # lb_controller_crd's
 
   values = [yamlencode({
     clusterName    = var.cluster.cluster_name
@@ -172,4 +201,6 @@ resource "helm_release" "aws_load_balancer_controller" {
     # Only TargetGroupBindings: the load balancer is the AWS layer's.
     enableServiceMutatorWebhook = false
   })]
+
+  depends_on = [kubernetes_manifest.lb_controller_crd]
 }

@@ -105,9 +105,8 @@ variable "gpu" {
 }
 
 variable "chart_versions" {
-  description = "The Helm charts' versions, pinned. karpenter pins karpenter-crd too; prometheus_operator_crds is the CRD chart that ships the CRDs of the operator kube_prometheus_stack runs (23.0.0: v0.85.0, as 77.0.0). Bump a CRD chart with its main chart."
+  description = "The Helm charts' versions, pinned. Karpenter's (and karpenter-crd's) is the AWS layer's karpenter_version (cluster.karpenter.version), checked there against the cluster's Kubernetes minor; prometheus_operator_crds is the CRD chart that ships the CRDs of the operator kube_prometheus_stack runs (23.0.0: v0.85.0, as 77.0.0). Bump a CRD chart with its main chart."
   type = object({
-    karpenter                    = optional(string, "1.10.0")
     keda                         = optional(string, "2.17.2")
     kube_prometheus_stack        = optional(string, "77.0.0")
     prometheus_operator_crds     = optional(string, "23.0.0")

@@ -21,6 +21,10 @@ mock_provider "aws" {
   mock_data "aws_region" {
     defaults = { name = "eu-central-1" }
   }
+  # An add-on's version for the cluster's minor, in the shape EKS gives.
+  mock_data "aws_eks_addon_version" {
+    defaults = { version = "v1.20.0-eksbuild.1" }
+  }
   mock_data "aws_secretsmanager_random_password" {
     defaults = { random_password = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01" }
   }
@@ -125,6 +129,100 @@ run "system_nodes_are_m6i_on_al2023" {
     condition     = aws_eks_cluster.this.access_config[0].authentication_mode == "API"
     error_message = "Cluster access is by access entries."
   }
+}
+
+# Issue 43, item 6: a kubernetes_version bump moved the control plane only.
+# The system node group and the managed add-ons follow the cluster's minor
+# (the add-ons at AWS's default version for it), and the upgrade policy is
+# stated. 1.34 is past its standard support: the check says so.
+run "node_group_and_addons_follow_the_cluster" {
+  command = plan
+
+  variables {
+    kubernetes_version = "1.34"
+  }
+
+  assert {
+    condition     = aws_eks_cluster.this.version == "1.34" && aws_eks_node_group.system.version == aws_eks_cluster.this.version
+    error_message = "The system node group must run the cluster's Kubernetes minor."
+  }
+  assert {
+    condition = alltrue([for k, a in aws_eks_addon.this :
+      data.aws_eks_addon_version.this[k].kubernetes_version == "1.34" && a.addon_version == data.aws_eks_addon_version.this[k].version
+    ])
+    error_message = "Each add-on must be at its version for the cluster's Kubernetes minor."
+  }
+  assert {
+    condition     = aws_eks_cluster.this.upgrade_policy[0].support_type == "STANDARD"
+    error_message = "The upgrade policy is stated: standard support unless EXTENDED is chosen."
+  }
+
+  expect_failures = [check.kubernetes_version_in_standard_support]
+}
+
+run "extended_support_is_chosen" {
+  command = plan
+
+  variables {
+    kubernetes_support_type = "EXTENDED"
+  }
+
+  assert {
+    condition     = aws_eks_cluster.this.upgrade_policy[0].support_type == "EXTENDED"
+    error_message = "kubernetes_support_type sets the cluster's upgrade policy."
+  }
+}
+
+# The GPU nodes follow the cluster through Karpenter and their AMI
+# release: a minor either cannot serve would leave the GPU pools unable
+# to launch a node, so the plan refuses it.
+run "refuses_a_minor_the_gpu_ami_has_no_build_for" {
+  command = plan
+
+  variables {
+    kubernetes_version = "1.35"
+    gpu_pool           = { gpu = "l40s", family = "g6e", gpu_limit = 40, ami_alias = "al2023@v20251120" }
+  }
+
+  expect_failures = [var.kubernetes_version]
+}
+
+run "refuses_a_minor_karpenter_does_not_support" {
+  command = plan
+
+  variables {
+    kubernetes_version = "1.35"
+    karpenter_version  = "1.8.2"
+  }
+
+  expect_failures = [var.kubernetes_version]
+}
+
+run "refuses_a_minor_nothing_was_checked_for" {
+  command = plan
+
+  variables {
+    kubernetes_version = "1.36"
+  }
+
+  expect_failures = [var.kubernetes_version]
+}
+
+run "an_older_minor_with_its_ami_and_karpenter" {
+  command = plan
+
+  variables {
+    kubernetes_version = "1.34"
+    karpenter_version  = "1.6.3"
+    gpu_pool           = { gpu = "l40s", family = "g6e", gpu_limit = 40, ami_alias = "al2023@v20251120" }
+  }
+
+  assert {
+    condition     = aws_eks_node_group.system.version == "1.34" && output.karpenter.version == "1.6.3"
+    error_message = "A supported pair plans, and the in-cluster layer gets the checked Karpenter version."
+  }
+
+  expect_failures = [check.kubernetes_version_in_standard_support]
 }
 
 run "every_data_store_is_encrypted" {
@@ -440,6 +538,36 @@ run "refuses_a_floor_above_the_cap" {
   }
 
   expect_failures = [var.database]
+}
+
+# Issue 43, item 7: with a pinned minor (15.10) and RDS's automatic minor
+# upgrades, the plan after an upgrade asked to go back to 15.10, which RDS
+# refuses. The module tracks the major only, and refuses a minor.
+run "refuses_a_pinned_database_minor" {
+  command = plan
+
+  variables {
+    database = { engine_version = "15.10" }
+  }
+
+  expect_failures = [var.database]
+}
+
+run "database_tracks_its_major_and_takes_minor_upgrades" {
+  command = plan
+
+  variables {
+    database = { engine_version = "16" }
+  }
+
+  assert {
+    condition     = aws_rds_cluster.this.engine_version == "16" && alltrue([for i in aws_rds_cluster_instance.this : i.engine_version == "16" && i.auto_minor_version_upgrade])
+    error_message = "The cluster and its instances ask for the major only and take RDS's minor upgrades."
+  }
+  assert {
+    condition     = aws_rds_cluster.this.allow_major_version_upgrade
+    error_message = "Raising database.engine_version upgrades the major: RDS refuses that without allow_major_version_upgrade."
+  }
 }
 
 run "refuses_a_bad_domain" {
