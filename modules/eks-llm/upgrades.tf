@@ -31,18 +31,20 @@ locals {
   default_gpu_ami_alias = "al2023@v20260403"
   gpu_ami_alias         = coalesce(var.gpu_pool.ami_alias, local.default_gpu_ami_alias)
   gpu_ami_release       = try(tonumber(regex("[0-9]{8}$", local.gpu_ami_alias)), 0)
+
+  # When the support check looks: var.support_checked_at, or now.
+  support_checked_at = coalesce(var.support_checked_at, plantimestamp())
 }
 
 # A plan past the end of the minor's standard support warns: with
 # kubernetes_support_type STANDARD, EKS upgrades the control plane itself
 # (then the node group and add-ons lag it until the next apply), with
-# EXTENDED the control plane costs about six times as much. terraform test
-# fails a run on a failed check, so from that date `make tfcheck` fails on
-# the default minor until the default moves on: on purpose, the default
-# must not drift out of standard support unnoticed again (issue 43).
+# EXTENDED the control plane costs about six times as much. The module's
+# tests compare with a pinned time (support_checked_at) and one of them
+# expects this check to fail past the date.
 check "kubernetes_version_in_standard_support" {
   assert {
-    condition     = !contains(keys(local.kubernetes_minors), var.kubernetes_version) || timecmp(plantimestamp(), try(local.kubernetes_minors[var.kubernetes_version].standard_support_ends, plantimestamp())) < 0
+    condition     = !contains(keys(local.kubernetes_minors), var.kubernetes_version) || timecmp(local.support_checked_at, try(local.kubernetes_minors[var.kubernetes_version].standard_support_ends, local.support_checked_at)) < 0
     error_message = "Kubernetes ${var.kubernetes_version} is past its EKS standard support (it ended ${try(local.kubernetes_minors[var.kubernetes_version].standard_support_ends, "?")}): upgrade to the next minor (docs/deploy-eks.md, Upgrades)."
   }
 }

@@ -46,6 +46,12 @@ variable "kubernetes_support_type" {
   }
 }
 
+variable "support_checked_at" {
+  description = "The time (RFC 3339) a plan compares with the end of kubernetes_version's standard support; null, the plan's own time. The module's tests pin it, so that they do not change with the calendar."
+  type        = string
+  default     = null
+}
+
 variable "karpenter_version" {
   description = "Karpenter's version: the in-cluster layer installs its karpenter-crd and karpenter charts at it (the module's output karpenter.version), and kubernetes_version is checked against it. Raise it before kubernetes_version when the new minor needs it."
   type        = string

@@ -83,6 +83,9 @@ variables {
   gateway_domain = "llm.example.com"
   # The runner inside the VPC's address range: the private endpoint's way in.
   private_api_endpoint_cidrs = ["10.0.0.0/8"]
+  # The support check's time, pinned: the default minor is in standard
+  # support then, and the suite does not change with the calendar.
+  support_checked_at = "2026-12-07T00:00:00Z"
 }
 
 run "gpu_pools_are_the_reference_workloads" {
@@ -155,6 +158,16 @@ run "node_group_and_addons_follow_the_cluster" {
   assert {
     condition     = aws_eks_cluster.this.upgrade_policy[0].support_type == "STANDARD"
     error_message = "The upgrade policy is stated: standard support unless EXTENDED is chosen."
+  }
+
+  expect_failures = [check.kubernetes_version_in_standard_support]
+}
+
+run "warns_past_the_minors_standard_support" {
+  command = plan
+
+  variables {
+    support_checked_at = "2027-03-27T00:00:00Z"
   }
 
   expect_failures = [check.kubernetes_version_in_standard_support]
