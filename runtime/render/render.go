@@ -128,20 +128,27 @@ const (
 	modelGraceMargin = 30
 )
 
-// The gateway pods' stop behind the NLB (platform.yaml.tmpl); the target
-// group's deregistration delay in modules/eks-llm/edge.tf is
-// GatewayGraceSeconds too, and a test there checks the relation with
-// gateway.ShutdownBudget (38 s).
+// The gateway's and the orchestrators' stop behind the NLB
+// (platform.yaml.tmpl). Their target groups' deregistration delays in
+// modules/eks-llm/edge.tf equal their graces, and a test there checks the
+// relations with gateway.ShutdownBudget (38 s) and
+// orchestrator.ShutdownGrace (30 s).
 const (
-	// GatewayPreStopSeconds is how long a stopping gateway keeps serving
-	// before SIGTERM: the controller sees the pod terminating, deregisters
-	// it, and the NLB takes some seconds more to stop sending new
-	// connections; 20 s covers both.
-	GatewayPreStopSeconds = 20
+	// LoadBalancerDrainSeconds is how long a stopping gateway or
+	// orchestrator serves on, every connection old and new, with its
+	// /healthz answering 503 (-drain-delay), before it closes its
+	// listener: an NLB keeps opening connections to a deregistered target
+	// for about 2 minutes, and to one that failed its health checks (two
+	// 10 s checks) for some 30 s more. 120 s covers the slower path.
+	LoadBalancerDrainSeconds = 120
 	// GatewayGraceSeconds is the gateway pods' terminationGracePeriodSeconds:
-	// the preStop delay plus the gateway's shutdown budget (38 s), with
-	// 2 s for the process to exit.
-	GatewayGraceSeconds = 60
+	// the drain plus the gateway's shutdown budget (38 s), with 2 s for
+	// the process to exit.
+	GatewayGraceSeconds = 160
+	// OrchestratorGraceSeconds is the orchestrator pods'
+	// terminationGracePeriodSeconds: the drain plus the replica's shutdown
+	// grace (30 s) and its servers' close (5 s), with 5 s to exit.
+	OrchestratorGraceSeconds = 160
 )
 
 // dnsLabel is a Kubernetes name.
@@ -422,13 +429,14 @@ func largest(plan capacity.Result) string {
 	return name
 }
 
-func (v platformValues) GatewayReplicas() int         { return v.Gateway.Replicas }
-func (v platformValues) NodeTerminationGrace() string { return karpenterDuration(nodeTerminationGrace) }
-func (v platformValues) NodeExpireAfter() string      { return karpenterDuration(nodeExpireAfter) }
-func (v platformValues) OrchestratorReplicas() int    { return v.Orchestrator.Replicas }
-func (v platformValues) PlatformImage() string        { return v.Images.Platform }
-func (v platformValues) GatewayPreStopSeconds() int   { return GatewayPreStopSeconds }
-func (v platformValues) GatewayGraceSeconds() int     { return GatewayGraceSeconds }
+func (v platformValues) GatewayReplicas() int          { return v.Gateway.Replicas }
+func (v platformValues) NodeTerminationGrace() string  { return karpenterDuration(nodeTerminationGrace) }
+func (v platformValues) NodeExpireAfter() string       { return karpenterDuration(nodeExpireAfter) }
+func (v platformValues) OrchestratorReplicas() int     { return v.Orchestrator.Replicas }
+func (v platformValues) PlatformImage() string         { return v.Images.Platform }
+func (v platformValues) LoadBalancerDrainSeconds() int { return LoadBalancerDrainSeconds }
+func (v platformValues) GatewayGraceSeconds() int      { return GatewayGraceSeconds }
+func (v platformValues) OrchestratorGraceSeconds() int { return OrchestratorGraceSeconds }
 
 // GatewayProxyProtocolFrom is the gateway's -proxy-protocol-from: the
 // load balancer's subnets, comma-separated; empty omits the flag.
