@@ -409,6 +409,21 @@ type platformValues struct {
 	Dashboard string
 }
 
+// modelFloor is a model's replica floor, for its availability alerts.
+type modelFloor struct {
+	Name string
+	Min  int
+}
+
+// ModelFloors lists each model with its min_replicas.
+func (v platformValues) ModelFloors() []modelFloor {
+	out := make([]modelFloor, 0, len(v.Models))
+	for _, m := range v.Models {
+		out = append(out, modelFloor{Name: m.Name, Min: v.Plan.Workloads[workloadOf(v.Platform, m.Name)].MinReplicas})
+	}
+	return out
+}
+
 // karpenterDuration spells d as Karpenter's durations are written: whole
 // hours as "1h", else minutes ("90m").
 func karpenterDuration(d time.Duration) string {
@@ -488,6 +503,11 @@ type modelValues struct {
 // strandedGauge is the orchestrators' count of a model's last ready
 // replicas on Nodes being disrupted (clusterwatch.StrandedDesc).
 const strandedGauge = "llmplat_model_stranded_replicas"
+
+// FallbackReplicas is the ScaledObject's fallback while its scalers fail
+// (Prometheus down): the Deployment's minimum, at least one, so that a
+// model whose replicas run keeps one while the autoscaler is blind.
+func (v modelValues) FallbackReplicas() int { return max(v.MinReplicas, 1) }
 
 // StrandedQuery is the replica count the ScaledObject's stranded trigger
 // asks for (an AverageValue of 1): with S the stranded replicas, S + 1
