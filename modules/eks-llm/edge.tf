@@ -134,14 +134,17 @@ resource "aws_lb" "gateway" {
   }
 }
 
-# A gateway pod that stops keeps serving through its preStop delay (20 s:
-# the NLB still opens connections to a target it is deregistering), then
-# closes its listener and lets open streams finish within the gateway's
-# shutdown budget (38 s); its terminationGracePeriodSeconds (60) covers
-# both (templates/platform.yaml.tmpl). The deregistration delay keeps the
+# A gateway pod that stops drains first (120 s, -drain-delay): /healthz,
+# this target group's health check, answers 503 while the gateway serves
+# every connection as before, since the NLB goes on opening connections to
+# a deregistered target for about 2 minutes (to one failing its health
+# check, for some 30 s after the second failed check). Then it closes its
+# listener and lets open streams finish within the gateway's shutdown
+# budget (38 s); its terminationGracePeriodSeconds (160) covers both
+# (templates/platform.yaml.tmpl). The deregistration delay keeps the
 # target draining that long too, neither shorter (the NLB would drop flows
 # the gateway still serves) nor longer than the pod lives.
-# eksllm_test.go checks the relation against the rendered manifest.
+# drain_test.go checks the relation against the rendered manifest.
 #
 # The TLS listener ends TLS here, so a pod sees the load balancer's address
 # as every connection's source. Proxy protocol v2 tells it the client's: a
@@ -161,7 +164,7 @@ resource "aws_lb_target_group" "gateway" {
   protocol             = "TCP"
   target_type          = "ip"
   vpc_id               = local.vpc_id
-  deregistration_delay = 60
+  deregistration_delay = 160
   proxy_protocol_v2    = var.gateway_proxy_protocol
 
   health_check {
@@ -191,10 +194,13 @@ resource "aws_lb_listener" "gateway_tls" {
 }
 
 # The orchestrators' node socket (/v1/nodes/connect, a WebSocket): agents
-# keep it open for hours. A stopping replica asks its nodes to reconnect
-# elsewhere and lets their requests finish on the old sockets for its
-# shutdown grace (30 s) within the pods' terminationGracePeriodSeconds
-# (60, templates/platform.yaml.tmpl); the target drains as long as the pod
+# keep it open for hours. A stopping replica drains as the gateway does
+# (120 s: its /healthz, this health check, answers 503, and it serves its
+# sockets and registers nodes that dial it meanwhile), then asks its nodes
+# to reconnect elsewhere, by then through an NLB that no longer sends them
+# back to it, and lets their requests finish on the old sockets for its
+# shutdown grace (30 s), within the pods' terminationGracePeriodSeconds
+# (160, templates/platform.yaml.tmpl); the target drains as long as the pod
 # lives, and no longer: a longer delay only keeps a dead target listed.
 # drain_test.go checks the relation against the rendered manifest.
 resource "aws_lb_target_group" "nodes" {
@@ -203,10 +209,11 @@ resource "aws_lb_target_group" "nodes" {
   protocol             = "TCP"
   target_type          = "ip"
   vpc_id               = local.vpc_id
-  deregistration_delay = 60
+  deregistration_delay = 160
 
   health_check {
-    protocol            = "TCP"
+    protocol            = "HTTP"
+    path                = "/healthz"
     port                = "traffic-port"
     healthy_threshold   = 2
     unhealthy_threshold = 2

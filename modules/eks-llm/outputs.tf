@@ -147,3 +147,13 @@ output "api_access" {
     admins                  = sort(local.cluster_admin_arns)
   }
 }
+
+output "alerts_topic_arn" {
+  description = "The SNS topic Alertmanager publishes every alert to (cluster-addons' receiver)."
+  value       = aws_sns_topic.alerts.arn
+}
+
+output "storage_kms_key_arn" {
+  description = "The key the gp3 StorageClass encrypts the monitoring stack's volumes with."
+  value       = aws_kms_key.data.arn
+}

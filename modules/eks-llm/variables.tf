@@ -368,3 +368,15 @@ variable "node_client_cidrs" {
     error_message = "node_client_cidrs must be one or more CIDRs."
   }
 }
+
+variable "create_spot_service_linked_role" {
+  description = "Create the account's EC2 Spot service-linked role (AWSServiceRoleForEC2Spot), without which no spot node launches. Set false when the account already has it (creating it again fails); `aws iam get-role --role-name AWSServiceRoleForEC2Spot` tells."
+  type        = bool
+  default     = true
+}
+
+variable "alert_emails" {
+  description = "Addresses subscribed to the alerts' SNS topic (each confirms by mail). Other subscribers (a pager, a chat hook) can subscribe to the topic, the output alerts_topic_arn."
+  type        = list(string)
+  default     = []
+}

@@ -18,7 +18,7 @@ const module = "github.com/llmplat/llmplat/"
 // import only packages of a lower layer: the arrows point down.
 var layers = [][]string{
 	// 0: primitives and wire formats; they import nothing of ours.
-	{"runtime/openai", "runtime/jsonscan", "runtime/strictjson", "runtime/hoptrace", "runtime/httpserve",
+	{"runtime/openai", "runtime/jsonscan", "runtime/strictjson", "runtime/hoptrace", "runtime/httpserve", "runtime/drain",
 		"runtime/capacity", "runtime/store", "runtime/quota", "runtime/registry",
 		"runtime/routing", "runtime/wsconn", "runtime/modelsync", "runtime/enginemetrics",
 		"runtime/k8sschema", "runtime/rdssecret", "runtime/adminrules", "runtime/coldstart", "runtime/credential", "runtime/backoff",

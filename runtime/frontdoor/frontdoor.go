@@ -68,6 +68,10 @@ type Config struct {
 	// RedisTimeout bounds each Redis call on a request's path (zero: the
 	// gateway's default).
 	RedisTimeout time.Duration
+	// DrainDelay is how long the gateway serves on with /healthz failed
+	// once ctx ends, before it shuts down (gateway.Config.DrainDelay);
+	// /metrics is served until the gateway's shutdown ends.
+	DrainDelay time.Duration
 	// Metrics is the registry the front door's metrics join and its
 	// /metrics serves; nil means one of its own. The local mode shares one
 	// with its orchestrator, so its one /metrics shows both.
@@ -201,6 +205,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		WakeHold:          cfg.WakeHold,
 		Unserved:          cfg.Unserved,
 		RedisTimeout:      cfg.RedisTimeout,
+		DrainDelay:        cfg.DrainDelay,
 		Logger:            cfg.Logger,
 	}
 	if cfg.Gateway != nil {
@@ -215,7 +220,8 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		return Front{}, fmt.Errorf("gateway listen on %s: %w", cfg.Addr, err)
 	}
 	ln = proxyheader.Listen(ln, cfg.ProxyProtocolFrom)
-	g.Go(func() error { return gw.Serve(ctx, ln) })
+	served := make(chan struct{}) // closed once Serve has drained and shut down
+	g.Go(func() error { defer close(served); return gw.Serve(ctx, ln) })
 	mln, err := net.Listen("tcp", cfg.MetricsAddr)
 	if err != nil {
 		ln.Close()
@@ -229,7 +235,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		return nil
 	})
 	g.Go(func() error {
-		<-ctx.Done()
+		<-served // a draining gateway is still scraped
 		return msrv.Close()
 	})
 	scheme := "http://"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"k8s.io/utils/clock"
 
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
@@ -217,6 +218,14 @@ type Config struct {
 	// ShutdownGrace is how long open streams get to finish when Serve
 	// shuts down (zero: ShutdownGrace).
 	ShutdownGrace time.Duration
+	// DrainDelay is how long Serve goes on serving every connection, old
+	// and new, with /healthz answering 503, once its context ends and
+	// before its shutdown begins: the time a load balancer takes to stop
+	// opening connections to it (package drain). Zero starts the shutdown
+	// at once (the local mode, tests).
+	DrainDelay time.Duration
+	// Clock runs the drain's wait; nil means the real clock.
+	Clock clock.Clock
 
 	// Logger receives one line per request, never its prompt or answer.
 	Logger *slog.Logger
@@ -232,8 +241,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("gateway: a model catalog is required")
 	case (c.TLSCertFile == "") != (c.TLSKeyFile == ""):
 		return c, errors.New("gateway: TLS needs both a certificate and a key file")
-	case c.LedgerTimeout < 0 || c.ShutdownGrace < 0:
-		return c, errors.New("gateway: negative ledger timeout or shutdown grace")
+	case c.LedgerTimeout < 0 || c.ShutdownGrace < 0 || c.DrainDelay < 0:
+		return c, errors.New("gateway: negative ledger timeout, shutdown grace or drain delay")
 	case c.BodyBudget < 0 || c.BodyWait < 0:
 		return c, errors.New("gateway: negative body budget or wait")
 	}

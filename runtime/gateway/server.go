@@ -15,6 +15,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/drain"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -26,13 +27,13 @@ const (
 	// ShutdownGrace is how long open streams get to finish at shutdown
 	// (Config.ShutdownGrace); Serve's whole shutdown is ShutdownBudget.
 	ShutdownGrace = 30 * time.Second
-	// ShutdownBudget is the longest Serve takes from the end of its
-	// context to its return with the default grace: the streams' grace,
-	// then the requests' end, the settles' budget and their keep (see
-	// Serve). The pod's terminationGracePeriodSeconds covers its preStop
-	// delay plus this, and the load balancer's deregistration delay
-	// outlasts both (templates/platform.yaml.tmpl, modules/eks-llm/edge.tf;
-	// a test checks the three).
+	// ShutdownBudget is the longest Serve takes from the end of its drain
+	// to its return with the default grace: the streams' grace, then the
+	// requests' end, the settles' budget and their keep (see Serve). The
+	// pod's terminationGracePeriodSeconds covers the drain delay plus
+	// this, and the load balancer's deregistration delay outlasts both
+	// (templates/platform.yaml.tmpl, modules/eks-llm/edge.tf; a test
+	// checks the three).
 	ShutdownBudget = ShutdownGrace + requestsEndTimeout + shutdownSettleBudget + keepTimeout
 	// requestsEndTimeout bounds the wait, at shutdown, for the handlers of
 	// the requests ended after the grace: cancelled, and their
@@ -79,6 +80,9 @@ type Server struct {
 	// bodies bounds the memory of the request bodies being read and
 	// decoded at once (readRequest).
 	bodies *bodyBudget
+	// health is /healthz, the load balancer's health check: it fails from
+	// the start of Serve's drain on.
+	health *drain.Gate
 	// pause spaces a failed settle's attempts (finish): pauseFor, which a
 	// test replaces to count the pauses and end them.
 	pause func(ctx context.Context, d time.Duration) bool
@@ -97,7 +101,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	gin.SetMode(gin.ReleaseMode)
 	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{}), draining: make(chan struct{}), balances: newBalanceView(time.Now), pause: pauseFor,
-		bodies: newBodyBudget(cfg.BodyBudget, cfg.BodyWait, cfg.Metrics)}
+		bodies: newBodyBudget(cfg.BodyBudget, cfg.BodyWait, cfg.Metrics), health: drain.NewGate(cfg.Clock)}
 	s.settling, s.stopSettling = context.WithCancel(context.Background())
 	s.holds = newWakeHolds(cfg.ColdStarts, cfg.WakeHoldBudget, cfg.RedisTimeout)
 	// The recovery logs through the gateway's logger only: gin's own
@@ -114,7 +118,11 @@ func New(cfg Config) (*Server, error) {
 	v1.POST("/chat/completions", s.chatCompletions)
 	v1.GET("/models", s.listModels)
 	v1.GET("/usage", s.usage)
-	s.engine.GET("/healthz", func(c *gin.Context) { c.Status(http.StatusOK) })
+	// /healthz is readiness, the load balancer's and the kubelet's: it
+	// fails while Serve drains. /livez is liveness: a draining gateway is
+	// alive, and restarting it would cut the streams it drains.
+	s.engine.GET("/healthz", gin.WrapH(s.health))
+	s.engine.GET("/livez", func(c *gin.Context) { c.Status(http.StatusOK) })
 	if cfg.Admin != nil {
 		cfg.Admin.Register(s.engine.Group(""))
 	}
@@ -136,10 +144,13 @@ func (s *Server) Run(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx ends, then shuts down. With a certificate
-// configured it serves TLS.
+// Serve serves on ln until ctx ends, then drains and shuts down. With a
+// certificate configured it serves TLS.
 //
-// The shutdown runs in this order, so that every delivered token is settled
+// The drain comes first: for Config.DrainDelay, /healthz answers 503 while
+// every connection, old and new, is served as before, so that the load
+// balancer stops opening connections here before the listener closes
+// (package drain). The shutdown then runs in this order, so that every delivered token is settled
 // or kept before the process exits, within ShutdownBudget (inside the
 // pod's grace), whatever the database does (down, or frozen):
 //
@@ -170,6 +181,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
+	s.health.Drain(s.cfg.DrainDelay)
 	s.drainingOnce.Do(func() { close(s.draining) })
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.ShutdownGrace)
 	err := srv.Shutdown(sctx) // 1

@@ -107,6 +107,14 @@ type Config struct {
 	// ShutdownGrace is how long a replica that is going away lets its
 	// sockets finish their requests; zero means ShutdownGrace.
 	ShutdownGrace time.Duration
+	// DrainDelay is how long a replica whose Run context ended goes on
+	// accepting and serving node sockets, with the node socket's /healthz
+	// answering 503, before it asks its nodes to reconnect elsewhere: the
+	// time the load balancer in front of the node socket takes to stop
+	// opening connections to it, so that the nodes reconnect to the other
+	// replicas and not to this one (package drain). Zero starts the
+	// shutdown at once (the local mode, tests).
+	DrainDelay time.Duration
 	// Version is the software version sent in welcome.
 	Version string
 	// Clock tells the time and runs every timer of the replica's own

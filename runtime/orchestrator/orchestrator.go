@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/llmplat/llmplat/runtime/drain"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/routing"
@@ -26,6 +27,9 @@ type Orchestrator struct {
 	// take it, and overfill the node's KV cache.
 	routeMu sync.Mutex
 	closing atomic.Bool
+	// health is the node socket's /healthz, the load balancer's health
+	// check: it fails from the start of Run's drain on.
+	health  *drain.Gate
 	snap    atomic.Pointer[snapshot]
 	cloud   atomic.Pointer[[]registry.Node] // the cloud nodes as last read
 	refresh chan struct{}                   // asks refreshLoop for a new snapshot now; size 1
@@ -83,7 +87,7 @@ func New(cfg Config) (*Orchestrator, error) {
 		cfg: c, keys: c.Registry.Keys(), tracker: routing.NewTracker(),
 		refresh: make(chan struct{}, 1), cloudKick: make(chan struct{}, 1), ready: make(chan struct{}),
 		conns: map[string]*nodeConn{}, remote: map[string]*reqStream{}, awaiting: map[string]int{}, orphans: map[string]time.Time{},
-		relayed: map[string]*nodeConn{}, born: c.Clock.Now(),
+		relayed: map[string]*nodeConn{}, born: c.Clock.Now(), health: drain.NewGate(c.Clock),
 		// With no channel yet, Subscribe only creates the handle.
 		nodeSub: c.Redis.Subscribe(context.Background()),
 	}
@@ -97,16 +101,19 @@ func New(cfg Config) (*Orchestrator, error) {
 func (o *Orchestrator) Ready() <-chan struct{} { return o.ready }
 
 // Handler returns the replica's HTTP handler: the node socket at
-// ConnectPath.
+// ConnectPath, and /healthz, the health check of the load balancer in front
+// of it, which fails while the replica drains.
 func (o *Orchestrator) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+ConnectPath, o.accept)
+	mux.Handle("GET /healthz", o.health)
 	return mux
 }
 
 // Run serves the replica until ctx ends: the reply channel, the nodes'
 // channels, the registry watch and the routing snapshot. When ctx ends it
-// asks every node to reconnect elsewhere, lets their requests finish for
+// drains for Config.DrainDelay (it serves on, new sockets too, with
+// /healthz failed), then asks every node to reconnect elsewhere, lets their requests finish for
 // Config.ShutdownGrace, and returns once every socket is closed.
 func (o *Orchestrator) Run(ctx context.Context) error {
 	defer o.cfg.CloudClient.CloseIdleConnections()
@@ -128,12 +135,17 @@ func (o *Orchestrator) Run(ctx context.Context) error {
 			f()
 		}()
 	}
-	start(func() { _ = o.cfg.Registry.Watch(ctx, o.nodeDied) })
-	start(func() { o.refreshLoop(ctx) })
-	start(func() { o.cloudLoop(ctx) })
-	start(func() { o.receive(ctx, replies, o.onReply, o.repliesLost) })
-	start(func() { o.receive(ctx, o.nodeSub, o.onNodeMessage, nil) })
+	// The loops outlive ctx by the drain: a draining replica serves on.
+	work, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopWork()
+	start(func() { _ = o.cfg.Registry.Watch(work, o.nodeDied) })
+	start(func() { o.refreshLoop(work) })
+	start(func() { o.cloudLoop(work) })
+	start(func() { o.receive(work, replies, o.onReply, o.repliesLost) })
+	start(func() { o.receive(work, o.nodeSub, o.onNodeMessage, nil) })
 	<-ctx.Done()
+	o.health.Drain(o.cfg.DrainDelay)
+	stopWork()
 	o.shutdown(o.cfg.ShutdownGrace)
 	o.relayWG.Wait()
 	o.unsubscribed.Store(true)

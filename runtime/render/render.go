@@ -131,20 +131,27 @@ const (
 	modelGraceMargin = 30
 )
 
-// The gateway pods' stop behind the NLB (platform.yaml.tmpl); the target
-// group's deregistration delay in modules/eks-llm/edge.tf is
-// GatewayGraceSeconds too, and a test there checks the relation with
-// gateway.ShutdownBudget (38 s).
+// The gateway's and the orchestrators' stop behind the NLB
+// (platform.yaml.tmpl). Their target groups' deregistration delays in
+// modules/eks-llm/edge.tf equal their graces, and a test there checks the
+// relations with gateway.ShutdownBudget (38 s) and
+// orchestrator.ShutdownGrace (30 s).
 const (
-	// GatewayPreStopSeconds is how long a stopping gateway keeps serving
-	// before SIGTERM: the controller sees the pod terminating, deregisters
-	// it, and the NLB takes some seconds more to stop sending new
-	// connections; 20 s covers both.
-	GatewayPreStopSeconds = 20
+	// LoadBalancerDrainSeconds is how long a stopping gateway or
+	// orchestrator serves on, every connection old and new, with its
+	// /healthz answering 503 (-drain-delay), before it closes its
+	// listener: an NLB keeps opening connections to a deregistered target
+	// for about 2 minutes, and to one that failed its health checks (two
+	// 10 s checks) for some 30 s more. 120 s covers the slower path.
+	LoadBalancerDrainSeconds = 120
 	// GatewayGraceSeconds is the gateway pods' terminationGracePeriodSeconds:
-	// the preStop delay plus the gateway's shutdown budget (38 s), with
-	// 2 s for the process to exit.
-	GatewayGraceSeconds = 60
+	// the drain plus the gateway's shutdown budget (38 s), with 2 s for
+	// the process to exit.
+	GatewayGraceSeconds = 160
+	// OrchestratorGraceSeconds is the orchestrator pods'
+	// terminationGracePeriodSeconds: the drain plus the replica's shutdown
+	// grace (30 s) and its servers' close (5 s), with 5 s to exit.
+	OrchestratorGraceSeconds = 160
 )
 
 // dnsLabel is a Kubernetes name.
@@ -418,6 +425,21 @@ type platformValues struct {
 	Dashboard string
 }
 
+// modelFloor is a model's replica floor, for its availability alerts.
+type modelFloor struct {
+	Name string
+	Min  int
+}
+
+// ModelFloors lists each model with its min_replicas.
+func (v platformValues) ModelFloors() []modelFloor {
+	out := make([]modelFloor, 0, len(v.Models))
+	for _, m := range v.Models {
+		out = append(out, modelFloor{Name: m.Name, Min: v.Plan.Workloads[workloadOf(v.Platform, m.Name)].MinReplicas})
+	}
+	return out
+}
+
 // karpenterDuration spells d as Karpenter's durations are written: whole
 // hours as "1h", else minutes ("90m").
 func karpenterDuration(d time.Duration) string {
@@ -438,13 +460,14 @@ func largest(plan capacity.Result) string {
 	return name
 }
 
-func (v platformValues) GatewayReplicas() int         { return v.Gateway.Replicas }
-func (v platformValues) NodeTerminationGrace() string { return karpenterDuration(nodeTerminationGrace) }
-func (v platformValues) NodeExpireAfter() string      { return karpenterDuration(nodeExpireAfter) }
-func (v platformValues) OrchestratorReplicas() int    { return v.Orchestrator.Replicas }
-func (v platformValues) PlatformImage() string        { return v.Images.Platform }
-func (v platformValues) GatewayPreStopSeconds() int   { return GatewayPreStopSeconds }
-func (v platformValues) GatewayGraceSeconds() int     { return GatewayGraceSeconds }
+func (v platformValues) GatewayReplicas() int          { return v.Gateway.Replicas }
+func (v platformValues) NodeTerminationGrace() string  { return karpenterDuration(nodeTerminationGrace) }
+func (v platformValues) NodeExpireAfter() string       { return karpenterDuration(nodeExpireAfter) }
+func (v platformValues) OrchestratorReplicas() int     { return v.Orchestrator.Replicas }
+func (v platformValues) PlatformImage() string         { return v.Images.Platform }
+func (v platformValues) LoadBalancerDrainSeconds() int { return LoadBalancerDrainSeconds }
+func (v platformValues) GatewayGraceSeconds() int      { return GatewayGraceSeconds }
+func (v platformValues) OrchestratorGraceSeconds() int { return OrchestratorGraceSeconds }
 
 // GatewayProxyProtocolFrom is the gateway's -proxy-protocol-from: the
 // load balancer's subnets, comma-separated; empty omits the flag.
@@ -499,6 +522,11 @@ type modelValues struct {
 // strandedGauge is the orchestrators' count of a model's last ready
 // replicas on Nodes being disrupted (clusterwatch.StrandedDesc).
 const strandedGauge = "llmplat_model_stranded_replicas"
+
+// FallbackReplicas is the ScaledObject's fallback while its scalers fail
+// (Prometheus down): the Deployment's minimum, at least one, so that a
+// model whose replicas run keeps one while the autoscaler is blind.
+func (v modelValues) FallbackReplicas() int { return max(v.MinReplicas, 1) }
 
 // StrandedQuery is the replica count the ScaledObject's stranded trigger
 // asks for (an AverageValue of 1): with S the stranded replicas, S + 1

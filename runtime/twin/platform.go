@@ -97,7 +97,10 @@ func (c *Cluster) StartPlatform(tb testing.TB, bin string, rendered []*unstructu
 	// The orchestrators' Service (the gateways dispatch through it).
 	orchProxy := StartServiceProxy(tb, net.JoinHostPort(orchestratorServiceIP, "8091"))
 	services := map[string]string{orch.Name + "." + orch.Namespace + ".svc": orchestratorServiceIP}
-	extra := []string{"-redis-prefix=" + rds.Prefix}
+	// No load balancer sends the twin's processes connections after they
+	// are told to stop: they stop at once (-drain-delay), as before the
+	// drain existed, within the twin's stop wait.
+	extra := []string{"-redis-prefix=" + rds.Prefix, "-drain-delay=0s"}
 
 	var internal []string
 	for i := range replicas(orch) {

@@ -186,7 +186,7 @@ var Substitutions = []Substitution{
 		Why: "a pod on a KWOK node runs nothing: the twin runs each replica as a process of the llmplat binary (StartPlatform) with its pod's arguments and environment, " +
 			"where a listen address \":port\" gets the pod's own address (all processes share one network namespace), a Service's DNS name its stand-in's address " +
 			"(the twin has no kube-proxy or cluster DNS), the Secret llmplat the test's PostgreSQL and Redis (-redis-prefix: the test's keys) without the AWS " +
-			"password secret, the in-cluster credentials the twin's kubeconfig, and the gateway's hold of a caller of a model at zero (-wake-hold) and its queue limit (-queue-limit) on the twin's clock (the queue limit at least 2 s: the twin's own hops on a busy machine do not shrink with the scale)"},
+			"password secret, the in-cluster credentials the twin's kubeconfig, no drain behind a load balancer (-drain-delay=0s: the twin has none), and the gateway's hold of a caller of a model at zero (-wake-hold) and its queue limit (-queue-limit) on the twin's clock (the queue limit at least 2 s: the twin's own hops on a busy machine do not shrink with the scale)"},
 	{Name: "the Prometheus Operator's objects not applied", Kind: "ServiceMonitor", Paths: []string{"-"},
 		Why: "the twin's Prometheus is configured with the same targets directly (the operator's CRDs and controller are not part of the twin)"},
 	{Name: "the Prometheus Operator's objects not applied", Kind: "PodMonitor", Paths: []string{"-"},

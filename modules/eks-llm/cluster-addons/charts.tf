@@ -55,11 +55,18 @@ resource "helm_release" "karpenter" {
     settings = {
       clusterName       = var.cluster.cluster_name
       interruptionQueue = var.cluster.karpenter.interruption_queue
+      # Node repair: a node the EKS node monitoring agent (an add-on of the
+      # AWS layer) reports unhealthy, a GPU lost to an XID error among
+      # them, is replaced after Karpenter's toleration of that condition,
+      # rather than keep vLLM restarting on a billed node.
+      featureGates = { nodeRepair = true }
     }
     # The role comes by EKS Pod Identity (the AWS layer's association).
     serviceAccount = { name = "karpenter" }
     nodeSelector   = local.system_nodes
     replicas       = 2
+    # Its launch failures, for the KarpenterLaunchFailing alert.
+    serviceMonitor = { enabled = true }
     controller = {
       resources = {
         requests = { cpu = "1", memory = "1Gi" }
@@ -82,6 +89,9 @@ resource "helm_release" "keda" {
 
   values = [yamlencode({
     nodeSelector = local.system_nodes
+    # Its scalers' errors, for the KEDAScalerErrors alert: with Prometheus
+    # down a ScaledObject holds its fallback and nothing else shows it.
+    prometheus = { operator = { enabled = true, serviceMonitor = { enabled = true } } }
   })]
 }
 
@@ -110,6 +120,9 @@ resource "helm_release" "kube_prometheus_stack" {
   values = [yamlencode({
     # Its CRD subchart off too: prometheus_operator_crds owns them.
     crds = { enabled = false }
+    # KEDA scales every model on Prometheus: two replicas, each on its own
+    # gp3 volume (an emptyDir lost every series with its pod), spread over
+    # the system nodes; KEDA reaches either through the Service.
     prometheus = {
       prometheusSpec = {
         # The platform's ServiceMonitor, PodMonitor and rules carry no
@@ -118,7 +131,11 @@ resource "helm_release" "kube_prometheus_stack" {
         podMonitorSelectorNilUsesHelmValues     = false
         ruleSelectorNilUsesHelmValues           = false
         nodeSelector                            = local.system_nodes
+        replicas                                = 2
+        podAntiAffinity                         = "hard"
         retention                               = "15d"
+        retentionSize                           = "45GB"
+        storageSpec                             = local.monitoring_volume
       }
     }
     grafana = {
@@ -126,10 +143,79 @@ resource "helm_release" "kube_prometheus_stack" {
       # The dashboard is a ConfigMap labelled grafana_dashboard.
       sidecar = { dashboards = { enabled = true, searchNamespace = "ALL" } }
     }
-    alertmanager = { alertmanagerSpec = { nodeSelector = local.system_nodes } }
+    alertmanager = {
+      alertmanagerSpec = {
+        nodeSelector    = local.system_nodes
+        replicas        = 2
+        podAntiAffinity = "hard"
+        storage         = local.monitoring_volume
+      }
+      # Every alert to the AWS layer's SNS topic (its role by Pod
+      # Identity); the stack's Watchdog, which always fires, to nowhere.
+      config = {
+        route = {
+          receiver        = "sns"
+          group_by        = ["alertname", "model"]
+          group_wait      = "30s"
+          group_interval  = "5m"
+          repeat_interval = "4h"
+          routes          = [{ receiver = "null", matchers = ["alertname = Watchdog"] }]
+        }
+        receivers = [
+          { name = "null" },
+          {
+            name = "sns"
+            sns_configs = [{
+              topic_arn     = var.cluster.alerts_topic_arn
+              sigv4         = { region = var.cluster.region }
+              send_resolved = true
+            }]
+          },
+        ]
+      }
+    }
+    # EKS runs the control plane: its scheduler, controller manager and
+    # etcd cannot be scraped, and kube-proxy serves its metrics on the
+    # node's loopback. Their monitors could never be up and their alerts
+    # would always fire.
+    kubeControllerManager = { enabled = false }
+    kubeScheduler         = { enabled = false }
+    kubeEtcd              = { enabled = false }
+    kubeProxy             = { enabled = false }
   })]
 
-  depends_on = [helm_release.prometheus_operator_crds]
+  depends_on = [helm_release.prometheus_operator_crds, kubernetes_storage_class_v1.gp3]
+}
+
+locals {
+  # A ReadWriteOnce gp3 volume per Prometheus and Alertmanager replica.
+  monitoring_volume = {
+    volumeClaimTemplate = {
+      spec = {
+        storageClassName = kubernetes_storage_class_v1.gp3.metadata[0].name
+        accessModes      = ["ReadWriteOnce"]
+        resources        = { requests = { storage = "50Gi" } }
+      }
+    }
+  }
+}
+
+# gp3 volumes of the EBS CSI driver (an add-on of the AWS layer), encrypted
+# with the module's key, bound where the pod is scheduled (a volume is
+# zonal), and growable in place.
+resource "kubernetes_storage_class_v1" "gp3" {
+  metadata {
+    name = "gp3"
+  }
+  storage_provisioner    = "ebs.csi.aws.com"
+  reclaim_policy         = "Retain"
+  volume_binding_mode    = "WaitForFirstConsumer"
+  allow_volume_expansion = true
+  parameters = {
+    type      = "gp3"
+    encrypted = "true"
+    kmsKeyId  = var.cluster.storage_kms_key_arn
+  }
 }
 
 resource "helm_release" "dcgm_exporter" {

@@ -1,5 +1,5 @@
 variable "cluster" {
-  description = "The AWS layer's outputs this layer reads: module.eks (cluster_name, region, karpenter, database, redis, gateway, platform_description)."
+  description = "The AWS layer's outputs this layer reads: module.eks (cluster_name, region, karpenter, database, redis, gateway, platform_description, alerts_topic_arn, storage_kms_key_arn)."
   type = object({
     cluster_name         = string
     region               = string
@@ -9,6 +9,8 @@ variable "cluster" {
     redis                = any
     gateway              = any
     platform_description = any
+    alerts_topic_arn     = string
+    storage_kms_key_arn  = string
   })
 }
 

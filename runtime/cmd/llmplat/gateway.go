@@ -74,6 +74,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 	fs.DurationVar(&cfg.FirstTokenTimeout, "first-token-timeout", gateway.DefaultFirstTokenTimeout, "longest wait for an engine's first event")
 	fs.DurationVar(&cfg.StreamIdleTimeout, "stream-idle-timeout", gateway.DefaultStreamIdleTimeout, "longest silence between two engine events once streaming")
 	wakeHold := fs.Duration("wake-hold", gateway.DefaultWakeHold, "longest hold of a caller of a model at zero for its first ready replica, before 503 with Retry-After (0: answered at once)")
+	fs.DurationVar(&cfg.DrainDelay, "drain-delay", 0, "on SIGTERM, serve on this long with /healthz answering 503 before shutting down, while a load balancer stops sending connections (0: shut down at once)")
 	sweep := fs.Bool("sweep", true, "run the ledger sweeper in this process")
 	if err := fs.Parse(args); err != nil {
 		return err

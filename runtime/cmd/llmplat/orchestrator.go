@@ -42,6 +42,7 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 	redisURL := fs.String("redis-url", os.Getenv("LLMPLAT_REDIS_URL"), "Redis URL (env LLMPLAT_REDIS_URL)")
 	prefix := fs.String("redis-prefix", "llmplat:", "prefix of every Redis key")
 	policy := fs.String("policy", routing.Default, fmt.Sprintf("routing policy, one of %v", routing.Names()))
+	drainDelay := fs.Duration("drain-delay", 0, "on SIGTERM, serve node sockets on this long with the node socket's /healthz answering 503 before asking nodes to reconnect elsewhere (0: at once)")
 	rate := fs.Int("registrations-per-second", orchestrator.DefaultRegistrationsPerSecond, "cluster-wide node registrations per second")
 	var cloud cloudNodes
 	fs.Var(&cloud, "cloud-node", "an engine reached by HTTP, without an agent (repeatable): 'id=url;name=…,served=…,max-num-seqs=…,max-model-len=…,kv-tokens=…'; for a cluster without the Kubernetes API")
@@ -91,7 +92,8 @@ func runOrchestrator(ctx context.Context, args []string, stdout io.Writer) error
 			promReg.MustRegister(watch)
 		}
 	}
-	ocfg := orchestrator.Config{ID: *id, Redis: rdb, Policy: pol, RegistrationsPerSecond: *rate, CloudNodes: cloud, Logger: logger}
+	ocfg := orchestrator.Config{ID: *id, Redis: rdb, Policy: pol, RegistrationsPerSecond: *rate, CloudNodes: cloud,
+		DrainDelay: *drainDelay, Logger: logger}
 	if watch != nil {
 		ocfg.Cloud = watch
 	}
