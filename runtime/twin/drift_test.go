@@ -165,6 +165,7 @@ func (r *twinRun) scenarioDrift(t *testing.T) string {
 	t.Helper()
 	ctx := t.Context()
 	cutBefore := r.eng.StreamsCut()
+	began := r.tl.Now()
 	var models []string
 	for m, n := range floors {
 		if n > 0 {
@@ -254,6 +255,11 @@ func (r *twinRun) scenarioDrift(t *testing.T) string {
 		t.Errorf("%d streams cut during the drift", cut)
 	}
 	fmt.Fprintf(&b, "\n%d streams cut. GPU nodes at the end: %s.\n", cut, strings.Join(r.tl.Last().Shapes, "; "))
+	b.WriteString(r.drawn("drift.svg", "An AMI drift at the warm floors", began, []Panel{
+		{"replicas ready", []Series{ReadyOf("llama-8b"), ReadyOf("qwen-32b")}},
+		{"GPU nodes", []Series{NodesOf("gpu-l40s"), NodesOf("gpu-l40s-spot"), EmptyNodes()}},
+		{"requests waiting (the pending gauge)", []Series{PendingOf("llama-8b"), PendingOf("qwen-32b")}},
+	}))
 	return b.String()
 }
 

@@ -156,7 +156,12 @@ func (r *twinRun) scenarioRollout(t *testing.T) string {
 		rolloutCallers, r.tl.both(end-start), r.tl.both(deadline), r.tl.both(r.c.Dur(renderedLoad(t, model))),
 		strings.Join(reasons, " → "), r.tl.both(oldTiming.Terminating.Sub(r.tl.start)-start), atDeletion, r.tl.both(oldGone-start),
 		minReady, minAvailable, floors[model], served.Total, served.Failed, r.tl.both(r.servedWithin()), cut,
-		strings.Join(shapes, "; "), strings.Join(r.tl.Last().Shapes, "; "))
+		strings.Join(shapes, "; "), strings.Join(r.tl.Last().Shapes, "; ")) +
+		r.drawn("rollout.svg", "A rollout of the 32B", start, []Panel{
+			{"the 32B: pods, ready", []Series{PodsOf(model), ReadyOf(model)}},
+			{"GPU nodes", []Series{NodesOf("gpu-l40s"), NodesOf("gpu-l40s-spot"), EmptyNodes()}},
+			{"requests waiting (the pending gauge)", []Series{PendingOf(model)}},
+		})
 }
 
 // rolloutStatus is nil when d's rollout is complete, as kubectl rollout

@@ -241,6 +241,15 @@ func TestTwin(t *testing.T) {
 	}
 }
 
+// drawn draws the timeline from began to now as the picture file (under
+// docs/twin) with its panels, and returns the section's picture link and
+// event table.
+func (r *twinRun) drawn(file, title string, began time.Duration, panels []Panel) string {
+	window := r.tl.Between(began, r.tl.Now())
+	r.pictures[file] = window.SVG(title, panels)
+	return fmt.Sprintf("\n![%s](twin/%s)\n\n%s", title, file, window.EventTable())
+}
+
 // scenarioWake: the 70B at zero. Its first caller is an application on
 // an SDK's defaults (its 10-minute timeout and two retries): the gateway
 // holds it for the wake, so it is served once the replica KEDA and

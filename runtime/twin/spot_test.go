@@ -382,7 +382,12 @@ func (r *twinRun) scenarioSpot(t *testing.T) string {
 		fleet, streams, inFlight, atNotice.Ready[model], atNotice.Pods[model], since(tainted), since(drained), evicted,
 		ended, r.tl.both(timing.Exited.Sub(in.Noticed)), r.tl.both(r.c.Dur(SpotNotice)), since(gone),
 		replacement.Node, since(ready),
-		len(calls), whole.Failed, served.Total, duringDrain, served.Failed, r.tl.both(r.servedWithin()), r.eng.StreamsCut()-cut0)
+		len(calls), whole.Failed, served.Total, duringDrain, served.Failed, r.tl.both(r.servedWithin()), r.eng.StreamsCut()-cut0) +
+		r.drawn("spot.svg", "A spot interruption of an 8B node", start, []Panel{
+			{"the 8B: pods, ready", []Series{PodsOf(model), ReadyOf(model)}},
+			{"GPU nodes", []Series{NodesOf("gpu-l40s"), NodesOf("gpu-l40s-spot"), EmptyNodes()}},
+			{"requests waiting (the pending gauge)", []Series{PendingOf(model)}},
+		})
 }
 
 // scrapeCounter reads an unlabelled counter or gauge from a Prometheus
