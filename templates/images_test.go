@@ -54,6 +54,13 @@ func TestImagesComeFromPublishingRegistries(t *testing.T) {
 		if err := render.CheckImage(img); err != nil {
 			t.Errorf("%v (in %s)", err, strings.Join(where, ", "))
 		}
+		// The engine by digest wherever a platform's images are given, as
+		// `llmplat render` requires: a tag may name another image later.
+		for _, w := range where {
+			if strings.HasSuffix(w, "(images.engine)") && !render.PinnedByDigest(img) {
+				t.Errorf("%s: the engine image %s is not pinned by digest (@sha256:...)", w, img)
+			}
+		}
 	}
 }
 
@@ -125,8 +132,14 @@ var (
 
 // sampleValues stand in for the references an image's template may hold
 // (the example builds the platform image's ECR name from the account and
-// region); any other reference makes the image unreadable, and refused.
-var sampleValues = map[string]string{"account_id": "123456789012", "region": "eu-central-1"}
+// region, the engine's from the module's repository and the digest of the
+// copy); any other reference makes the image unreadable, and refused.
+var sampleValues = map[string]string{
+	"account_id":            "123456789012",
+	"region":                "eu-central-1",
+	"engine_repository_url": "123456789012.dkr.ecr.eu-central-1.amazonaws.com/inference/vllm-openai",
+	"engine_digest":         "sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+}
 
 // terraformImages reads every .tf file under modules/ and examples/ and
 // returns the strings under an image key (a literal, an optional()'s

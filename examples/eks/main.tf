@@ -73,12 +73,13 @@ module "eks" {
   gateway_client_cidrs = var.gateway_client_cidrs
 }
 
-# The llmplat image lives in this account's ECR unless another is given.
+# The llmplat image lives in this account's ECR unless another is given;
+# the engine in the module's engine repository, by the digest of the copy.
 data "aws_caller_identity" "current" {}
 
 locals {
   images = {
-    engine        = var.images.engine
+    engine        = coalesce(var.images.engine, "${module.eks.engine_repository_url}@${var.engine_digest}")
     platform      = coalesce(var.images.platform, "${data.aws_caller_identity.current.account_id}.dkr.ecr.${var.region}.amazonaws.com/llmplat:0.1.0")
     device_plugin = var.images.device_plugin
   }

@@ -32,3 +32,8 @@ output "gateway_lb_dns_name" {
   description = "The gateway's load balancer: point gateway_domain at it when Route 53 does not."
   value       = module.eks.gateway.lb_dns_name
 }
+
+output "engine_repository_url" {
+  description = "The ECR repository to copy vLLM's image into; deploy it by digest with engine_digest (the guide's step 1)."
+  value       = module.eks.engine_repository_url
+}

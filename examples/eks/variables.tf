@@ -62,13 +62,24 @@ variable "gateway_client_cidrs" {
 }
 
 variable "images" {
-  description = "The engine, platform and device plugin images, each from the registry its publisher releases to. The platform image defaults to llmplat in this account's ECR (docs/deploy-eks.md builds and pushes it)."
+  description = "The engine, platform and device plugin images, each from the registry its publisher releases to. The engine defaults to vLLM copied into the module's engine repository, by engine_digest; the platform image to llmplat in this account's ECR (docs/deploy-eks.md copies the one, builds and pushes the other)."
   type = object({
-    engine        = optional(string, "vllm/vllm-openai:v0.10.1")
+    engine        = optional(string)
     platform      = optional(string)
     device_plugin = optional(string, "nvcr.io/nvidia/k8s-device-plugin:v0.17.0")
   })
   default = {}
+}
+
+variable "engine_digest" {
+  description = "The digest (sha256:...) of vLLM's image copied into the module's engine repository (output engine_repository_url), as the copy printed it (docs/deploy-eks.md, step 1). Needed from step 3 on: rendering refuses an engine not pinned by digest."
+  type        = string
+  default     = ""
+
+  validation {
+    condition     = var.engine_digest == "" || can(regex("^sha256:[0-9a-f]{64}$", var.engine_digest))
+    error_message = "engine_digest is sha256: followed by 64 lowercase hex digits, as the copy printed it."
+  }
 }
 
 variable "admin_token" {

@@ -479,7 +479,7 @@ func TestGPUPools(t *testing.T) {
 	limit, _ := pool["gpu_limit"].AsBigFloat().Int64()
 	p := render.Platform{Cluster: def("name").AsString(), NodeRole: def("name").AsString() + "-karpenter-node",
 		Namespace: def("namespace").AsString(), PrometheusURL: "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"}
-	p.Images.Engine, p.Images.Platform, p.Images.DevicePlugin = "vllm/vllm-openai:v0.10.1", "123456789012.dkr.ecr.eu-central-1.amazonaws.com/llmplat:0.1.0", "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
+	p.Images.Engine, p.Images.Platform, p.Images.DevicePlugin = "123456789012.dkr.ecr.eu-central-1.amazonaws.com/inference/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", "123456789012.dkr.ecr.eu-central-1.amazonaws.com/llmplat:0.1.0", "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
 	p.ModelCache.Bucket, p.ModelCache.Region = "inference-models-123456789012", "eu-central-1"
 	p.GPUPool.GPU, p.GPUPool.Family, p.GPUPool.GPULimit = pool["gpu"].AsString(), pool["family"].AsString(), int(limit)
 	models := literal(t, example.locals()["models"]).AsValueMap()

@@ -157,3 +157,8 @@ output "storage_kms_key_arn" {
   description = "The key the gp3 StorageClass encrypts the monitoring stack's volumes with."
   value       = aws_kms_key.data.arn
 }
+
+output "engine_repository_url" {
+  description = "The ECR repository of the vLLM image (<account>.dkr.ecr.<region>.amazonaws.com/<name>/vllm-openai): copy the image here and deploy it by digest (docs/deploy-eks.md). Tags are immutable and every push is scanned."
+  value       = aws_ecr_repository.engine.repository_url
+}

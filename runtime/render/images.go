@@ -90,3 +90,13 @@ func CheckImage(ref string) error {
 	}
 	return fmt.Errorf("%s: %w: registry %s", ref, ErrUnknownRegistry, registry)
 }
+
+// digestPinned matches the end of an image reference pinned by its
+// content's digest, the only name a registry cannot point elsewhere.
+var digestPinned = regexp.MustCompile(`@sha256:[0-9a-f]{64}$`)
+
+// PinnedByDigest reports whether ref names its image by digest, as the
+// engine's must be: the engine is ~10 GB, pulled by every GPU node that
+// starts, and by digest every replica runs the image that was tested,
+// whenever its node pulled it.
+func PinnedByDigest(ref string) bool { return digestPinned.MatchString(ref) }

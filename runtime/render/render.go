@@ -28,7 +28,7 @@ type Platform struct {
 	NodeRole  string `yaml:"node_role"`
 	Namespace string `yaml:"namespace"`
 	Images    struct {
-		Engine       string `yaml:"engine"`        // vllm/vllm-openai:<version>
+		Engine       string `yaml:"engine"`        // <registry>/<repository>@sha256:<digest> (vLLM)
 		Platform     string `yaml:"platform"`      // the llmplat binary's image
 		DevicePlugin string `yaml:"device_plugin"` // NVIDIA's k8s-device-plugin
 	} `yaml:"images"`
@@ -293,6 +293,8 @@ func validate(p Platform) error {
 		return bad("gpu_pool.gpu", "%q is not a Kubernetes name", p.GPUPool.GPU)
 	case p.GPUPool.GPULimit <= 0:
 		return bad("gpu_pool.gpu_limit", "must be positive, got %d", p.GPUPool.GPULimit)
+	case !PinnedByDigest(p.Images.Engine):
+		return bad("images.engine", "%q is not pinned by digest (<repository>@sha256:<64 hex digits>): a tag names whatever was pushed to it last, so a GPU node that pulls it later may run another engine; copy the image into your account's ECR and name it by the digest the copy prints (docs/deploy-eks.md)", p.Images.Engine)
 	case !amiAlias.MatchString(p.GPUPool.AMIAlias):
 		return bad("gpu_pool.ami_alias", "%q is not a pinned AL2023 release (al2023@vYYYYMMDD): with @latest every new AMI replaces every GPU node", p.GPUPool.AMIAlias)
 	case p.Gateway.Replicas < 0:

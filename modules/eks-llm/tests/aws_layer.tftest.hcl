@@ -748,3 +748,25 @@ run "route53_validates_and_waits" {
     error_message = "The TLS listener must take the certificate from its validation."
   }
 }
+
+run "gpu_nodes_pull_the_engine_from_ecr" {
+  # apply: the key's ARN is known once the mocked key exists.
+  command = apply
+
+  assert {
+    condition     = aws_ecr_repository.engine.image_tag_mutability == "IMMUTABLE"
+    error_message = "The engine's repository must keep its tags immutable: a pushed tag never names another image."
+  }
+  assert {
+    condition     = one(aws_ecr_repository.engine.image_scanning_configuration).scan_on_push
+    error_message = "Every push of the engine must be scanned."
+  }
+  assert {
+    condition     = one(aws_ecr_repository.engine.encryption_configuration).encryption_type == "KMS" && one(aws_ecr_repository.engine.encryption_configuration).kms_key == aws_kms_key.data.arn
+    error_message = "The engine's repository must be encrypted with the module's key."
+  }
+  assert {
+    condition     = contains([for a in aws_iam_role_policy_attachment.karpenter_node : a.policy_arn], "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly")
+    error_message = "The GPU nodes' role must be able to pull from the account's ECR."
+  }
+}

@@ -22,6 +22,10 @@ mock_provider "aws" {
   mock_data "aws_region" {
     defaults = { name = "eu-central-1" }
   }
+  # An add-on's version for the cluster's minor, in the shape EKS gives.
+  mock_data "aws_eks_addon_version" {
+    defaults = { version = "v1.20.0-eksbuild.1" }
+  }
   mock_data "aws_secretsmanager_random_password" {
     defaults = { random_password = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01" }
   }

@@ -166,3 +166,51 @@ func TestGuideBuildsTheImageForTheNodesAndDeploysItByDigest(t *testing.T) {
 		}
 	}
 }
+
+// TestGuideCopiesTheEngineIntoECRAndDeploysItByDigest checks, by text,
+// the EKS guide's engine step (issue 43, 3): after step 1's apply, vLLM's
+// image is copied into the module's ECR repository (GPU nodes pulling
+// ~10 GB anonymously from Docker Hub behind one NAT address meet its rate
+// limit) and deployed by the digest ECR reports, through the example's
+// engine_digest and its output engine_repository_url.
+func TestGuideCopiesTheEngineIntoECRAndDeploysItByDigest(t *testing.T) {
+	read := func(name string) string {
+		b, err := os.ReadFile(filepath.Join("..", "..", "..", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	guide := read("docs/deploy-eks.md")
+	start, end := strings.Index(guide, "## 1. The AWS layer\n"), strings.Index(guide, "## 2. The charts\n")
+	if start < 0 || end < start {
+		t.Fatal("docs/deploy-eks.md has no step 1 followed by step 2")
+	}
+	step1 := guide[start:end]
+	// In this order, after the AWS layer exists.
+	at := 0
+	for _, want := range []string{
+		"terraform apply -target=module.eks\n",
+		"repo=$(terraform output -raw engine_repository_url)\n",
+		`aws ecr get-login-password | docker login --username AWS --password-stdin "${repo%%/*}"` + "\n",
+		`docker buildx imagetools create --tag "$repo:v0.10.1" vllm/vllm-openai:v0.10.1` + "\n",
+		`aws ecr describe-images --repository-name "${repo#*/}" --image-ids imageTag=v0.10.1`,
+		"--query 'imageDetails[0].imageDigest' --output text\n",
+		`engine_digest = "sha256:<digest>"`,
+	} {
+		i := strings.Index(step1[at:], want)
+		if i < 0 {
+			t.Fatalf("docs/deploy-eks.md step 1 does not show %q after %q", want, step1[:at])
+		}
+		at += i + len(want)
+	}
+	for file, want := range map[string]string{
+		"examples/eks/outputs.tf":   `output "engine_repository_url"`,
+		"examples/eks/variables.tf": `variable "engine_digest"`,
+		"examples/eks/main.tf":      `engine        = coalesce(var.images.engine, "${module.eks.engine_repository_url}@${var.engine_digest}")`,
+	} {
+		if !strings.Contains(read(file), want) {
+			t.Errorf("%s has no %s, which the guide's engine step uses", file, want)
+		}
+	}
+}

@@ -8,7 +8,7 @@ data "llmplat_platform_manifests" "platform" {
     namespace      = "llmplat"
     prometheus_url = "http://prometheus-operated.monitoring.svc:9090"
     images = {
-      engine        = "vllm/vllm-openai:v0.10.1"
+      engine        = "123456789012.dkr.ecr.eu-central-1.amazonaws.com/inference/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
       platform      = "123456789012.dkr.ecr.eu-central-1.amazonaws.com/llmplat:0.1.0"
       device_plugin = "nvcr.io/nvidia/k8s-device-plugin:v0.17.0"
     }
