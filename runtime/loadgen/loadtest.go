@@ -47,7 +47,7 @@ type Plan struct {
 	// as its benchmarks send): long streams of a known length.
 	IgnoreEOS bool
 	// Seed seeds the random choice of each request's model by weight: the
-	// same seed, the same sequence of models.
+	// same value, the same sequence of models.
 	Seed uint64
 	// Progress, when set, is called about once a second, and once at the
 	// end, from one goroutine at a time.

@@ -56,40 +56,28 @@ if ! out=$(terraform fmt -check -recursive -list=true modules examples 2>&1); th
 fi
 echo "tfcheck: terraform fmt -check: $files files formatted"
 
-# The AWS layer, copied so init leaves nothing in the checkout.
-cp -r modules/eks-llm "$work/eks-llm"
-cd "$work/eks-llm"
-if ! out=$(terraform init -backend=false -input=false -no-color 2>&1); then
-	echo "$out" >&2
-	exit 1
-fi
-if ! out=$(terraform validate -no-color 2>&1); then
-	echo "$out" >&2
-	exit 1
-fi
-echo "tfcheck: terraform validate modules/eks-llm: ${out}"
-if ! out=$(terraform test -no-color 2>&1); then
-	echo "$out" | grep -v '^  - ' >&2
-	exit 1
-fi
-echo "$out" | grep -E '^  run ' | sed 's/^/tfcheck: /'
-echo "tfcheck: terraform test modules/eks-llm: $(echo "$out" | grep -E '^(Success|Failure)!')"
+# check copies the stack at $1 (relative to the checkout) into the work
+# folder, so init leaves nothing in the checkout, then validates and tests it.
+check() {
+	cp -r "$root/$1" "$work/$(basename "$1")"
+	cd "$work/$(basename "$1")"
+	if ! out=$(terraform init -backend=false -input=false -no-color 2>&1); then
+		echo "$out" >&2
+		exit 1
+	fi
+	if ! out=$(terraform validate -no-color 2>&1); then
+		echo "$out" >&2
+		exit 1
+	fi
+	echo "tfcheck: terraform validate $1: ${out}"
+	if ! out=$(terraform test -no-color 2>&1); then
+		echo "$out" | grep -v '^  - ' >&2
+		exit 1
+	fi
+	echo "$out" | grep -E '^  run ' | sed 's/^/tfcheck: /'
+	echo "tfcheck: terraform test $1: $(echo "$out" | grep -E '^(Success|Failure)!')"
+}
 
-# The state bucket of examples/eks (its bootstrap stack), the same way.
-cp -r "$root/examples/eks/bootstrap" "$work/bootstrap"
-cd "$work/bootstrap"
-if ! out=$(terraform init -backend=false -input=false -no-color 2>&1); then
-	echo "$out" >&2
-	exit 1
-fi
-if ! out=$(terraform validate -no-color 2>&1); then
-	echo "$out" >&2
-	exit 1
-fi
-echo "tfcheck: terraform validate examples/eks/bootstrap: ${out}"
-if ! out=$(terraform test -no-color 2>&1); then
-	echo "$out" | grep -v '^  - ' >&2
-	exit 1
-fi
-echo "$out" | grep -E '^  run ' | sed 's/^/tfcheck: /'
-echo "tfcheck: terraform test examples/eks/bootstrap: $(echo "$out" | grep -E '^(Success|Failure)!')"
+# The AWS layer, and the state bucket of examples/eks (its bootstrap stack).
+check modules/eks-llm
+check examples/eks/bootstrap
