@@ -73,7 +73,7 @@ func deploymentSchema() schema.SingleNestedAttribute {
 			"revision":       req("The weights' revision: the folder under the model's name in the bucket."),
 			"s3_bucket":      req("The S3 bucket modelsync copies the weights from."),
 			"s3_region":      req("The bucket's region."),
-			"engine_image":   req("The vLLM image, for example vllm/vllm-openai:v0.10.1."),
+			"engine_image":   req("The vLLM image by digest (`<repository>@sha256:<digest>`), as copied into the account's ECR: a tag is refused, since it names whatever was pushed to it last."),
 			"platform_image": req("The llmplat image (its modelsync command fills the model cache)."),
 			"prometheus_url": req("Where KEDA reads the scaling metrics, for example http://prometheus-operated.monitoring.svc:9090."),
 			"profile": schema.StringAttribute{Optional: true, Computed: true,

@@ -93,7 +93,7 @@ resource "llmplat_model" "m" {
     revision         = "2024-09-19"
     s3_bucket        = "llmplat-models"
     s3_region        = "eu-central-1"
-    engine_image     = "vllm/vllm-openai:v0.10.1"
+    engine_image     = "123456789012.dkr.ecr.eu-central-1.amazonaws.com/inference/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
     platform_image   = "llmplat/llmplat:0.1.0"
     prometheus_url   = "http://prometheus-operated.monitoring.svc:9090"
     gpu              = "L40S"
@@ -129,7 +129,7 @@ func TestAccModelDeployment(t *testing.T) {
 	c := startCluster(t)
 	provider := p.providerBlockFor(c)
 	// What the planner says of the model on two L40S.
-	planned, err := render.RenderModel(render.ModelDeployment{Name: deployedModel, Revision: "r", Namespace: "n", EngineImage: "e",
+	planned, err := render.RenderModel(render.ModelDeployment{Name: deployedModel, Revision: "r", Namespace: "n", EngineImage: "123456789012.dkr.ecr.eu-central-1.amazonaws.com/inference/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
 		PlatformImage: "p", Bucket: "b", Region: "r", PrometheusURL: "u", NodePool: "gpu-l40s", MaxReplicas: 4,
 		Workload: capacity.WorkloadSpec{Model: deployedModel, GPU: "L40S", TensorParallelSize: 2, PlannedStreamsPerReplica: 16,
 			MinReplicas: 1, MaxReplicas: 4}})

@@ -24,7 +24,7 @@ var crdKinds = []string{"NodePool", "EC2NodeClass", "ScaledObject", "ServiceMoni
 func dryRunModel(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
 	m, err := RenderModel(ModelDeployment{Name: "qwen-32b", Revision: "2024-09-19", Namespace: "models",
-		EngineImage: "vllm/vllm-openai:v0.10.1", PlatformImage: "llmplat/llmplat:0.1.0",
+		EngineImage: testEngineImage, PlatformImage: "llmplat/llmplat:0.1.0",
 		Bucket: "llmplat-models", Region: "eu-central-1", PrometheusURL: "http://prometheus-operated.monitoring.svc:9090",
 		NodePool: "gpu-l40s", Spot: true, Warm: &Warm{Timezone: "Europe/Berlin", Start: "0 8 * * 1-5", End: "0 19 * * 1-5"},
 		MinReplicas: 0, MaxReplicas: 4,

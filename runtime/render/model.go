@@ -128,6 +128,9 @@ func (d ModelDeployment) validate() error {
 		}
 	}
 	switch {
+	case !PinnedByDigest(d.EngineImage):
+		return bad("engine_image", "%q is not pinned by digest (<repository>@sha256:<64 hex digits>): a tag names whatever was pushed to it last, "+
+			"so a replica whose node pulls it later may run another engine; copy the image into your account's ECR and name it by its digest (docs/deploy-eks.md)", d.EngineImage)
 	case d.MinReplicas < 0:
 		return bad("min_replicas", "must not be negative, got %d", d.MinReplicas)
 	case d.MaxReplicas <= 0:

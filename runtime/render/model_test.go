@@ -8,6 +8,11 @@ import (
 )
 
 // deploymentOf is the example platform's model i as a ModelDeployment.
+// testEngineImage is an engine image as a deployment must name it: by
+// digest, from the account's ECR.
+const testEngineImage = "123456789012.dkr.ecr.eu-central-1.amazonaws.com/inference/vllm-openai@sha256:" +
+	"0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
 func deploymentOf(p Platform, i int) ModelDeployment {
 	m := p.Models[i]
 	ws := p.Plan.Workloads[workloadOf(p, m.Name)]
@@ -66,6 +71,7 @@ func TestRenderModelOverrides(t *testing.T) {
 		field string
 	}{
 		{"no revision", func(d *ModelDeployment) { d.Revision = "" }, "revision: required"},
+		{"engine by tag", func(d *ModelDeployment) { d.EngineImage = "vllm/vllm-openai:v0.10.1" }, "engine_image"},
 		{"bad namespace", func(d *ModelDeployment) { d.Namespace = "LLM" }, "namespace"},
 		{"line break", func(d *ModelDeployment) { d.Revision = "a\nkind: Secret" }, "revision"},
 		{"comma in served name", func(d *ModelDeployment) { d.ServedName = "a,kv-tokens=1" }, "served_name"},

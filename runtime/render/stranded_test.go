@@ -105,7 +105,7 @@ func TestSurgeFits(t *testing.T) {
 		}
 	}
 	_, err := RenderModel(ModelDeployment{Name: "m", MinReplicas: 1, MaxReplicas: 2, DrainSeconds: int((50 * time.Minute).Seconds()),
-		Revision: "r", EngineImage: "vllm/vllm-openai:v0.10.1", PlatformImage: "llmplat:1", Bucket: "b", Region: "eu-central-1",
+		Revision: "r", EngineImage: testEngineImage, PlatformImage: "llmplat:1", Bucket: "b", Region: "eu-central-1",
 		PrometheusURL: "http://prom:9090", NodePool: "gpu-l40s", Namespace: "llmplat", Workload: example(t).Plan.Workloads[1]})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "min_replicas") {
 		t.Errorf("a single replica with a 50 min drain: %v, want ErrInvalid naming min_replicas", err)

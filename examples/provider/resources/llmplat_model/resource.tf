@@ -32,7 +32,7 @@ resource "llmplat_model" "llama_70b" {
     revision                    = "2024-07-23"
     s3_bucket                   = "llmplat-models"
     s3_region                   = "eu-central-1"
-    engine_image                = "vllm/vllm-openai:v0.10.1"
+    engine_image                = "123456789012.dkr.ecr.eu-central-1.amazonaws.com/inference/vllm-openai@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
     platform_image              = "123456789012.dkr.ecr.eu-central-1.amazonaws.com/llmplat:0.1.0"
     prometheus_url              = "http://prometheus-operated.monitoring.svc:9090"
     gpu                         = "L40S"
