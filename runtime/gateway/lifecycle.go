@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/backoff"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/quota"
 )
@@ -234,12 +235,14 @@ func (s *Server) giveBackSlot(a *admission) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		pause := slotRetryPause
+		bo := backoff.New(slotRetry, nil)
 		for deadline := time.Now().Add(slotRetryFor); ; {
 			stopping := false
+			pause := time.NewTimer(bo.Next())
 			select {
-			case <-time.After(pause): // a pause between attempts
+			case <-pause.C: // a pause between attempts
 			case <-s.stopping: // one last attempt, then the shutdown goes on
+				pause.Stop()
 				stopping = true
 			}
 			err := s.releaseSlot(context.Background(), a)
@@ -251,22 +254,20 @@ func (s *Server) giveBackSlot(a *admission) {
 				s.cfg.Logger.Warn("stream slot not given back", "request_id", a.requestID, "err", err)
 				return
 			}
-			pause = min(2*pause, slotRetryPauseMax)
 		}
 	}()
 }
 
 // How long and how often a failed slot release is retried.
-const (
-	// slotRetryPause is the first pause: a blip passes within it.
-	slotRetryPause = 50 * time.Millisecond
-	// slotRetryPauseMax caps the doubling pause: a Redis back from a
-	// restart is seen within a second.
-	slotRetryPauseMax = time.Second
-	// slotRetryFor bounds the retries; the slot frees itself at its
-	// deadline after that.
-	slotRetryFor = time.Minute
-)
+// slotRetry draws each pause with full jitter, so that the releases a mass
+// disconnect failed together do not come back together: up to 50 ms first
+// (a blip passes within it), doubling to at most 1 s (a Redis back from a
+// restart is seen within a second).
+var slotRetry = backoff.Schedule{Base: 50 * time.Millisecond, Cap: time.Second}
+
+// slotRetryFor bounds the retries; the slot frees itself at its deadline
+// after that.
+const slotRetryFor = time.Minute
 
 // releaseSlot makes one attempt at giving back a's stream slot.
 func (s *Server) releaseSlot(ctx context.Context, a *admission) error {

@@ -48,7 +48,7 @@ type Agent struct {
 // any time, and more than once (the earliest deadline holds).
 func (a *Agent) Drain(deadline time.Duration) {
 	if deadline > 0 {
-		by := time.Now().Add(deadline).UnixNano()
+		by := a.cfg.Clock.Now().Add(deadline).UnixNano()
 		if cur := a.selfDrainBy.Load(); cur == 0 || by < cur {
 			a.selfDrainBy.Store(by)
 		}
@@ -67,7 +67,7 @@ func (a *Agent) drainLeft() time.Duration {
 	if by == 0 {
 		return 0
 	}
-	return max(time.Until(time.Unix(0, by)), time.Millisecond)
+	return max(time.Unix(0, by).Sub(a.cfg.Clock.Now()), time.Millisecond)
 }
 
 // New returns an agent for cfg after validating it.
@@ -125,7 +125,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Streams have ended when Run returns; the pooled engine connections
 	// go with them.
 	defer a.cfg.HTTPClient.CloseIdleConnections()
-	clog, err := openCompletionLog(a.cfg.CompletionLog, a.cfg.Now)
+	clog, err := openCompletionLog(a.cfg.CompletionLog, a.cfg.Clock.Now)
 	if err != nil {
 		return err
 	}
@@ -155,7 +155,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			wait = bo.Next()
 		}
 		a.cfg.Logger.Warn("node link ended", "err", err, "retry_in", wait)
-		t := time.NewTimer(wait)
+		t := a.cfg.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -163,7 +163,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-a.draining: // told to leave while not connected
 			t.Stop()
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }
@@ -214,10 +214,10 @@ func (a *Agent) connect(ctx context.Context, redial chan<- time.Duration) (outco
 		return out, err
 	}
 	a.cfg.Logger.Info("node registered", "epoch", w.Epoch, "orchestrator", w.OrchestratorID)
-	start := time.Now()
+	start := a.cfg.Clock.Now()
 	s := newSession(a, conn, w, redial)
 	out, err = s.serve(ctx)
-	out.upFor = time.Since(start)
+	out.upFor = a.cfg.Clock.Since(start)
 	return out, err
 }
 

@@ -3,6 +3,7 @@ package nodeagent
 import (
 	"errors"
 	"io/fs"
+	clocktesting "k8s.io/utils/clock/testing"
 	"maps"
 	"os"
 	"path/filepath"
@@ -24,7 +25,7 @@ func TestCompletionLogRecordsEveryDone(t *testing.T) {
 	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	ag := startAgent(t, srv, eng, func(c *Config) {
 		c.CompletionLog = path
-		c.Now = func() time.Time { return at }
+		c.Clock = clocktesting.NewFakeClock(at)
 	})
 	sc := srv.accept(t)
 	sc.send(t, assignFrame("req-ok", testModel, eng.served, 12))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"k8s.io/utils/clock"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -52,8 +53,9 @@ type Config struct {
 	// --query-gpu=utilization.gpu --format=csv,noheader,nounits. Nil means
 	// nvidia-smi when it is on the PATH at New, and otherwise no gpu_util.
 	GPUQuery func(ctx context.Context) ([]byte, error)
-	// Now stamps completion log lines; nil means time.Now.
-	Now func() time.Time
+	// Clock is the agent's one clock: its deadlines, timers and tickers,
+	// and the stamps of completion log lines. Nil means the real clock.
+	Clock clock.WithTickerAndDelayedExecution
 
 	// pingEvery and pongWithin pace the agent's pings; zero means
 	// nodeproto.PingInterval and nodeproto.ReadTimeout. Tests shorten them.
@@ -98,8 +100,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.GPUQuery == nil {
 		c.GPUQuery = nvidiaSMI()
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	if c.pingEvery <= 0 {
 		c.pingEvery = nodeproto.PingInterval

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // credit is one request's chunk allowance on its connection: it starts at
@@ -44,7 +46,7 @@ func (c *credit) grant(k int) {
 // reports false when ctx ends first, or when no grant came for stall: the
 // server stopped granting (its consumer or the replica relaying to it is
 // gone), and a request left waiting would hold its engine slot forever.
-func (c *credit) take(ctx context.Context, stall time.Duration) (ok, stalled bool) {
+func (c *credit) take(ctx context.Context, clk clock.Clock, stall time.Duration) (ok, stalled bool) {
 	var timeout <-chan time.Time
 	for {
 		c.mu.Lock()
@@ -55,9 +57,9 @@ func (c *credit) take(ctx context.Context, stall time.Duration) (ok, stalled boo
 		}
 		c.mu.Unlock()
 		if timeout == nil {
-			t := time.NewTimer(stall)
+			t := clk.NewTimer(stall)
 			defer t.Stop()
-			timeout = t.C
+			timeout = t.C()
 		}
 		select {
 		case <-c.more:

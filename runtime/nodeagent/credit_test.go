@@ -2,9 +2,13 @@ package nodeagent
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
@@ -15,12 +19,12 @@ func TestCredit(t *testing.T) {
 	t.Run("takes what it has, then waits for a grant", func(t *testing.T) {
 		c := newCredit(2)
 		for i := range 2 {
-			if ok, _ := c.take(t.Context(), time.Hour); !ok {
+			if ok, _ := c.take(t.Context(), clock.RealClock{}, time.Hour); !ok {
 				t.Fatalf("take %d of an initial 2 failed", i+1)
 			}
 		}
 		got := make(chan bool, 1)
-		go func() { ok, _ := c.take(t.Context(), time.Hour); got <- ok }()
+		go func() { ok, _ := c.take(t.Context(), clock.RealClock{}, time.Hour); got <- ok }()
 		select {
 		case <-got:
 			t.Fatal("take returned with no credit left")
@@ -35,14 +39,25 @@ func TestCredit(t *testing.T) {
 		c := newCredit(0)
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		if ok, stalled := c.take(ctx, time.Hour); ok || stalled {
+		if ok, stalled := c.take(ctx, clock.RealClock{}, time.Hour); ok || stalled {
 			t.Fatalf("take = %v, stalled %v without credit after the request ended", ok, stalled)
 		}
 	})
 	t.Run("gives up when no grant comes", func(t *testing.T) {
 		c := newCredit(0)
-		if ok, stalled := c.take(t.Context(), 10*time.Millisecond); ok || !stalled {
-			t.Fatalf("take = %v, stalled %v, want a stall", ok, stalled)
+		clk := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
+		type taken struct{ ok, stalled bool }
+		got := make(chan taken, 1)
+		go func() { ok, stalled := c.take(t.Context(), clk, time.Minute); got <- taken{ok, stalled} }()
+		testenv.EventuallyNil(t, 10*time.Second, "take waiting on its stall timer", func() error {
+			if !clk.HasWaiters() {
+				return errors.New("take is not waiting on its stall timer yet")
+			}
+			return nil
+		})
+		clk.Step(time.Minute)
+		if r := <-got; r.ok || !r.stalled {
+			t.Fatalf("take = %v, stalled %v, want a stall", r.ok, r.stalled)
 		}
 	})
 	t.Run("grants saturate", func(t *testing.T) {

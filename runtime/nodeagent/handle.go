@@ -71,10 +71,10 @@ func (s *session) drain(deadline time.Duration) {
 	defer s.mu.Unlock()
 	s.draining = true
 	if deadline > 0 {
-		at := time.Now().Add(deadline)
+		at := s.a.cfg.Clock.Now().Add(deadline)
 		switch {
 		case s.drainTimer == nil:
-			s.drainTimer = time.AfterFunc(deadline, s.cancelAll)
+			s.drainTimer = s.a.cfg.Clock.AfterFunc(deadline, s.cancelAll)
 			s.drainAt = at
 		case at.Before(s.drainAt):
 			s.drainTimer.Reset(deadline)

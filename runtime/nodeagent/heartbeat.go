@@ -14,7 +14,7 @@ import (
 // heartbeatLoop beats once at once, then every welcome interval, and at
 // once when a request could not reach the engine (beatNow), until ctx ends.
 func (s *session) heartbeatLoop(ctx context.Context) {
-	t := time.NewTicker(s.w.Interval())
+	t := s.a.cfg.Clock.NewTicker(s.w.Interval())
 	defer t.Stop()
 	for {
 		s.mu.Lock()
@@ -26,7 +26,7 @@ func (s *session) heartbeatLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		case <-s.beatNow:
 		}
 	}
@@ -78,13 +78,13 @@ func (a *Agent) probeEngine(ctx context.Context) string {
 // frames while the node is idle, so this is how a half-open link (a server
 // gone without a close) is found.
 func (s *session) pingLoop(ctx context.Context) error {
-	t := time.NewTicker(s.a.cfg.pingEvery)
+	t := s.a.cfg.Clock.NewTicker(s.a.cfg.pingEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 		pctx, cancel := context.WithTimeout(ctx, s.a.cfg.pongWithin)
 		err := s.conn.Ping(pctx)

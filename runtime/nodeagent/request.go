@@ -114,7 +114,7 @@ func (s *session) relay(sctx, rctx context.Context, r *inflight, id string, st d
 		t.add(ev)
 		// Data is valid only until the next Recv; the writer encodes later.
 		c := &nodeproto.Chunk{RequestID: id, Seq: t.seq, Delta: validDelta(ev.Data)}
-		ok, stalled := r.credit.take(rctx, s.a.cfg.creditStall)
+		ok, stalled := r.credit.take(rctx, s.a.cfg.Clock, s.a.cfg.creditStall)
 		if stalled {
 			s.a.cfg.Logger.Warn("no chunk credit granted for the request: giving it up",
 				"request_id", id, "waited", s.a.cfg.creditStall.String())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"k8s.io/utils/clock"
 	"sync"
 	"time"
 
@@ -51,7 +52,7 @@ type session struct {
 	once       sync.Once
 	advice     time.Duration // the server's wait before the next dial, 0 for none
 	after      time.Duration // the reconnect frame's wait, once leaving
-	drainTimer *time.Timer   // cancels what still runs at a drain's deadline
+	drainTimer clock.Timer   // cancels what still runs at a drain's deadline
 	drainAt    time.Time     // when drainTimer fires
 	wg         sync.WaitGroup
 	// beatNow asks the heartbeat loop for a beat now; size 1, so
@@ -149,18 +150,18 @@ var errSessionOver = errors.New("session over")
 // awaitAcks waits, up to drainAckWait, until no done record waits for an
 // ack, so a drained node leaves nothing unconfirmed behind.
 func (s *session) awaitAcks(ctx context.Context) {
-	deadline := time.NewTimer(drainAckWait)
+	deadline := s.a.cfg.Clock.NewTimer(drainAckWait)
 	defer deadline.Stop()
-	tick := time.NewTicker(ackPoll)
+	tick := s.a.cfg.Clock.NewTicker(ackPoll)
 	defer tick.Stop()
 	for s.a.Stats().PendingDones > 0 {
 		select {
 		case <-ctx.Done():
 			return
-		case <-deadline.C:
+		case <-deadline.C():
 			s.a.cfg.Logger.Warn("drained with done records unacknowledged", "pending", s.a.Stats().PendingDones)
 			return
-		case <-tick.C:
+		case <-tick.C():
 		}
 	}
 }

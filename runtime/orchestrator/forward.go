@@ -393,27 +393,22 @@ func (l remoteLink) send(f nodeproto.Frame) {
 }
 
 // orphanMemory is how long a cancelled orphan is remembered, so the frames
-// already on their way from its owner do not each send another cancel.
-const orphanMemory = time.Minute
+// already on their way from its owner do not each send another cancel;
+// orphansRemembered bounds how many are, the least recently seen going
+// first (a forgotten one costs one more cancel, never a lost frame).
+const (
+	orphanMemory      = time.Minute
+	orphansRemembered = 1024
+)
 
 // firstOrphanReply reports whether this is the first reply of an attempt
 // no stream here waits for, within orphanMemory.
 func (o *Orchestrator) firstOrphanReply(id string, attempt uint64) bool {
 	key := id + "/" + strconv.FormatUint(attempt, 10)
-	now := o.cfg.Clock.Now()
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if at, ok := o.orphans[key]; ok && now.Sub(at) < orphanMemory {
+	if _, seen := o.orphans.Get(key); seen {
 		return false
 	}
-	if len(o.orphans) >= 1024 {
-		for k, at := range o.orphans {
-			if now.Sub(at) >= orphanMemory {
-				delete(o.orphans, k)
-			}
-		}
-	}
-	o.orphans[key] = now
+	o.orphans.Add(key, struct{}{}, orphanMemory)
 	return true
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/apimachinery/pkg/util/cache"
 
 	"github.com/llmplat/llmplat/runtime/drain"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
@@ -48,8 +49,8 @@ type Orchestrator struct {
 	// replies come back to this replica only, so a counter is unique.
 	attempts atomic.Uint64
 	// orphans remembers the attempts whose stray replies were answered
-	// with a cancel (firstOrphanReply).
-	orphans map[string]time.Time
+	// with a cancel (firstOrphanReply); it has its own lock.
+	orphans *cache.LRUExpireCache
 	// relayed maps a forwarded request running here to its socket, which
 	// may be an older one of its node than conns holds.
 	relayed  map[string]*nodeConn
@@ -86,7 +87,8 @@ func New(cfg Config) (*Orchestrator, error) {
 	o := &Orchestrator{
 		cfg: c, keys: c.Registry.Keys(), tracker: routing.NewTracker(),
 		refresh: make(chan struct{}, 1), cloudKick: make(chan struct{}, 1), ready: make(chan struct{}),
-		conns: map[string]*nodeConn{}, remote: map[string]*reqStream{}, awaiting: map[string]int{}, orphans: map[string]time.Time{},
+		conns: map[string]*nodeConn{}, remote: map[string]*reqStream{}, awaiting: map[string]int{},
+		orphans: cache.NewLRUExpireCacheWithClock(orphansRemembered, c.Clock),
 		relayed: map[string]*nodeConn{}, born: c.Clock.Now(), health: drain.NewGate(c.Clock),
 		// With no channel yet, Subscribe only creates the handle.
 		nodeSub: c.Redis.Subscribe(context.Background()),
