@@ -94,13 +94,13 @@ func (g glance) Projected() int64 {
 }
 
 // Runway says how long the available balance lasts at DailyRate: "no
-// spend" without a rate, "used up" without a balance, else the days and
-// the date it runs out.
+// spend" without a rate, "nothing available" without a balance, else the
+// days and the date it runs out.
 func (g glance) Runway() string {
 	rate := g.DailyRate()
 	switch {
 	case g.Balance.Available <= 0:
-		return "used up: nothing available"
+		return "— (nothing available)"
 	case rate <= 0:
 		return "— (no spend in the last 7 days)"
 	}

@@ -36,21 +36,23 @@ func figureText(body, id string) string {
 // of the 10th at 12:00 in February count or not), last month whole, the
 // month-end projected at the last 7 days' rate, the balance's runway at
 // that rate, and requests and tokens against last month to date; a team
-// without recent spend sees "no spend" rather than a runway, and neither
-// sees the other's rows. The range's to is a day included, by default
+// without recent spend sees "no spend" rather than a runway, a new team
+// without credit "nothing available", and none sees another's rows. The range's to is a day included, by default
 // today.
 func TestUsageHeadline(t *testing.T) {
 	ctx := context.Background()
 	db, dir, l := openDatabase(t)
 	clk := clocktesting.NewFakeClock(glanceNow)
 	teams := map[string]int64{}
-	for name, credit := range map[string]int64{"alpha": 9_000_000, "quiet": 1_000_000} {
+	for name, credit := range map[string]int64{"alpha": 9_000_000, "quiet": 1_000_000, "new": 0} {
 		team, _, err := dir.CreateTeam(ctx, name, glanceNow)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := l.AddCredit(ctx, team.ID, "grant-"+name, credit, "test"); err != nil {
-			t.Fatal(err)
+		if credit > 0 {
+			if _, err := l.AddCredit(ctx, team.ID, "grant-"+name, credit, "test"); err != nil {
+				t.Fatal(err)
+			}
 		}
 		teams[name] = team.ID
 	}
@@ -121,6 +123,11 @@ func TestUsageHeadline(t *testing.T) {
 			"g-balance":   "Available balance 1.00 credits — (no spend in the last 7 days)",
 			"g-requests":  "Requests this month 0 none last month to date either",
 			"g-tokens":    "Tokens this month 0 none last month to date either",
+		}},
+		{"new", map[string]string{
+			"g-spend":   "Spend this month 0.000000 credits none last month to date either",
+			"g-last":    "Last month 0.000000 credits all of 2026-02",
+			"g-balance": "Available balance 0.000000 credits — (nothing available)",
 		}},
 	} {
 		t.Run(tc.team+"'s headline", func(t *testing.T) {

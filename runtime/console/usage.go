@@ -118,9 +118,13 @@ func (c *Console) usagePage(ctx *gin.Context) {
 	v := usageView{pageView: c.view(se, "Usage", "usage", usageSource)}
 	from, to, rerr := c.usageRange(ctx)
 	v.FromText, v.ToText = from.Format(time.DateOnly), to.Add(-day).Format(time.DateOnly)
+	// One budget for the page's reads: a database that freezes between
+	// the headline and the range still answers 503 within it.
+	rctx, cancel := c.budget(ctx.Request.Context())
+	defer cancel()
 	var err error
-	if v.Glance, err = c.readGlance(ctx.Request.Context(), se.Principal.TeamID, c.cfg.Now()); err == nil && rerr == nil {
-		v.usageData, err = c.readUsage(ctx.Request.Context(), se.Principal.TeamID, from, to)
+	if v.Glance, err = c.readGlance(rctx, se.Principal.TeamID, c.cfg.Now()); err == nil && rerr == nil {
+		v.usageData, err = c.readUsage(rctx, se.Principal.TeamID, from, to)
 	}
 	if err != nil {
 		c.cfg.Logger.Warn("console usage unavailable", "err", err)
