@@ -32,8 +32,9 @@ type fixture struct {
 	p                *platformtest.Platform
 	adminToken       string
 	keyA, keyB       string
-	teamA            int64
-	from, to         string // the range the usage checks read
+	teamA, teamB     int64
+	from, to         string // the range the usage checks read, to exclusive as GET /v1/usage takes it
+	last             string // the range's last day, included, as the console's to
 	prefixA, prefixB string
 	secretFree       []string // strings no page may show
 	node1            bool     // node-1 runs (startNode1)
@@ -50,9 +51,9 @@ func newFixture(t *testing.T) *fixture {
 	f.p.Model("llama-8b", "llama-8b")
 	f.p.Model("qwen-32b", "qwen-32b")
 	f.teamA = f.p.Team("alpha", 50_000_000)
-	teamB := f.p.Team(xssTeam, 2_000_000)
+	f.teamB = f.p.Team(xssTeam, 2_000_000)
 	f.keyA = f.p.Key(adminwire.CreateKeyRequest{TeamID: f.teamA, Name: "ci-pipeline", ModelAllowlist: []string{"llama-8b", "qwen-32b"}, RPM: 600})
-	f.keyB = f.p.Key(adminwire.CreateKeyRequest{TeamID: teamB, Name: xssKey})
+	f.keyB = f.p.Key(adminwire.CreateKeyRequest{TeamID: f.teamB, Name: xssKey})
 	keys, err := f.p.Admin.ListKeys(context.Background(), f.teamA)
 	if err != nil || len(keys) != 1 {
 		t.Fatalf("team alpha's keys: %v %v", keys, err)
@@ -73,8 +74,9 @@ func newFixture(t *testing.T) *fixture {
 		{f.teamA, keys[0].ID, "llama-8b", now.Add(-2 * day), 1200, 300},
 		{f.teamA, keys[0].ID, "llama-8b", now.Add(-2 * day), 800, 200},
 		{f.teamA, keys[0].ID, "qwen-32b", now.Add(-day), 5000, 1500},
+		{f.teamA, keys[0].ID, "llama-8b", now.Add(-day), 600, 150},
 		{f.teamA, keys[0].ID, "llama-8b", now, 400, 100},
-		{teamB, 0, "llama-8b", now.Add(-day), 777_001, 777_002},
+		{f.teamB, 0, "llama-8b", now.Add(-day), 777_001, 777_002},
 	}
 	for i, r := range rows {
 		cost := (r.prompt*platformtest.PromptPrice + r.completion*platformtest.CompletionPrice) / 1_000_000
@@ -91,6 +93,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	f.from = now.Add(-3 * day).Format(time.DateOnly)
 	f.to = now.Add(day).Format(time.DateOnly)
+	f.last = now.Format(time.DateOnly)
 	f.secretFree = []string{f.keyA, f.keyB, f.adminToken}
 	return f
 }
@@ -141,7 +144,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	t.Run("team signs in and the usage page matches the usage API", func(t *testing.T) {
 		tab := newTab(t, browser)
 		signIn(t, tab, base, f.keyA)
-		do(t, tab, chromedp.Navigate(base+"/console/usage?from="+f.from+"&to="+f.to), chromedp.WaitVisible(chromedp.ID("totals")))
+		do(t, tab, chromedp.Navigate(base+"/console/usage?from="+f.from+"&to="+f.last), chromedp.WaitVisible(chromedp.ID("totals")))
 		got := readTotals(t, tab)
 		want := []pageRow{}
 		for _, e := range f.apiUsage(t, f.keyA).Data {
@@ -156,17 +159,20 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 			return "the usage charts did not load"
 		})
+		checkGlance(t, f, tab, f.keyA, f.teamA)
+		checkCharts(t, f, tab, got)
+		checkDateFields(t, tab, f.from, f.last)
 		// The charts and the CSV link read the page's range, not the default.
 		links := run(t, tab, chromedp.Evaluate[[]string](`['chart-tokens','chart-cost','csv'].map(id => {
 			const e = document.getElementById(id); return e.src || e.href })`))
 		for _, l := range links {
-			if !strings.Contains(l, "from="+f.from+"&to="+f.to) {
-				t.Errorf("%s does not carry the page's range %s to %s", l, f.from, f.to)
+			if !strings.Contains(l, "from="+f.from+"&to="+f.last) {
+				t.Errorf("%s does not carry the page's range %s to %s", l, f.from, f.last)
 			}
 		}
 		days := run(t, tab, chromedp.Evaluate[int](`document.querySelectorAll('#days tbody tr').length`))
-		if days != 3 {
-			t.Errorf("per-day table has %d rows, want 3 (llama-8b on two days, qwen-32b on one)", days)
+		if days != 4 {
+			t.Errorf("per-day table has %d rows, want 4 (llama-8b on three days, qwen-32b on one)", days)
 		}
 		html := run(t, tab, chromedp.OuterHTML(chromedp.CSS("html")))
 		if s := contains(html, f.secretFree...); s != "" {
@@ -176,8 +182,8 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Error("the usage page does not say where its numbers come from and when they were read")
 		}
 		cookie := sessionCookie(t, tab, base)
-		resp, csv := get(t, base, "/console/usage.csv?from="+f.from+"&to="+f.to, cookie)
-		if resp.StatusCode != http.StatusOK || strings.Count(csv, "\n") != 4 || !strings.Contains(csv, ",qwen-32b,1,5000,1500,") {
+		resp, csv := get(t, base, "/console/usage.csv?from="+f.from+"&to="+f.last, cookie)
+		if resp.StatusCode != http.StatusOK || strings.Count(csv, "\n") != 5 || !strings.Contains(csv, ",qwen-32b,1,5000,1500,") {
 			t.Errorf("CSV download: %d\n%s", resp.StatusCode, csv)
 		}
 		screenshot(t, tab, "console-usage.png")
@@ -228,12 +234,13 @@ func TestConsoleInBrowser(t *testing.T) {
 		if got := run(t, tab, chromedp.Text(chromedp.ID("team-name"))); got != xssTeam {
 			t.Errorf("team name shows as %q, want the literal %q", got, xssTeam)
 		}
-		do(t, tab, chromedp.Navigate(base+"/console/usage?from="+f.from+"&to="+f.to), chromedp.WaitVisible(chromedp.ID("totals")))
+		do(t, tab, chromedp.Navigate(base+"/console/usage?from="+f.from+"&to="+f.last), chromedp.WaitVisible(chromedp.ID("totals")))
+		checkGlance(t, f, tab, f.keyB, f.teamB)
 		got := readTotals(t, tab)
 		if len(got) != 1 || got[0].Prompt != 777_001 || got[0].Completion != 777_002 {
 			t.Errorf("second team's usage rows %v, want only its own llama-8b row", got)
 		}
-		for _, page := range []string{"/console/usage?from=" + f.from + "&to=" + f.to, "/console/keys", "/console/balance"} {
+		for _, page := range []string{"/console/usage?from=" + f.from + "&to=" + f.last, "/console/keys", "/console/balance"} {
 			do(t, tab, chromedp.Navigate(base+page), chromedp.WaitVisible(chromedp.ID("source")))
 			html := run(t, tab, chromedp.OuterHTML(chromedp.CSS("html")))
 			if s := contains(html, "alpha", "ci-pipeline", f.prefixA, "qwen-32b", "50.000000"); s != "" {

@@ -18,9 +18,10 @@
 // Every answer carries a Content-Security-Policy without 'unsafe-inline'
 // (no script at all; the stylesheet and images are our own), frame-ancestors
 // 'none' and X-Frame-Options DENY, and no-store. Names are escaped by
-// html/template; charts are SVG drawn server-side by go-chart and shown as
-// images, their labels escaped before drawing (go-chart writes text as it
-// is). No page puts a secret in a URL: a range is the only query.
+// html/template; charts are SVG the console draws server-side (chart.go),
+// colours and fonts as presentation attributes rather than inline style,
+// every label escaped, shown as images. No page puts a secret in a URL: a
+// range is the only query.
 //
 // Team pages are scoped by the session's team exactly as GET /v1/usage is:
 // the team comes from the verified principal, never from the request, and
@@ -37,6 +38,14 @@
 // checked: every page behind a session answers 503 with a page saying the
 // session store is down (and a Retry-After), not a bounce to the sign-in
 // form.
+//
+// The usage page opens with a headline at Config.Now: this month so far
+// against the same stretch of last month from its 1st, last month whole,
+// the month's end projected at the current rate (the last 7 days' spend
+// per day) and how long the available balance lasts at it; each figure is
+// one ledger.Usage range, the very call of GET /v1/usage. Its range picker
+// takes UTC dates with the last day included ([from, to+1 day) in the
+// API's terms).
 //
 // The keys page shows each key's 429s in the last hour from the per-minute
 // refusal counters the gateway writes in Redis when a key's limits refuse

@@ -33,38 +33,40 @@ type dayUsage struct {
 	ledger.ModelUsage
 }
 
-// usageData is a team's usage over [From, To): per day and model, and in
-// total per model.
+// usageData is a team's usage over [From, To) (To the midnight after the
+// range's last day): per day and model, and in total per model.
 type usageData struct {
 	From, To time.Time
 	Days     []dayUsage
 	Totals   []ledger.ModelUsage
 }
 
-// usageRange reads from and to (dates, to exclusive) from the query; the
-// default is this month so far.
-func (c *Console) usageRange(ctx *gin.Context) (time.Time, time.Time, error) {
+// usageRange reads from and to, the range's first and last UTC days (both
+// included, as the page's date fields say), from the query; the default
+// is this month so far, today included. It returns [from, end): end is
+// the midnight after to, as GET /v1/usage's exclusive to.
+func (c *Console) usageRange(ctx *gin.Context) (from, end time.Time, err error) {
 	now := c.cfg.Now().UTC()
-	from := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
-	to := now.Truncate(day).Add(day)
-	var err error
+	from = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
+	to := now.Truncate(day)
 	if s := ctx.Query("from"); s != "" {
 		if from, err = time.Parse(time.DateOnly, s); err != nil {
-			return from, to, fmt.Errorf("%w: from must be a date (YYYY-MM-DD)", errRange)
+			return from, to.Add(day), fmt.Errorf("%w: from must be a date (YYYY-MM-DD)", errRange)
 		}
 	}
 	if s := ctx.Query("to"); s != "" {
 		if to, err = time.Parse(time.DateOnly, s); err != nil {
-			return from, to, fmt.Errorf("%w: to must be a date (YYYY-MM-DD)", errRange)
+			return from, to.Add(day), fmt.Errorf("%w: to must be a date (YYYY-MM-DD)", errRange)
 		}
 	}
+	end = to.Add(day)
 	switch {
-	case !to.After(from):
-		return from, to, fmt.Errorf("%w: to must be after from", errRange)
-	case to.Sub(from) > maxRangeDays*day:
-		return from, to, fmt.Errorf("%w: a range is at most %d days", errRange, maxRangeDays)
+	case to.Before(from):
+		return from, end, fmt.Errorf("%w: to must not be before from", errRange)
+	case end.Sub(from) > maxRangeDays*day:
+		return from, end, fmt.Errorf("%w: a range is at most %d days", errRange, maxRangeDays)
 	}
-	return from, to, nil
+	return from, end, nil
 }
 
 // readUsage reads the team's usage over [from, to): the totals with the
@@ -95,29 +97,48 @@ func (c *Console) readUsage(ctx context.Context, teamID int64, from, to time.Tim
 type usageView struct {
 	pageView
 	usageData
+	// FromText and ToText are the range's first and last day, both
+	// included.
 	FromText, ToText string
 	Problem          string
 	Total            ledger.ModelUsage
+	// Glance is the headline: this month against the last, whatever the
+	// range.
+	Glance glance
+	// Colors are the models' colours in the charts, for the table's
+	// swatches.
+	Colors map[string]string
 }
 
-// usagePage shows the team's tokens and cost per model per day over a
-// range, as two charts and a table.
+// usagePage shows the team's headline (this month against the last, the
+// projection and the balance's runway), then its tokens and cost per
+// model per day over a range, as two charts and a table.
 func (c *Console) usagePage(ctx *gin.Context) {
 	se := current(ctx)
 	v := usageView{pageView: c.view(se, "Usage", "usage", usageSource)}
-	from, to, err := c.usageRange(ctx)
-	v.FromText, v.ToText = from.Format(time.DateOnly), to.Format(time.DateOnly)
-	if err != nil {
-		v.Problem = err.Error()
-		c.render(ctx, http.StatusBadRequest, "usage", v)
-		return
+	from, to, rerr := c.usageRange(ctx)
+	v.FromText, v.ToText = from.Format(time.DateOnly), to.Add(-day).Format(time.DateOnly)
+	// One budget for the page's reads: a database that freezes between
+	// the headline and the range still answers 503 within it.
+	rctx, cancel := c.budget(ctx.Request.Context())
+	defer cancel()
+	var err error
+	if v.Glance, err = c.readGlance(rctx, se.Principal.TeamID, c.cfg.Now()); err == nil && rerr == nil {
+		v.usageData, err = c.readUsage(rctx, se.Principal.TeamID, from, to)
 	}
-	if v.usageData, err = c.readUsage(ctx.Request.Context(), se.Principal.TeamID, from, to); err != nil {
+	if err != nil {
 		c.cfg.Logger.Warn("console usage unavailable", "err", err)
 		c.renderUnavailable(ctx, se, "Usage cannot be read: the ledger database is not answering.")
 		return
 	}
+	if rerr != nil {
+		v.Problem = rerr.Error()
+		c.render(ctx, http.StatusBadRequest, "usage", v)
+		return
+	}
+	v.Colors = map[string]string{}
 	for _, t := range v.Totals {
+		v.Colors[t.Model] = modelColor(t.Model)
 		v.Total.Requests += t.Requests
 		v.Total.PromptTokens += t.PromptTokens
 		v.Total.CompletionTokens += t.CompletionTokens
@@ -142,7 +163,7 @@ func (c *Console) usageCSV(ctx *gin.Context) {
 		return
 	}
 	ctx.Header("Content-Type", "text/csv; charset=utf-8")
-	ctx.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-%s-%s.csv"`, from.Format(time.DateOnly), to.Format(time.DateOnly)))
+	ctx.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-%s-%s.csv"`, from.Format(time.DateOnly), to.Add(-day).Format(time.DateOnly)))
 	w := csv.NewWriter(ctx.Writer)
 	_ = w.Write([]string{"day", "model", "requests", "prompt_tokens", "completion_tokens", "cost_microcredits"})
 	for _, d := range u.Days {
