@@ -7,7 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -51,6 +54,7 @@ var harnesses = map[string]bool{
 	"runtime/testenv": true, "runtime/kubetest": true, "runtime/platformtest": true,
 	"runtime/golden": true, "runtime/costreport/costreporttest": true, "runtime/chaos": true,
 	"runtime/deptest": true, "runtime/hostilebody": true, "runtime/twin": true,
+	"docs": true,
 }
 
 // forbidden lists, per package, modules its whole dependency tree must not
@@ -275,5 +279,68 @@ func TestChecksFindPlantedDefects(t *testing.T) {
 	got = checkForbidden(g, module+"runtime/nodeagent", forbidden["runtime/nodeagent"])
 	if len(got) != 1 || !strings.Contains(got[0], "runtime/dispatch → github.com/jackc/pgx/v5/pgxpool") {
 		t.Errorf("checkForbidden found %q, want the chain to pgx through dispatch", got)
+	}
+}
+
+// overview is the document whose layers table (§5) shows layers and
+// harnesses to readers.
+const overview = "docs/architecture.md"
+
+var (
+	// overviewLayer is a row of the overview's layers table: "| 3: … | `a`, `b` |".
+	overviewLayer = regexp.MustCompile(`^\| (\d+)\b[^|]*\| (.*) \|$`)
+	codeName      = regexp.MustCompile("`([^`]+)`")
+)
+
+// overviewName is how the overview writes a package: without runtime/.
+func overviewName(p string) string { return strings.TrimPrefix(p, "runtime/") }
+
+// TestOverviewShowsTheLayers keeps the overview's layers table and its
+// list of test harnesses what layers and harnesses hold.
+func TestOverviewShowsTheLayers(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join(moduleRoot(t), overview))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int][]string{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if m := overviewLayer.FindStringSubmatch(line); m != nil {
+			n, _ := strconv.Atoi(m[1]) // digits: the pattern's
+			for _, c := range codeName.FindAllStringSubmatch(m[2], -1) {
+				got[n] = append(got[n], c[1])
+			}
+		}
+	}
+	for i, l := range layers {
+		var want []string
+		for _, p := range l {
+			want = append(want, overviewName(p))
+		}
+		g := slices.Clone(got[i])
+		slices.Sort(g)
+		slices.Sort(want)
+		if !slices.Equal(g, want) {
+			t.Errorf("%s shows layer %d as %v; deptest's layers hold %v", overview, i, g, want)
+		}
+	}
+	if len(got) != len(layers) {
+		t.Errorf("%s shows %d layers; deptest has %d", overview, len(got), len(layers))
+	}
+	_, rest, ok := strings.Cut(string(doc), "Test harnesses (")
+	if !ok {
+		t.Fatalf("%s has no \"Test harnesses (…)\" list", overview)
+	}
+	list, _, _ := strings.Cut(rest, ")")
+	var g, want []string
+	for _, c := range codeName.FindAllStringSubmatch(list, -1) {
+		g = append(g, c[1])
+	}
+	for p := range harnesses {
+		want = append(want, overviewName(p))
+	}
+	slices.Sort(g)
+	slices.Sort(want)
+	if !slices.Equal(g, want) {
+		t.Errorf("%s names the test harnesses %v; deptest's harnesses are %v", overview, g, want)
 	}
 }

@@ -224,7 +224,8 @@ func reportOverhead(b *testing.B, warm, run []loadgen.Result, engineTTFT map[str
 		return got[path].add50 - d.add50, got[path].add99 - d.add99
 	}
 	// Each figure as it was before the two-relay floor, under the same
-	// name: the history in docs/benchmarks.md stays comparable.
+	// name: the figures recorded under them before (docs/benchmarks.md's
+	// git history) stay comparable.
 	for _, m := range []struct{ path, prefix string }{{"proxy", "proxy"}, {twoRelays, twoRelays}, {"platform", "platform"}, {"cloud", "cloud"}} {
 		p50, p99 := over(m.path)
 		b.ReportMetric(ms(p50), m.prefix+"-ttft-p50-added-ms")
