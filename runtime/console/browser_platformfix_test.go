@@ -1,9 +1,11 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"image/png"
 	"net/http"
 	"testing"
 	"time"
@@ -76,7 +78,7 @@ func TestPlatformPagesInBrowser(t *testing.T) {
 	p.Model("llama-8b", "llama-8b")
 	p.Model("qwen-32b", "qwen-32b")
 	alpha, beta := p.Team("alpha", 50_000_000), p.Team("beta", 3_000_000)
-	p.Key(adminwire.CreateKeyRequest{TeamID: alpha, Name: "ci"})
+	keyA := p.Key(adminwire.CreateKeyRequest{TeamID: alpha, Name: "ci"})
 	ctx := context.Background()
 	// Open reservations make available differ from the balance, by a
 	// different amount per team.
@@ -163,4 +165,31 @@ func TestPlatformPagesInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("a chart opened on its own draws in its colours under the strict CSP", func(t *testing.T) {
+		tab := newTab(t, browser)
+		signIn(t, tab, p.URL, keyA)
+		day := time.Now().UTC()
+		chart := fmt.Sprintf("/console/usage.svg?metric=tokens&from=%s&to=%s", day.Add(-2*24*time.Hour).Format(time.DateOnly), day.Add(24*time.Hour).Format(time.DateOnly))
+		do(t, tab, chromedp.Navigate(p.URL+chart), chromedp.WaitReady("svg"))
+		colours := run(t, tab, chromedp.Evaluate[[]string](`(() => { const ps = document.querySelectorAll('svg path');
+			return [getComputedStyle(ps[0]).fill, Array.from(ps).map(p => getComputedStyle(p).stroke).find(s => s === 'rgb(31, 111, 180)') ?? 'none'] })()`))
+		if colours[0] != "rgb(255, 255, 255)" || colours[1] != "rgb(31, 111, 180)" {
+			t.Errorf("the standalone chart draws its background %s and no series line in its colour (%s): its style was blocked", colours[0], colours[1])
+		}
+		shot := run(t, tab, chromedp.CaptureScreenshot())
+		img, err := png.Decode(bytes.NewReader(shot))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := img.Bounds()
+		if r, g, bl, _ := img.At(b.Dx()/2, b.Dy()/2).RGBA(); r>>8 < 0xf0 || g>>8 < 0xf0 || bl>>8 < 0xf0 {
+			t.Errorf("the standalone chart's middle pixel is #%02x%02x%02x, want the white plot area", r>>8, g>>8, bl>>8)
+		}
+		cookie := sessionCookie(t, tab, p.URL)
+		for _, path := range []string{chart, "/console/usage", "/console/keys"} {
+			if resp, _ := get(t, p.URL, path, cookie); resp.Header.Get("Content-Security-Policy") != strictPolicy {
+				t.Errorf("%s: CSP %q, want the strict %q", path, resp.Header.Get("Content-Security-Policy"), strictPolicy)
+			}
+		}
+	})
 }

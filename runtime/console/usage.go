@@ -186,5 +186,5 @@ func (c *Console) usageChart(ctx *gin.Context) {
 		ctx.String(http.StatusInternalServerError, "chart failed\n")
 		return
 	}
-	ctx.Data(http.StatusOK, "image/svg+xml", svg)
+	ctx.Data(http.StatusOK, "image/svg+xml", presentationAttributes(svg))
 }
