@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"image/png"
 	"net/http"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,6 +164,40 @@ func TestPlatformPagesInBrowser(t *testing.T) {
 		}
 		if checked != 2 {
 			t.Errorf("GET /admin/teams lists %d of the two teams", checked)
+		}
+	})
+
+	t.Run("a drained node's time is said for what it is", func(t *testing.T) {
+		var api adminwire.NodeList
+		adminGet(t, p.URL, tok, "/admin/nodes", &api)
+		i := slices.IndexFunc(api.Data, func(n adminwire.Node) bool { return n.ID == "node-drained" })
+		if i < 0 || api.Data[i].LastSeen == nil {
+			t.Fatalf("GET /admin/nodes has no last_seen for node-drained: %+v", api.Data)
+		}
+		do(t, admin, chromedp.Navigate(p.URL+"/console/platform/nodes"), chromedp.WaitVisible(chromedp.ID("nodes")))
+		cell := run(t, admin, chromedp.Evaluate[string](`document.querySelector('#nodes tr[data-node="node-drained"] td:nth-child(9)').textContent`))
+		seen := api.Data[i].LastSeen.UTC().Format("2006-01-02 15:04:05 UTC")
+		if strings.Contains(cell, "registration") || !strings.Contains(cell, "drained, disconnected "+seen) {
+			t.Errorf("node-drained's last heartbeat reads %q, want it to say it disconnected, drained, at %s", cell, seen)
+		}
+	})
+
+	t.Run("a team's session at a platform page is told it is the platform team's", func(t *testing.T) {
+		tab := newTab(t, browser)
+		signIn(t, tab, p.URL, keyA)
+		resp, _ := get(t, p.URL, "/console/platform/teams", sessionCookie(t, tab, p.URL))
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("a team's session at /console/platform/teams: %d, want 403", resp.StatusCode)
+		}
+		do(t, tab, chromedp.Navigate(p.URL+"/console/platform/teams"), chromedp.WaitVisible(chromedp.ID("problem")))
+		title := run(t, tab, chromedp.Title())
+		heading := run(t, tab, chromedp.Text(chromedp.CSS("h1")))
+		msg := run(t, tab, chromedp.Text(chromedp.ID("problem")))
+		if !strings.HasPrefix(title, "Platform team only") || heading != "Platform team only" || !strings.Contains(msg, "admin") {
+			t.Errorf("a team's session at a platform page: title %q, heading %q, message %q", title, heading, msg)
+		}
+		if html := run(t, tab, chromedp.OuterHTML(chromedp.CSS("main"))); strings.Contains(html, "alpha") && strings.Contains(html, "beta") {
+			t.Error("the refused page lists the teams")
 		}
 	})
 

@@ -247,7 +247,7 @@ func (c *Console) requireSession(platform bool) gin.HandlerFunc {
 		}
 		switch {
 		case platform && !se.Principal.IsAdmin():
-			c.renderError(ctx, se, http.StatusForbidden, "The platform pages are for the platform team's admin credential.")
+			c.renderForbidden(ctx, se)
 			ctx.Abort()
 			return
 		case !platform && se.Principal.TeamID == 0:
