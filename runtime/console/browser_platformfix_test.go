@@ -167,6 +167,51 @@ func TestPlatformPagesInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("the platform models page shows each model's capacity as GET /admin/nodes", func(t *testing.T) {
+		type capRow struct {
+			Serving, Draining, Unhealthy, Silent, Queue, Running int
+			KVMax                                                float64
+		}
+		var api adminwire.NodeList
+		adminGet(t, p.URL, tok, "/admin/nodes", &api)
+		do(t, admin, chromedp.Navigate(p.URL+"/console/platform/models"), chromedp.WaitVisible(chromedp.ID("capacity")))
+		shown := run(t, admin, chromedp.Evaluate[map[string]capRow](`Object.fromEntries(Array.from(document.querySelectorAll('#capacity tbody tr')).map(tr =>
+			[tr.dataset.model, {Serving: +tr.dataset.serving, Draining: +tr.dataset.draining, Unhealthy: +tr.dataset.unhealthy,
+			 Silent: +tr.dataset.silent, Queue: +tr.dataset.queue, Running: +tr.dataset.running, KVMax: +tr.dataset.kvMax}]))`))
+		want := map[string]capRow{"llama-8b": {}, "qwen-32b": {}}
+		for _, n := range api.Data {
+			var slots []struct{ Name string }
+			if err := json.Unmarshal(n.Models, &slots); err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range slots {
+				r := want[s.Name]
+				switch l := n.Live; {
+				case l == nil:
+					r.Silent++
+				case l.Draining:
+					r.Draining++
+				case !l.Healthy:
+					r.Unhealthy++
+				default:
+					r.Serving++
+					r.KVMax = max(r.KVMax, l.KVCacheUsage)
+				}
+				if n.Live != nil {
+					r.Queue += n.Live.QueueDepth
+					r.Running += n.Live.Running
+				}
+				want[s.Name] = r
+			}
+		}
+		if fmt.Sprint(shown) != fmt.Sprint(want) {
+			t.Errorf("the capacity table shows %+v, GET /admin/nodes %+v", shown, want)
+		}
+		if l := want["llama-8b"]; l.Serving != 1 || l.Unhealthy != 1 || l.Silent != 2 {
+			t.Errorf("GET /admin/nodes does not show the fixture's nodes: %+v", l)
+		}
+	})
+
 	t.Run("a drained node's time is said for what it is", func(t *testing.T) {
 		var api adminwire.NodeList
 		adminGet(t, p.URL, tok, "/admin/nodes", &api)

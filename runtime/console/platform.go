@@ -131,6 +131,9 @@ type platformModelsView struct {
 	// ShowPending says the page has pending counts; PendingUnavailable
 	// that Redis did not answer for them.
 	ShowPending, PendingUnavailable bool
+	// Capacity is each model's serving capacity from the nodes'
+	// heartbeats; nil when the page has no live state.
+	Capacity []modelCapacity
 }
 
 // platformModelsPage lists every declared model with its prices and how
@@ -178,6 +181,9 @@ func (c *Console) platformModelsPage(ctx *gin.Context) {
 			}
 		}
 		v.Models = append(v.Models, pm)
+	}
+	if c.cfg.Nodes != nil && !v.LiveUnavailable {
+		v.Capacity = capacityOf(v.Models, nodes, live, v.ShowPending && !v.PendingUnavailable)
 	}
 	c.render(ctx, http.StatusOK, "platform_models", v)
 }
