@@ -227,6 +227,16 @@ func TestPlatformPagesInBrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("the GPU-hours page says why it counts none", func(t *testing.T) {
+		do(t, admin, chromedp.Navigate(p.URL+"/console/platform/cost"), chromedp.WaitVisible(chromedp.ID("computed")))
+		why := run(t, admin, chromedp.Evaluate[string](`document.getElementById('no-gpu-hours')?.textContent ?? ''`))
+		for _, want := range []string{"No GPU-hours in this window", "node-serving", "node-drained", "node-sick", "registered no GPU"} {
+			if !strings.Contains(why, want) {
+				t.Errorf("the GPU-hours page's empty state %q lacks %q", why, want)
+			}
+		}
+	})
+
 	t.Run("a team's session at a platform page is told it is the platform team's", func(t *testing.T) {
 		tab := newTab(t, browser)
 		signIn(t, tab, p.URL, keyA)
