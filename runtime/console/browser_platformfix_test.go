@@ -210,6 +210,7 @@ func TestPlatformPagesInBrowser(t *testing.T) {
 		if l := want["llama-8b"]; l.Serving != 1 || l.Unhealthy != 1 || l.Silent != 2 {
 			t.Errorf("GET /admin/nodes does not show the fixture's nodes: %+v", l)
 		}
+		screenshot(t, admin, "console-capacity.png")
 	})
 
 	t.Run("a drained node's time is said for what it is", func(t *testing.T) {
