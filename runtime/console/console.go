@@ -185,7 +185,7 @@ func secureHeaders(c *gin.Context) {
 func (c *Console) home(ctx *gin.Context) {
 	s, err := c.session(ctx)
 	switch {
-	case c.refuseUnavailable(ctx, err):
+	case c.refuseUnavailableTo(ctx, s, err):
 	case err != nil:
 		ctx.Redirect(http.StatusSeeOther, Path+"/signin")
 	case s.Principal.TeamID == 0:

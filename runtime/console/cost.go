@@ -46,6 +46,23 @@ type costView struct {
 	// NoGPUs says which nodes up in the window registered no GPU, so
 	// counted none; empty when every node did.
 	NoGPUs string
+	// WhyNoGPUHours says, in words, why the week counts no GPU-hours;
+	// empty when it counts some.
+	WhyNoGPUHours string
+}
+
+// whyNoGPUHours says why a report counts no GPU-hours: the nodes up in
+// its window registered no GPU (noGPUs names them), or none was up.
+func whyNoGPUHours(r costreport.Report, noGPUs string) string {
+	switch {
+	case r.Total.GPUHours > 0:
+		return ""
+	case noGPUs != "":
+		return "No GPU-hours in this window: the only nodes up in it, " + noGPUs + ", registered no GPU, " +
+			"so they count no GPU-hours and no GPU cost."
+	default:
+		return "No GPU-hours in this window: no node with a GPU was registered and up in it."
+	}
 }
 
 // noGPUNames is how many nodes without a GPU the cost page names before it
@@ -178,5 +195,6 @@ func (c *Console) costPage(ctx *gin.Context) {
 		return
 	}
 	v.Report, v.ReadAt, v.NoGPUs = r, computed, noGPUs(r.NodesWithoutGPUs)
+	v.WhyNoGPUHours = whyNoGPUHours(r, v.NoGPUs)
 	c.render(ctx, http.StatusOK, "cost", v)
 }

@@ -176,6 +176,13 @@ func TestCostPageNodesWithoutGPUs(t *testing.T) {
 			if strings.Contains(note[1], "gpu-node") {
 				t.Errorf("the note %q names a node with a GPU", note[1])
 			}
+			why := regexp.MustCompile(`(?s)<p class="empty" id="no-gpu-hours">(.*?)</p>`).FindStringSubmatch(body)
+			switch {
+			case tc.name == "alone" && (why == nil || !strings.Contains(why[1], "No GPU-hours") || !strings.Contains(why[1], "local-qwen-32b")):
+				t.Errorf("with only nodes without a GPU the page does not say why it counts no GPU-hours:\n%s", body)
+			case tc.name != "alone" && why != nil:
+				t.Errorf("beside GPU time the page says %q", why[1])
+			}
 		})
 	}
 }

@@ -92,6 +92,14 @@ func (c *Console) teamsPage(ctx *gin.Context) {
 			break
 		}
 		row := teamRow{Team: t}
+		// The teams table holds the balance only; reserved and available
+		// money come from the ledger, as GET /admin/teams fills them.
+		b, berr := c.cfg.Ledger.Balance(rctx, t.ID)
+		if berr != nil {
+			err = berr
+			break
+		}
+		row.BalanceMicrocredits, row.ReservedMicrocredits, row.AvailableMicrocredits = b.Balance, b.Reserved, b.Available
 		usage, uerr := c.cfg.Ledger.Usage(rctx, t.ID, v.MonthStart, now.Add(time.Second))
 		for _, u := range usage {
 			row.SpentMicrocredits += u.CostMicrocredits
@@ -123,6 +131,9 @@ type platformModelsView struct {
 	// ShowPending says the page has pending counts; PendingUnavailable
 	// that Redis did not answer for them.
 	ShowPending, PendingUnavailable bool
+	// Capacity is each model's serving capacity from the nodes'
+	// heartbeats; nil when the page has no live state.
+	Capacity []modelCapacity
 }
 
 // platformModelsPage lists every declared model with its prices and how
@@ -170,6 +181,9 @@ func (c *Console) platformModelsPage(ctx *gin.Context) {
 			}
 		}
 		v.Models = append(v.Models, pm)
+	}
+	if c.cfg.Nodes != nil && !v.LiveUnavailable {
+		v.Capacity = capacityOf(v.Models, nodes, live, v.ShowPending && !v.PendingUnavailable)
 	}
 	c.render(ctx, http.StatusOK, "platform_models", v)
 }

@@ -150,3 +150,18 @@ func formatTime(t any) string {
 	}
 	return ""
 }
+
+// forbiddenTitle and forbiddenMessage are the page a team's session gets
+// at a platform page: not "Unavailable", since nothing is down; the
+// pages are the platform team's.
+const (
+	forbiddenTitle   = "Platform team only"
+	forbiddenMessage = "The platform pages (nodes, platform models, teams, GPU-hours) are for the platform team: " +
+		"sign in with the admin token or a JWT with the admin role to see them. Your team's pages are in the navigation above."
+)
+
+// renderForbidden shows the designed page of a session refused a page it
+// may not open: 403, titled for what happened.
+func (c *Console) renderForbidden(ctx *gin.Context, se session) {
+	c.render(ctx, http.StatusForbidden, "error", errorView{pageView: c.view(se, forbiddenTitle, "", ""), Message: forbiddenMessage})
+}

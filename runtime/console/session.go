@@ -166,11 +166,19 @@ const databaseDownMessage = "The console is unavailable: the platform database i
 // refuseUnavailable answers the designed 503 page, with Retry-After, when
 // err says a store did not answer, and reports whether it did.
 func (c *Console) refuseUnavailable(ctx *gin.Context, err error) bool {
+	return c.refuseUnavailableTo(ctx, session{}, err)
+}
+
+// refuseUnavailableTo is refuseUnavailable for the session se Redis still
+// holds: when only the database is down, the page keeps the signed-in
+// frame (the navigation and the sign-out form), as its message says the
+// visitor is still signed in.
+func (c *Console) refuseUnavailableTo(ctx *gin.Context, se session, err error) bool {
 	switch {
 	case errors.Is(err, errStoreDown):
 		c.renderUnavailable(ctx, session{}, storeDownMessage)
 	case errors.Is(err, errDatabaseDown):
-		c.renderUnavailable(ctx, session{}, databaseDownMessage)
+		c.renderUnavailable(ctx, se, databaseDownMessage)
 	default:
 		return false
 	}
@@ -179,7 +187,8 @@ func (c *Console) refuseUnavailable(ctx *gin.Context, err error) bool {
 
 // session returns the browser's live session: errNoSession when it has
 // none (or it ended), errStoreDown when Redis cannot say, errDatabaseDown
-// when PostgreSQL cannot say whether its key still works. A session
+// (with the session Redis holds, for the error page's frame) when
+// PostgreSQL cannot say whether its key still works. A session
 // exchanged for an API key ends as soon as the key stops working — gone,
 // revoked, expired or moved to another team: it is bound to that key, not
 // only to its team — and never because the database did not answer.
@@ -199,7 +208,7 @@ func (c *Console) session(ctx *gin.Context) (session, error) {
 		switch {
 		case err != nil && !errors.Is(err, admin.ErrNotFound):
 			c.cfg.Logger.Warn("console session's key cannot be checked", "key_id", p.KeyID, "err", err)
-			return session{}, errDatabaseDown
+			return se, errDatabaseDown
 		case err != nil, k.StatusAt(c.cfg.Now()) != adminwire.KeyActive, k.TeamID != p.TeamID:
 			_ = c.sessions.end(ctx.Request.Context(), id)
 			return session{}, errNoSession
@@ -227,7 +236,7 @@ func (c *Console) readSession(ctx context.Context, id string) (session, error) {
 func (c *Console) requireSession(platform bool) gin.HandlerFunc {
 	return func(ctx *gin.Context) {
 		se, err := c.session(ctx)
-		if c.refuseUnavailable(ctx, err) {
+		if c.refuseUnavailableTo(ctx, se, err) {
 			ctx.Abort()
 			return
 		}
@@ -238,7 +247,7 @@ func (c *Console) requireSession(platform bool) gin.HandlerFunc {
 		}
 		switch {
 		case platform && !se.Principal.IsAdmin():
-			c.renderError(ctx, se, http.StatusForbidden, "The platform pages are for the platform team's admin credential.")
+			c.renderForbidden(ctx, se)
 			ctx.Abort()
 			return
 		case !platform && se.Principal.TeamID == 0:
