@@ -6,6 +6,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,7 +110,8 @@ func TestMigrationIsAtomic(t *testing.T) {
 		t.Run(dc.name, func(t *testing.T) {
 			db := openTest(t, dc.dsn(t))
 			migs := embeddedMigrations(t, db.Dialect())
-			broken := migration{version: int64(len(migs) + 1), name: "broken.sql",
+			last := migs[len(migs)-1].version
+			broken := migration{version: last + 1, name: "broken.sql",
 				sql: "CREATE TABLE half_done (id INTEGER); INSERT INTO no_such_table VALUES (1);"}
 			applied, err := db.migrate(ctx, append(migs, broken))
 			if err == nil || !strings.Contains(err.Error(), "broken.sql") {
@@ -126,8 +128,8 @@ func TestMigrationIsAtomic(t *testing.T) {
 			if err := db.QueryRowContext(ctx, "SELECT max(version) FROM schema_migrations").Scan(&latest); err != nil {
 				t.Fatalf("read version: %v", err)
 			}
-			if latest != int64(len(migs)) {
-				t.Errorf("version = %d, want %d", latest, len(migs))
+			if latest != last {
+				t.Errorf("version = %d, want %d", latest, last)
 			}
 		})
 	}
@@ -165,6 +167,34 @@ func TestConcurrentMigrate(t *testing.T) {
 			}
 			if total != len(migs) {
 				t.Errorf("replicas applied %v migrations in all (%d), want each of the %d once", applied, total, len(migs))
+			}
+		})
+	}
+}
+
+// TestMigrateFillsGap: a database that ran a later migration first (two
+// branches took 0009 and 0010 side by side, and 0010 was deployed alone)
+// gets the earlier one once both are embedded: the runner applies every
+// version schema_migrations does not record, in order, not only those
+// past the highest.
+func TestMigrateFillsGap(t *testing.T) {
+	ctx := context.Background()
+	for _, dc := range dialectCases {
+		t.Run(dc.name, func(t *testing.T) {
+			db := migrated(t, dc.dsn(t))
+			last := embeddedMigrations(t, db.Dialect())
+			next := last[len(last)-1].version + 1
+			one := migration{version: next, name: "first.sql", sql: "CREATE TABLE gap_first (id INTEGER)"}
+			two := migration{version: next + 1, name: "second.sql", sql: "CREATE TABLE gap_second (id INTEGER)"}
+			if n, err := db.migrate(ctx, append(slices.Clone(last), two)); err != nil || n != 1 {
+				t.Fatalf("migrate with a gap: applied %d, %v; want 1, nil", n, err)
+			}
+			if n, err := db.migrate(ctx, append(slices.Clone(last), one, two)); err != nil || n != 1 {
+				t.Fatalf("migrate with the gap filled: applied %d, %v; want 1, nil", n, err)
+			}
+			var c int
+			if err := db.QueryRowContext(ctx, "SELECT count(*) FROM gap_first").Scan(&c); err != nil {
+				t.Fatalf("the gap's migration did not run: %v", err)
 			}
 		})
 	}

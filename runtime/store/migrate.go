@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,15 +93,15 @@ func (db *DB) migrateStep(ctx context.Context, migs []migration) (applied bool, 
 	if _, err := tx.ExecContext(ctx, createMigrationsTable[db.dialect]); err != nil {
 		return false, fmt.Errorf("create schema_migrations: %w", err)
 	}
-	var current int64
-	if err := tx.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM schema_migrations").Scan(&current); err != nil {
-		return false, fmt.Errorf("read schema version: %w", err)
+	done, current, err := appliedVersions(ctx, tx)
+	if err != nil {
+		return false, err
 	}
 	if latest := migs[len(migs)-1].version; current > latest {
 		return false, fmt.Errorf("database at version %d, this binary knows up to %d: %w", current, latest, ErrSchemaTooNew)
 	}
-	i := sort.Search(len(migs), func(i int) bool { return migs[i].version > current })
-	if i == len(migs) {
+	i := slices.IndexFunc(migs, func(m migration) bool { return !done[m.version] })
+	if i < 0 {
 		return false, tx.Commit()
 	}
 	m := migs[i]
@@ -116,8 +117,34 @@ func (db *DB) migrateStep(ctx context.Context, migs []migration) (applied bool, 
 	return true, nil
 }
 
+// appliedVersions returns the versions schema_migrations records and the
+// highest of them (0 for none).
+func appliedVersions(ctx context.Context, tx *sql.Tx) (map[int64]bool, int64, error) {
+	rows, err := tx.QueryContext(ctx, "SELECT version FROM schema_migrations")
+	if err != nil {
+		return nil, 0, fmt.Errorf("read schema versions: %w", err)
+	}
+	defer rows.Close()
+	applied, current := map[int64]bool{}, int64(0)
+	for rows.Next() {
+		var v int64
+		if err := rows.Scan(&v); err != nil {
+			return nil, 0, fmt.Errorf("read schema versions: %w", err)
+		}
+		applied[v], current = true, max(current, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("read schema versions: %w", err)
+	}
+	return applied, current, nil
+}
+
 // loadMigrations reads the NNNN_name.sql files of dir (four digits or
-// more), which must number 1, 2, 3, … without gaps or duplicates.
+// more), which must number from 1 upwards without duplicates. A gap is
+// allowed: branches developed side by side take numbers in advance (one
+// adds 0010 while another adds 0009), and the runner applies every
+// migration schema_migrations does not record, in order, so a database
+// that ran 0010 first still gets 0009 once both are merged.
 func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
@@ -138,13 +165,16 @@ func loadMigrations(fsys fs.FS, dir string) ([]migration, error) {
 		migs = append(migs, migration{version: v, name: name, sql: string(b)})
 	}
 	sort.Slice(migs, func(i, j int) bool { return migs[i].version < migs[j].version })
-	for i, m := range migs {
-		if m.version != int64(i+1) {
-			return nil, fmt.Errorf("%w: %s/%s has version %d, want %d", ErrBadMigrations, dir, m.name, m.version, i+1)
-		}
-	}
 	if len(migs) == 0 {
 		return nil, fmt.Errorf("%w: %s holds none", ErrBadMigrations, dir)
+	}
+	if migs[0].version != 1 {
+		return nil, fmt.Errorf("%w: %s/%s has version %d, want 1", ErrBadMigrations, dir, migs[0].name, migs[0].version)
+	}
+	for i := 1; i < len(migs); i++ {
+		if migs[i].version == migs[i-1].version {
+			return nil, fmt.Errorf("%w: %s/%s and %s share version %d", ErrBadMigrations, dir, migs[i-1].name, migs[i].name, migs[i].version)
+		}
 	}
 	return migs, nil
 }
