@@ -34,6 +34,10 @@ func (d *teamDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, r
 			"balance_microcredits":   schema.Int64Attribute{Computed: true, MarkdownDescription: "Credits granted minus costs settled."},
 			"reserved_microcredits":  schema.Int64Attribute{Computed: true, MarkdownDescription: "Held by requests still running."},
 			"available_microcredits": schema.Int64Attribute{Computed: true, MarkdownDescription: "Balance minus reserved."},
+			"self_service_keys": schema.BoolAttribute{Computed: true,
+				MarkdownDescription: "Whether the team's members may make and revoke personal keys in the console."},
+			"personal_key_max_days": schema.Int64Attribute{Computed: true,
+				MarkdownDescription: "The longest life, in days, of a personal key made in the console."},
 		},
 	}
 }

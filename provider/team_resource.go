@@ -8,6 +8,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
@@ -15,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/llmplat/llmplat/runtime/adminclient"
+	"github.com/llmplat/llmplat/runtime/adminrules"
 	"github.com/llmplat/llmplat/runtime/adminwire"
 )
 
@@ -37,6 +40,10 @@ type teamModel struct {
 	Balance   types.Int64  `tfsdk:"balance_microcredits"`
 	Reserved  types.Int64  `tfsdk:"reserved_microcredits"`
 	Available types.Int64  `tfsdk:"available_microcredits"`
+	// SelfService and PersonalKeyMaxDays are the team's self-service
+	// switch and the longest life of a personal key.
+	SelfService        types.Bool  `tfsdk:"self_service_keys"`
+	PersonalKeyMaxDays types.Int64 `tfsdk:"personal_key_max_days"`
 }
 
 func (r *teamResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -74,6 +81,22 @@ func (r *teamResource) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"available_microcredits": schema.Int64Attribute{
 				Computed: true, PlanModifiers: lastRead, MarkdownDescription: "Balance minus reserved: what new requests may reserve, as last read by a refresh.",
 			},
+			"self_service_keys": schema.BoolAttribute{
+				Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				MarkdownDescription: "Whether the team's members may create, name, scope and revoke personal API keys in the web console " +
+					"(default false). A personal key may use only models and limits within its maker's own key, and expires within " +
+					"`personal_key_max_days`; its secret is shown once. Personal keys are not Terraform's: this provider neither reads " +
+					"nor plans them, so they cause no drift, and the keys Terraform declares (`llmplat_api_key`) stay read-only in the " +
+					"console. Turning this off stops new personal keys; those made stay until they expire or are revoked.",
+			},
+			"personal_key_max_days": schema.Int64Attribute{
+				CustomType: wholeNumber, Optional: true, Computed: true, Default: int64default.StaticInt64(adminrules.DefaultPersonalKeyDays),
+				MarkdownDescription: "The longest life, in days, of a personal key made in the console: 1 to " +
+					itoa(adminrules.MaxPersonalKeyDays) + ", default " + itoa(adminrules.DefaultPersonalKeyDays) +
+					". Lowering it does not shorten keys already made.",
+				Validators: []validator.Int64{int64Rule{desc: "1 to " + itoa(adminrules.MaxPersonalKeyDays) + " days",
+					rule: adminrules.PersonalKeyMaxDays}},
+			},
 		},
 	}
 }
@@ -90,6 +113,16 @@ func (m *teamModel) set(t adminwire.Team) {
 	m.Balance = types.Int64Value(t.BalanceMicrocredits)
 	m.Reserved = types.Int64Value(t.ReservedMicrocredits)
 	m.Available = types.Int64Value(t.AvailableMicrocredits)
+	m.SelfService = types.BoolValue(t.SelfServiceKeys)
+	m.PersonalKeyMaxDays = types.Int64Value(int64(t.PersonalKeyMaxDays))
+}
+
+// selfServicePatch is the update that gives the team m's self-service
+// settings, and whether t lacks them.
+func (m *teamModel) selfServicePatch(t adminwire.Team) (adminwire.UpdateTeamRequest, bool) {
+	on, days := m.SelfService.ValueBool(), int(m.PersonalKeyMaxDays.ValueInt64())
+	return adminwire.UpdateTeamRequest{SelfServiceKeys: &on, PersonalKeyMaxDays: &days},
+		t.SelfServiceKeys != on || t.PersonalKeyMaxDays != days
 }
 
 func (r *teamResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -111,6 +144,19 @@ func (r *teamResource) Create(ctx context.Context, req resource.CreateRequest, r
 	if err != nil {
 		resp.Diagnostics.AddError("Team not created", err.Error())
 		return
+	}
+	// The self-service settings are a second call: on its failure the
+	// team is kept in state as it is (and tainted by the error), never
+	// left on the platform unknown to Terraform.
+	if patch, differ := m.selfServicePatch(t); differ {
+		updated, err := r.client.UpdateTeam(ctx, t.ID, patch)
+		if err != nil {
+			m.set(t)
+			resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
+			resp.Diagnostics.AddAttributeError(path.Root("self_service_keys"), "Team's self-service settings not set", err.Error())
+			return
+		}
+		t = updated
 	}
 	m.set(t)
 	resp.Diagnostics.Append(resp.State.Set(ctx, &m)...)
@@ -173,7 +219,9 @@ func (r *teamResource) Update(ctx context.Context, req resource.UpdateRequest, r
 		return
 	}
 	name := plan.Name.ValueString()
-	t, err := r.client.UpdateTeam(ctx, id, adminwire.UpdateTeamRequest{Name: &name})
+	patch, _ := plan.selfServicePatch(adminwire.Team{})
+	patch.Name = &name
+	t, err := r.client.UpdateTeam(ctx, id, patch)
 	if err != nil {
 		resp.Diagnostics.AddAttributeError(path.Root("name"), "Team not updated", err.Error())
 		return

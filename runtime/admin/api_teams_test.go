@@ -141,3 +141,44 @@ func TestGetCreditAPI(t *testing.T) {
 		})
 	}
 }
+
+// TestTeamSelfServiceAPI: PATCH /admin/teams/{id} sets the self-service
+// switch and the longest personal key life, each alone, and refuses a life
+// out of range naming the field; GET and the list show both; a key made
+// through the API is managed and names the admin credential that made and
+// revoked it.
+func TestTeamSelfServiceAPI(t *testing.T) {
+	ctx := context.Background()
+	for _, dc := range dialectCases {
+		t.Run(dc.name, func(t *testing.T) {
+			h := newHarness(t, dc.dsn(t), harnessOptions{})
+			c := h.client
+			id := h.team(t, "search")
+			on, days := true, 30
+			got, err := c.UpdateTeam(ctx, id, adminwire.UpdateTeamRequest{SelfServiceKeys: &on})
+			if err != nil || !got.SelfServiceKeys || got.PersonalKeyMaxDays != 90 {
+				t.Fatalf("switch on: %+v %v, want on with the default 90 days", got, err)
+			}
+			got, err = c.UpdateTeam(ctx, id, adminwire.UpdateTeamRequest{PersonalKeyMaxDays: &days})
+			if err != nil || !got.SelfServiceKeys || got.PersonalKeyMaxDays != 30 {
+				t.Fatalf("set 30 days: %+v %v, want on and 30", got, err)
+			}
+			list, err := c.ListTeams(ctx)
+			if err != nil || len(list) != 1 || !list[0].SelfServiceKeys || list[0].PersonalKeyMaxDays != 30 {
+				t.Errorf("ListTeams = %+v, %v", list, err)
+			}
+			for _, bad := range []int{0, -1, 3651} {
+				_, err = c.UpdateTeam(ctx, id, adminwire.UpdateTeamRequest{PersonalKeyMaxDays: &bad})
+				wantAPIError(t, "personal_key_max_days "+itoa(int64(bad)), err, http.StatusBadRequest, "personal_key_max_days")
+			}
+			k, err := c.CreateKey(ctx, adminwire.CreateKeyRequest{TeamID: id, Name: "tf"}, "")
+			if err != nil || k.Origin != adminwire.KeyOriginAdmin || !k.Managed() || k.CreatedBy == "" {
+				t.Fatalf("CreateKey: %+v %v, want a managed key naming its maker", k, err)
+			}
+			r, err := c.RevokeKey(ctx, k.ID)
+			if err != nil || r.RevokedBy == "" {
+				t.Errorf("RevokeKey: %+v %v, want its revoker named", r, err)
+			}
+		})
+	}
+}

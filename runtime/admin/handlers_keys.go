@@ -7,6 +7,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
+	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
 
@@ -43,7 +44,7 @@ func (a *API) createKey(c *gin.Context) {
 		badRequest(c, codeInvalidValue, e)
 		return
 	}
-	out, err := a.store.CreateKey(c.Request.Context(), req, idem, a.now())
+	out, err := a.store.CreateKeyBy(c.Request.Context(), req, idem, a.subject(c), a.now())
 	if err != nil {
 		a.fail(c, err, paramFor(err, "team_id", adminwire.IdempotencyHeader), "team")
 		return
@@ -185,7 +186,7 @@ func (a *API) revokeKey(c *gin.Context) {
 		return
 	}
 	ctx := c.Request.Context()
-	k, err := a.store.RevokeKey(ctx, id, a.now())
+	k, err := a.store.RevokeKeyBy(ctx, id, a.subject(c), a.now())
 	if err != nil {
 		a.fail(c, err, "id", "api key")
 		return
@@ -212,4 +213,15 @@ func (a *API) evict(c *gin.Context, id int64, op string) {
 		a.cfg.Logger.Warn("key cache eviction not broadcast", "request_id", c.GetString(ctxRequestID),
 			"op", op, "key_id", id, "err", err)
 	}
+}
+
+// subject names the admin credential of the request, as the audit list
+// shows who made or revoked a key: "admin API (<subject>)".
+func (a *API) subject(c *gin.Context) string {
+	p, _ := c.Get(ctxPrincipal)
+	sub := ""
+	if p, ok := p.(auth.Principal); ok {
+		sub = p.Subject
+	}
+	return "admin API (" + sub + ")"
 }

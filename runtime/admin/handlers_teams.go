@@ -9,6 +9,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/llmplat/llmplat/runtime/adminrules"
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
@@ -112,7 +113,8 @@ func (a *API) getTeam(c *gin.Context) {
 	writeJSON(c, http.StatusOK, t)
 }
 
-// updateTeam is PATCH /admin/teams/{id}.
+// updateTeam is PATCH /admin/teams/{id}: a rename, the self-service
+// switch and the longest life of a personal key, each when present.
 func (a *API) updateTeam(c *gin.Context) {
 	id, ok := pathID(c, "id")
 	if !ok {
@@ -127,6 +129,12 @@ func (a *API) updateTeam(c *gin.Context) {
 		t   adminwire.Team
 		err error
 	)
+	if req.PersonalKeyMaxDays != nil {
+		if e := refused(adminrules.PersonalKeyMaxDays(int64(*req.PersonalKeyMaxDays))); e != nil {
+			badRequest(c, codeInvalidValue, e)
+			return
+		}
+	}
 	if req.Name != nil {
 		if e := checkIdent("name", *req.Name); e != nil {
 			badRequest(c, codeInvalidValue, e)
@@ -135,6 +143,9 @@ func (a *API) updateTeam(c *gin.Context) {
 		t, err = a.store.RenameTeam(ctx, id, *req.Name)
 	} else {
 		t, err = a.store.GetTeam(ctx, id)
+	}
+	if err == nil && (req.SelfServiceKeys != nil || req.PersonalKeyMaxDays != nil) {
+		t, err = a.store.SetSelfService(ctx, id, req.SelfServiceKeys, req.PersonalKeyMaxDays)
 	}
 	if err == nil {
 		t, err = a.withBalance(ctx, t)

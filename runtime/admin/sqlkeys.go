@@ -64,6 +64,12 @@ func getKey(ctx context.Context, q queryer, id int64, forUpdate string) (adminwi
 // ErrIdempotencyConflict, unless the key it made was revoked since: then it
 // makes a new key, which idemKey names from then on. A missing team is ErrTeamNotFound.
 func (s *SQLStore) CreateKey(ctx context.Context, req adminwire.CreateKeyRequest, idemKey string, now time.Time) (adminwire.CreatedKey, error) {
+	return s.CreateKeyBy(ctx, req, idemKey, "", now)
+}
+
+// CreateKeyBy is CreateKey recording who made the key (by: the admin
+// credential's subject) for the team's audit list.
+func (s *SQLStore) CreateKeyBy(ctx context.Context, req adminwire.CreateKeyRequest, idemKey, by string, now time.Time) (adminwire.CreatedKey, error) {
 	if req.ExpiresAt != nil {
 		t := req.ExpiresAt.UTC()
 		req.ExpiresAt = &t
@@ -77,7 +83,7 @@ func (s *SQLStore) CreateKey(ctx context.Context, req adminwire.CreateKeyRequest
 	err := runIdempotent(func() error {
 		return s.db.InTx(ctx, func(tx *sql.Tx) error {
 			var err error
-			out, err = s.createKeyTx(ctx, tx, req, idemKey, fp, now)
+			out, err = s.createKeyTx(ctx, tx, req, idemKey, fp, by, now)
 			return err
 		})
 	})
@@ -88,7 +94,7 @@ func (s *SQLStore) CreateKey(ctx context.Context, req adminwire.CreateKeyRequest
 }
 
 // createKeyTx is CreateKey's transaction.
-func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req adminwire.CreateKeyRequest, idemKey, fp string, now time.Time) (adminwire.CreatedKey, error) {
+func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req adminwire.CreateKeyRequest, idemKey, fp, by string, now time.Time) (adminwire.CreatedKey, error) {
 	retake := false
 	if idemKey != "" {
 		out, answered, again, err := s.repeatKeyCreate(ctx, tx, idemKey, fp, req.Key)
@@ -106,11 +112,11 @@ func (s *SQLStore) createKeyTx(ctx context.Context, tx *sql.Tx, req adminwire.Cr
 	}
 	var id int64
 	err = tx.QueryRowContext(ctx, `INSERT INTO api_keys
-		(team_id, name, prefix, hash, model_allowlist, rpm, tokens_per_day, max_streams, max_tokens, expires_at, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING id`,
+		(team_id, name, prefix, hash, model_allowlist, rpm, tokens_per_day, max_streams, max_tokens, expires_at, created_at, created_by)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING id`,
 		req.TeamID, req.Name, secret.Display, secret.Hash, allowlistJSON(req.ModelAllowlist),
 		nullIfZero(int64(req.RPM)), nullIfZero(req.TokensPerDay), nullIfZero(int64(req.MaxStreams)),
-		nullIfZero(int64(req.MaxTokens)), nullTimeParam(req.ExpiresAt), now).Scan(&id)
+		nullIfZero(int64(req.MaxTokens)), nullTimeParam(req.ExpiresAt), now, by).Scan(&id)
 	if err != nil {
 		return adminwire.CreatedKey{}, fmt.Errorf("insert: %w", err)
 	}
@@ -378,8 +384,14 @@ func setSecret(ctx context.Context, tx *sql.Tx, id int64, secret credential.Key)
 // RevokeKey marks the key with id revoked at now. Revoking a revoked key
 // changes nothing and returns it as it is.
 func (s *SQLStore) RevokeKey(ctx context.Context, id int64, now time.Time) (adminwire.Key, error) {
-	if _, err := s.db.ExecContext(ctx, "UPDATE api_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
-		id, now); err != nil {
+	return s.RevokeKeyBy(ctx, id, "", now)
+}
+
+// RevokeKeyBy is RevokeKey recording who revoked the key (by: the admin
+// credential's subject) for the team's audit list.
+func (s *SQLStore) RevokeKeyBy(ctx context.Context, id int64, by string, now time.Time) (adminwire.Key, error) {
+	if _, err := s.db.ExecContext(ctx, "UPDATE api_keys SET revoked_at = $2, revoked_by = $3 WHERE id = $1 AND revoked_at IS NULL",
+		id, now, by); err != nil {
 		return adminwire.Key{}, fmt.Errorf("revoke api key: %w", err)
 	}
 	return getKey(ctx, s.db, id, "")

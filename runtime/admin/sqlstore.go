@@ -33,7 +33,7 @@ func NewSQLStore(db *store.DB) *SQLStore {
 
 // keyColumns are the api_keys columns scanKey reads, in order.
 const keyColumns = `k.id, k.team_id, k.name, k.prefix, k.model_allowlist, k.rpm, k.tokens_per_day,
-	k.max_streams, k.max_tokens, k.expires_at, k.revoked_at, k.created_at`
+	k.max_streams, k.max_tokens, k.expires_at, k.revoked_at, k.created_at, k.origin, k.created_by, k.revoked_by`
 
 // rowScanner is *sql.Row or *sql.Rows.
 type rowScanner interface{ Scan(dest ...any) error }
@@ -49,7 +49,7 @@ func scanKey(r rowScanner, extra ...any) (adminwire.Key, error) {
 		expires, revoked             sql.NullTime
 	)
 	dest := []any{&k.ID, &k.TeamID, &k.Name, &k.Prefix, &allow, &rpm, &tpd, &streams, &maxTokens,
-		&expires, &revoked, &k.CreatedAt}
+		&expires, &revoked, &k.CreatedAt, &k.Origin, &k.CreatedBy, &k.RevokedBy}
 	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return adminwire.Key{}, err
 	}

@@ -12,7 +12,7 @@ import (
 )
 
 // teamColumns are the teams columns scanTeam reads, in order.
-const teamColumns = "id, name, balance_microcredits, created_at, released_at"
+const teamColumns = "id, name, balance_microcredits, created_at, released_at, self_service_keys, personal_key_max_days"
 
 // scanTeam reads one team selected with teamColumns. Reserved and available
 // money come from the ledger, not from here.
@@ -21,7 +21,7 @@ func scanTeam(r rowScanner) (adminwire.Team, error) {
 		t        adminwire.Team
 		released sql.NullTime
 	)
-	if err := r.Scan(&t.ID, &t.Name, &t.BalanceMicrocredits, &t.CreatedAt, &released); err != nil {
+	if err := r.Scan(&t.ID, &t.Name, &t.BalanceMicrocredits, &t.CreatedAt, &released, &t.SelfServiceKeys, &t.PersonalKeyMaxDays); err != nil {
 		return adminwire.Team{}, err
 	}
 	t.CreatedAt = t.CreatedAt.UTC()
@@ -205,4 +205,34 @@ func (s *SQLStore) RenameTeam(ctx context.Context, id int64, name string) (admin
 		return adminwire.Team{}, fmt.Errorf("team %d: %w", id, ErrTeamNotFound)
 	}
 	return s.GetTeam(ctx, id)
+}
+
+// SetSelfService sets the team's self-service switch and the longest life
+// of its personal keys; a nil field is left as it is. A missing team is
+// ErrTeamNotFound.
+func (s *SQLStore) SetSelfService(ctx context.Context, id int64, on *bool, maxDays *int) (adminwire.Team, error) {
+	res, err := s.db.ExecContext(ctx, `UPDATE teams SET self_service_keys = COALESCE($2, self_service_keys),
+		personal_key_max_days = COALESCE($3, personal_key_max_days) WHERE id = $1`, id, nullBool(on), nullInt(maxDays))
+	if err != nil {
+		return adminwire.Team{}, fmt.Errorf("set self-service of team %d: %w", id, err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return adminwire.Team{}, fmt.Errorf("team %d: %w", id, ErrTeamNotFound)
+	}
+	return s.GetTeam(ctx, id)
+}
+
+// nullBool and nullInt are nullable parameters: nil for an absent field.
+func nullBool(b *bool) any {
+	if b == nil {
+		return nil
+	}
+	return *b
+}
+
+func nullInt(v *int) any {
+	if v == nil {
+		return nil
+	}
+	return int64(*v)
 }

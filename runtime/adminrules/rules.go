@@ -31,6 +31,12 @@ const (
 	MaxInt32Limit = math.MaxInt32
 	// MaxInt64Limit bounds tokens_per_day, a BIGINT column.
 	MaxInt64Limit = math.MaxInt64
+	// MaxPersonalKeyDays bounds a team's personal_key_max_days (ten
+	// years, as the column's CHECK): a personal key is meant to expire.
+	MaxPersonalKeyDays = 3650
+	// DefaultPersonalKeyDays is a team's personal_key_max_days until the
+	// platform sets it: a quarter, the usual rotation period.
+	DefaultPersonalKeyDays = 90
 )
 
 // identRe is the shape of team, model and node names: they appear in URL
@@ -75,6 +81,14 @@ func Text(field, s string, max int) *FieldError {
 
 // KeyName checks an API key's name.
 func KeyName(s string) *FieldError { return Text("name", s, MaxKeyNameLen) }
+
+// PersonalKeyMaxDays checks a team's personal_key_max_days.
+func PersonalKeyMaxDays(v int64) *FieldError {
+	if v < 1 || v > MaxPersonalKeyDays {
+		return invalid("personal_key_max_days", "personal_key_max_days must be between 1 and %d", MaxPersonalKeyDays)
+	}
+	return nil
+}
 
 // Note checks a credit grant's note.
 func Note(s string) *FieldError { return Text("note", s, MaxNoteLen) }

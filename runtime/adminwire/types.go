@@ -30,6 +30,11 @@ type Team struct {
 	// platform kept the team, and a create-only request of its name takes
 	// it back. Absent while the team is held.
 	ReleasedAt *time.Time `json:"released_at,omitempty"`
+	// SelfServiceKeys lets the team's members create and revoke personal
+	// keys in the console; off unless the platform turns it on.
+	SelfServiceKeys bool `json:"self_service_keys"`
+	// PersonalKeyMaxDays is the longest life, in days, of a personal key.
+	PersonalKeyMaxDays int `json:"personal_key_max_days"`
 }
 
 // CreateTeamRequest is the body of POST /admin/teams.
@@ -40,7 +45,9 @@ type CreateTeamRequest struct {
 // UpdateTeamRequest is the body of PATCH /admin/teams/{id}; an absent field
 // is left as it is.
 type UpdateTeamRequest struct {
-	Name *string `json:"name,omitempty"`
+	Name               *string `json:"name,omitempty"`
+	SelfServiceKeys    *bool   `json:"self_service_keys,omitempty"`
+	PersonalKeyMaxDays *int    `json:"personal_key_max_days,omitempty"`
 }
 
 // CreditRequest is the body of POST /admin/credits. A negative amount is a
@@ -75,6 +82,16 @@ const (
 	KeyRevoked = "revoked"
 )
 
+// Key origins: where a key was made.
+const (
+	// KeyOriginAdmin is a key made through the admin API (by Terraform or
+	// the platform team): managed, read-only in the console.
+	KeyOriginAdmin = "admin"
+	// KeyOriginConsole is a personal key a team member made in the
+	// console; the member's team may revoke it there.
+	KeyOriginConsole = "console"
+)
+
 // Key is an API key as the admin API shows it: never its secret or hash.
 type Key struct {
 	ID     int64  `json:"id"`
@@ -94,7 +111,17 @@ type Key struct {
 	CreatedAt      time.Time  `json:"created_at"`
 	// Status is KeyActive, KeyExpired or KeyRevoked.
 	Status string `json:"status"`
+	// Origin is KeyOriginAdmin or KeyOriginConsole.
+	Origin string `json:"origin"`
+	// CreatedBy and RevokedBy name who made and revoked the key (an API
+	// key's prefix or a JWT's subject); empty when not recorded.
+	CreatedBy string `json:"created_by"`
+	RevokedBy string `json:"revoked_by"`
 }
+
+// Managed reports whether k was made through the admin API, so is
+// Terraform's or the platform team's to change, not the console's.
+func (k Key) Managed() bool { return k.Origin != KeyOriginConsole }
 
 // StatusAt is k's status at now: KeyRevoked, KeyExpired or KeyActive. The
 // stores leave Status empty; the admin API and the console set it with this.

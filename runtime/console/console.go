@@ -90,6 +90,14 @@ type Config struct {
 	// is stuck on a frozen database and gets the designed 503 page instead
 	// of a hung tab holding a pooled connection until the thaw.
 	QueryTimeout time.Duration
+	// SelfService, optional, lets the members of a team that allows it
+	// make and revoke personal keys on the keys page; without it the page
+	// is read-only.
+	SelfService SelfService
+	// Revoker, optional, drops a revoked personal key from every gateway's
+	// key cache at once, as the admin API does; without it (one process,
+	// no cache) the revocation applies at the next lookup.
+	Revoker admin.Revoker
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger gets sign-in outcomes and failures, never a credential.
@@ -158,6 +166,9 @@ func (c *Console) Register(r gin.IRouter) {
 	team.GET("/balance", c.balancePage)
 	team.GET("/keys", c.keysPage)
 	team.GET("/models", c.modelsPage)
+	team.POST("/keys", c.createPersonalKey)
+	team.POST("/keys/:id/revoke", c.revokePersonalKey)
+	team.GET("/audit", c.auditPage)
 	plat := g.Group("/platform", c.requireSession(true))
 	plat.GET("/nodes", c.nodesPage)
 	plat.GET("/teams", c.teamsPage)

@@ -57,5 +57,15 @@
 // and its computed-at time, nothing invalidates it early, and the first
 // view after it computes a new one.
 //
+// Personal keys (Config.SelfService): when the platform allows it for a
+// team (teams.self_service_keys), its members create keys on the keys page
+// within their own credential's models and limits and the team's longest
+// key life, see each secret once on the answer page, and revoke them; a
+// key made through the admin API (by Terraform) is managed and its revoke
+// is refused, a key of another team is 404. Every form carries the
+// session's CSRF token and is refused from another origin, as sign-out is.
+// The audit page lists the team's keys created and revoked, with who did
+// it, and its credit grants.
+//
 // Assets are embedded; nothing is fetched from elsewhere at run time.
 package console

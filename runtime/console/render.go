@@ -15,7 +15,8 @@ import (
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"signin", "error", "usage", "balance", "keys", "models", "nodes", "teams", "platform_models", "cost"}
+var pageNames = []string{"signin", "error", "usage", "balance", "keys", "models", "nodes", "teams", "platform_models", "cost",
+	"key_created", "audit"}
 
 // funcs are the templates' formatting helpers.
 var funcs = template.FuncMap{

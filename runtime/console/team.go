@@ -109,6 +109,8 @@ type keysView struct {
 	Keys []keyRow
 	// RefusalsUnavailable says the 429 counts could not be read.
 	RefusalsUnavailable bool
+	// Form is the personal key form, when the team allows personal keys.
+	Form *selfServiceForm
 }
 
 // refusals returns the 429s of the API key id in the last
@@ -143,6 +145,9 @@ func (c *Console) keysPage(ctx *gin.Context) {
 			}
 		}
 		v.Keys = append(v.Keys, row)
+	}
+	if err == nil {
+		v.Form, err = c.selfServiceFormFor(rctx, se)
 	}
 	if err != nil {
 		c.cfg.Logger.Warn("console keys unavailable", "err", err)

@@ -177,7 +177,8 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		return queued + held, err
 	}
 	web, err := console.New(console.Config{Authenticate: authn.Authenticate, Redis: cfg.Redis, Prefix: cfg.RedisPrefix,
-		Ledger: cfg.Ledger, DB: cfg.DB, Directory: adm, Nodes: nodes, Pending: pending, Logger: cfg.Logger})
+		Ledger: cfg.Ledger, DB: cfg.DB, Directory: adm, Nodes: nodes, Pending: pending, SelfService: adm, Revoker: keys,
+		Logger: cfg.Logger})
 	if err != nil {
 		return Front{}, err
 	}

@@ -11,7 +11,7 @@ import (
 // schemaQueries describe a migrated database as sorted lines, so both
 // dialects can be compared with each other and with a golden file:
 //
-//	column <table>.<column> <int|text|bytes|time> <null|notnull>
+//	column <table>.<column> <int|text|bytes|bool|time> <null|notnull>
 //	unique <table>(<columns>)
 //	index  <table>.<name>(<columns>)
 var schemaQueries = map[Dialect][]string{
@@ -20,6 +20,7 @@ var schemaQueries = map[Dialect][]string{
 			CASE WHEN data_type IN ('bigint', 'integer', 'numeric') THEN 'int' -- numeric: sums that cannot overflow
 			     WHEN data_type IN ('text', 'jsonb', 'USER-DEFINED') THEN 'text'
 			     WHEN data_type = 'bytea' THEN 'bytes'
+			     WHEN data_type = 'boolean' THEN 'bool'
 			     WHEN data_type = 'timestamp with time zone' THEN 'time'
 			     ELSE 'other:' || data_type END || ' ' ||
 			CASE WHEN is_nullable = 'YES' THEN 'null' ELSE 'notnull' END
@@ -41,6 +42,7 @@ var schemaQueries = map[Dialect][]string{
 			CASE WHEN upper(p.type) IN ('INTEGER', 'BIGINT', 'INT') THEN 'int'
 			     WHEN upper(p.type) = 'TEXT' THEN 'text'
 			     WHEN upper(p.type) = 'BLOB' THEN 'bytes'
+			     WHEN upper(p.type) = 'BOOLEAN' THEN 'bool'
 			     WHEN upper(p.type) = 'TIMESTAMP' THEN 'time'
 			     ELSE 'other:' || p.type END || ' ' ||
 			CASE WHEN p."notnull" OR (p.pk AND upper(p.type) = 'INTEGER') THEN 'notnull' ELSE 'null' END
