@@ -207,6 +207,20 @@ func newLatencyRow(l ledger.Latency) latencyRow {
 	return r
 }
 
+// formatLatency shows a percentile in milliseconds: "—" when unknown
+// (-1), and "< 10 ms" inside the first bucket, where the estimate says only
+// that much (it would show the bucket's top for requests that never
+// queued).
+func formatLatency(ms int64) string {
+	switch {
+	case ms < 0:
+		return "—"
+	case ms <= ledger.LatencyBounds[0]:
+		return "< " + strconv.FormatInt(ledger.LatencyBounds[0], 10) + " ms"
+	}
+	return formatInt(ms) + " ms"
+}
+
 // rate is n over the requests and refusals it is among; 0 when none.
 func rate(n, of int64) float64 {
 	if of <= 0 {

@@ -29,13 +29,7 @@ var funcs = template.FuncMap{
 	"pct":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
 	"perM":  func(micro int64) string { return formatCredits(micro) },
 	"fixed": func(f float64, dec int) string { return strconv.FormatFloat(f, 'f', dec, 64) },
-	// ms shows a latency in milliseconds, or "—" when unknown (-1).
-	"ms": func(ms int64) string {
-		if ms < 0 {
-			return "—"
-		}
-		return formatInt(ms) + " ms"
-	},
+	"ms":    formatLatency,
 	"optUSD": func(f *float64) string {
 		if f == nil {
 			return "—"
