@@ -65,8 +65,10 @@ func TestOverview(t *testing.T) {
 func TestChecksFindPlantedClaims(t *testing.T) {
 	doc := readOverview(t)
 	tr := scanTree(t)
+	// The range the overview states now, whatever the newest migration.
+	migs := regexp.MustCompile(`0001–\d{4}`).FindString(doc)
 	planted := map[string][2]string{
-		"migrations":  {"0001–0008", "0001–0005"},
+		"migrations":  {migs, "0001–0005"},
 		"redis keys":  {"`q:{model}:missed`, ", ""},
 		"tests":       {"`TestSettleDebitsOnce`", "`TestSettleDebitsTwice`"},
 		"names":       {"`ledger.Ledger.Covers`", "`ledger.Covers`"},
@@ -174,7 +176,7 @@ func checkMigrations(doc string, dialects map[string][]string) []string {
 var (
 	braced   = regexp.MustCompile(`\{[^}]*\}`)
 	angled   = regexp.MustCompile(`<[^>]*>`)
-	allDigit = regexp.MustCompile(`^\d{6,}$`)
+	allDigit = regexp.MustCompile(`^\d{6,}$|^\d{4}-\d{2}-\d{2}(T\d{2})?$`)
 	// keyLiteral is where a key's name starts in the code: prefix + "name:".
 	keyLiteral = regexp.MustCompile(`\b(?:prefix|Prefix)\s*\+\s*"([a-z_]+)[:{]`)
 )

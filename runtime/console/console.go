@@ -43,6 +43,11 @@ type Ledger interface {
 	Usage(ctx context.Context, teamID int64, from, to time.Time) ([]ledger.ModelUsage, error)
 	UsageByDay(ctx context.Context, teamID int64, from, to time.Time) ([]ledger.DayUsage, error)
 	Balance(ctx context.Context, teamID int64) (ledger.Balance, error)
+	// UsageByKey, TeamLatency and PlatformLatency read the per-key usage
+	// and the latency rollups (metrics.go).
+	UsageByKey(ctx context.Context, teamID int64, from, to time.Time) ([]ledger.KeyUsage, error)
+	TeamLatency(ctx context.Context, teamID int64, from, to time.Time, g ledger.LatencyGroup) ([]ledger.Latency, error)
+	PlatformLatency(ctx context.Context, from, to time.Time) ([]ledger.Latency, error)
 }
 
 var _ Ledger = (*ledger.Ledger)(nil)
@@ -169,11 +174,15 @@ func (c *Console) Register(r gin.IRouter) {
 	team.POST("/keys", c.createPersonalKey)
 	team.POST("/keys/:id/revoke", c.revokePersonalKey)
 	team.GET("/audit", c.auditPage)
+	team.GET("/usage/keys", c.keyUsagePage)
+	team.GET("/usage/keys.csv", c.keyUsageCSV)
+	team.GET("/latency", c.latencyPage)
 	plat := g.Group("/platform", c.requireSession(true))
 	plat.GET("/nodes", c.nodesPage)
 	plat.GET("/teams", c.teamsPage)
 	plat.GET("/models", c.platformModelsPage)
 	plat.GET("/cost", c.costPage)
+	plat.GET("/slis", c.slisPage)
 }
 
 // secureHeaders sets the headers every console answer carries: the CSP,

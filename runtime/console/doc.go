@@ -67,5 +67,11 @@
 // The audit page lists the team's keys created and revoked, with who did
 // it, and its credit grants.
 //
+// The per-key usage page reads the ledger's rollup per key (UsageByKey);
+// the latency and errors page the hourly latency rollup (TeamLatency) and
+// the team's per-day refusal counts in Redis (quota.ReadTeamRefusals); the
+// platform's SLI page both over every team for the last hour and day
+// (PlatformLatency, quota.ReadPlatformRefusals). None reads ledger rows.
+//
 // Assets are embedded; nothing is fetched from elsewhere at run time.
 package console

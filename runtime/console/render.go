@@ -16,7 +16,7 @@ import (
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
 var pageNames = []string{"signin", "error", "usage", "balance", "keys", "models", "nodes", "teams", "platform_models", "cost",
-	"key_created", "audit"}
+	"key_created", "audit", "usage_keys", "latency", "platform_slis"}
 
 // funcs are the templates' formatting helpers.
 var funcs = template.FuncMap{
@@ -29,6 +29,7 @@ var funcs = template.FuncMap{
 	"pct":   func(f float64) string { return strconv.FormatFloat(f*100, 'f', 1, 64) + "%" },
 	"perM":  func(micro int64) string { return formatCredits(micro) },
 	"fixed": func(f float64, dec int) string { return strconv.FormatFloat(f, 'f', dec, 64) },
+	"ms":    formatLatency,
 	"optUSD": func(f *float64) string {
 		if f == nil {
 			return "—"

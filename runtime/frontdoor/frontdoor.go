@@ -190,6 +190,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Front, error) {
 		Auth:              authn,
 		Limits:            lim,
 		Refusals:          lim,
+		RefusalLog:        lim,
 		Queue:             queue,
 		Ledger:            cfg.Ledger,
 		Quoter:            cfg.Ledger,

@@ -163,6 +163,26 @@ func (s *Server) countRefusal(ctx context.Context, p auth.Principal, requestID s
 	}
 }
 
+// recordRefusal counts r, a refusal of a's request, for its team's and the
+// platform's durable counts (402, 429 and 503 only), within the Redis
+// timeout; a count that fails is logged and the refusal goes out anyway.
+func (s *Server) recordRefusal(ctx context.Context, a *admission, r *rejection) {
+	if s.cfg.RefusalLog == nil || a == nil || a.p.TeamID <= 0 {
+		return
+	}
+	switch r.status {
+	case http.StatusPaymentRequired, http.StatusTooManyRequests, http.StatusServiceUnavailable:
+	default:
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	defer cancel()
+	err := s.cfg.RefusalLog.RecordRefusal(rctx, quota.Refusal{TeamID: a.p.TeamID, Model: a.model, Status: r.status, Reason: r.reason})
+	if err != nil {
+		s.cfg.Logger.Warn("refusal not recorded", "request_id", a.requestID, "err", err)
+	}
+}
+
 // keyCap is the output a request may ask of the engine under its key's
 // max_tokens (0: no cap): the client's max (0: none) clamped to the cap,
 // and the cap itself when the client named none. A clamp, not a refusal,

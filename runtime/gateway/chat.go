@@ -13,6 +13,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/hoptrace"
+	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/urlguard"
@@ -66,9 +67,12 @@ type exchange struct {
 	timer    *time.Timer
 	deadline time.Time   // the end of MaxRequestDuration
 	started  atomic.Bool // the engine's first event came
-	stream   dispatch.Stream
-	view     *clientView
-	rel      relay
+	// firstAt and endAt are when the engine's first event came and when
+	// the relay returned (zero until then): the settle's timing.
+	firstAt, endAt time.Time
+	stream         dispatch.Stream
+	view           *clientView
+	rel            relay
 	// out is the relay's outcome once it returned.
 	out *Outcome
 	// streamed and wantUsage are the request's: the prompt itself is not
@@ -147,6 +151,7 @@ func (x *exchange) open() bool {
 	stream, r := s.dispatch(x.ctx, a, req)
 	if r != nil {
 		if c.Request.Context().Err() == nil {
+			s.recordRefusal(c.Request.Context(), a, r)
 			s.write(c, r)
 		}
 		return false
@@ -158,6 +163,7 @@ func (x *exchange) open() bool {
 		_ = stream.Close()
 		a.Close(Outcome{State: Refused})
 		if c.Request.Context().Err() == nil {
+			s.recordRefusal(c.Request.Context(), a, r)
 			s.write(c, r)
 		}
 		return false
@@ -180,6 +186,7 @@ func (x *exchange) open() bool {
 // (the key's next request finds its slot free), then answers r.
 func (x *exchange) refuse(r *rejection) {
 	x.a.Close(Outcome{State: Refused})
+	x.s.recordRefusal(x.c.Request.Context(), x.a, r)
 	x.s.write(x.c, r)
 }
 
@@ -205,7 +212,8 @@ func (x *exchange) expire() {
 
 func (x *exchange) onFirst() {
 	x.started.Store(true)
-	x.s.cfg.Metrics.firstToken(x.a.model, time.Since(x.start))
+	x.firstAt = time.Now()
+	x.s.cfg.Metrics.firstToken(x.a.model, x.firstAt.Sub(x.start))
 }
 
 // onEvent runs after every event, the first included.
@@ -250,7 +258,8 @@ func (x *exchange) end(out Outcome) *Outcome {
 			"idle_timeout", s.cfg.StreamIdleTimeout.String())
 	}
 	out = withProgress(out, x.view)
-	s.cfg.Metrics.finished(a.model, out, time.Since(x.start))
+	x.endAt = time.Now()
+	s.cfg.Metrics.finished(a.model, out, x.endAt.Sub(x.start))
 	s.cfg.Logger.Info("chat completion", "request_id", a.requestID, "team", x.p.TeamName, "model", a.model,
 		"stream", x.streamed, "prompt_tokens", out.PromptTokens, "completion_tokens", out.CompletionTokens,
 		"outcome", out.State.String(), "ms", time.Since(x.start).Milliseconds())
@@ -272,8 +281,22 @@ func (x *exchange) close() {
 		x.cancel(nil)
 	}
 	if x.a != nil {
+		x.a.timing = x.timing()
 		x.a.Close(x.outcome())
 	}
+}
+
+// timing is how the answer came, for the settle; nil when no event of the
+// engine came (nothing to time).
+func (x *exchange) timing() *ledger.Timing {
+	if x.firstAt.IsZero() {
+		return nil
+	}
+	end := x.endAt
+	if end.IsZero() {
+		end = time.Now() // the relay did not return (a panic)
+	}
+	return &ledger.Timing{FirstToken: x.firstAt.Sub(x.start), Generation: end.Sub(x.firstAt), QueueWait: x.a.queueWait}
 }
 
 // outcome is how the request ended: the relay's outcome once it returned;
@@ -366,7 +389,8 @@ func (s *Server) dispatch(ctx context.Context, a *admission, req *openai.ChatCom
 	if err == nil && !done {
 		queued := time.Now()
 		err = s.cfg.Queue.Wait(ctx, a.model, a.requestID, s.cfg.QueueLimit, try)
-		s.cfg.Metrics.queueWait(a.model, time.Since(queued))
+		a.queueWait = time.Since(queued)
+		s.cfg.Metrics.queueWait(a.model, a.queueWait)
 	}
 	if err != nil {
 		return nil, dispatchRejection(ctx, err)

@@ -81,6 +81,19 @@ type RefusalCounter interface {
 	CountRefusal(ctx context.Context, keyID string) error
 }
 
+// RefusalRecorder counts a team's refusals by status and reason
+// ((*quota.Limiter).RecordRefusal).
+type RefusalRecorder interface {
+	RecordRefusal(ctx context.Context, r quota.Refusal) error
+}
+
+// TimedSettler is a Ledger that records with a settle how the answer came
+// (ledger.Ledger.SettleTimed). The gateway settles through it when its
+// Ledger is one; a Ledger that is not (a test's wrapper) settles untimed.
+type TimedSettler interface {
+	SettleTimed(ctx context.Context, requestID string, u ledger.Usage, src ledger.Source, t ledger.Timing) (ledger.Outcome, error)
+}
+
 // Queue is the shared per-model queue (quota.Queue).
 type Queue interface {
 	Wait(ctx context.Context, model, requestID string, limit time.Duration, try quota.TryFunc) error
@@ -162,6 +175,11 @@ type Config struct {
 	// 429) per key and minute (quota.Limiter), for the console's keys
 	// page; admitted requests never touch it.
 	Refusals RefusalCounter
+	// RefusalLog, optional, counts every refusal of a known team (402,
+	// 429, 503) per team and UTC day and per platform hour, by status and
+	// reason (quota.Limiter.RecordRefusal), for the console's latency and
+	// errors pages and the platform's SLIs.
+	RefusalLog RefusalRecorder
 	// Quoter, when set, lets a request whose team's balance covers it many
 	// times over go to its engine while its reservation commits (see
 	// admit); nil means every request reserves before its dispatch.

@@ -73,6 +73,10 @@ type admission struct {
 	// key has no tokens_per_day.
 	tokensLeft int64
 	reserved   ledger.Reserved
+	// queueWait is the time the request waited in its model's queue, and
+	// timing how its answer came (set before Close; nil: not timed).
+	queueWait time.Duration
+	timing    *ledger.Timing
 	// early carries the answer of a reservation that runs while the
 	// engine prefills (admReserving).
 	early chan reserveAnswer

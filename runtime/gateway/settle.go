@@ -57,7 +57,9 @@ func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle,
 		err error
 	)
 	for attempt := 1; ; attempt++ {
-		if settle {
+		if ts, ok := s.cfg.Ledger.(TimedSettler); settle && ok && a.timing != nil {
+			o, err = ts.SettleTimed(ctx, a.requestID, u, src, *a.timing)
+		} else if settle {
 			o, err = s.cfg.Ledger.Settle(ctx, a.requestID, u, src)
 		} else {
 			o, err = s.cfg.Ledger.Cancel(ctx, a.requestID)

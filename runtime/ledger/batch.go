@@ -247,6 +247,8 @@ type finishReq struct {
 	status    string // StatusSettled or StatusCancelled
 	src       Source
 	usage     Usage
+	// timing is how the answer came (SettleTimed); nil: not timed.
+	timing *Timing
 }
 
 // finishBatchSQL settles and cancels a batch in one statement, by the rules
@@ -262,14 +264,18 @@ type finishReq struct {
 // answer. The rows it settles go into the usage rollup in one grouped
 // upsert, after the teams' rows are locked (rollup), and the setting
 // llmplat.rollup_by_statement tells the rollup's row trigger to leave them
-// (migration 0007): one upsert per team, day and model, not one per row.
+// (migration 0007): one upsert per team, day, model and key, not one per
+// row; the latency rollup likewise (latency, migration 0009), with each
+// settled row's timing (SettleTimed) written on the row.
 var finishBatchSQL = `WITH s AS (
-	SELECT request_id, status, NULLIF(src, '')::settle_source AS src, pt, ct
-	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[]) AS s(request_id, status, src, pt, ct)
+	SELECT request_id, status, NULLIF(src, '')::settle_source AS src, pt, ct,
+		NULLIF(ttft, -1) AS ttft, NULLIF(gen, -1) AS gen, NULLIF(queue, -1) AS queue
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bigint[], $7::bigint[], $8::bigint[], $9::bigint[])
+		AS s(request_id, status, src, pt, ct, ttft, gen, queue)
 ), rows AS (
 	SELECT u.id, u.request_id, u.team_id, u.key_id, u.model, u.reserved_microcredits AS reserved,
 		u.prompt_price_micro_per_mtok AS pp, u.completion_price_micro_per_mtok AS cp, u.prompt_tokens AS est_prompt,
-		u.max_output_tokens AS mo, s.status, s.src, s.pt AS rpt, s.ct AS rct
+		u.max_output_tokens AS mo, s.status, s.src, s.pt AS rpt, s.ct AS rct, s.ttft, s.gen, s.queue
 	FROM usage_ledger u JOIN s ON s.request_id = u.request_id
 	-- The rows are read by the request_id index (= ANY). status is
 	-- compared as text so that the planner, which sees few reserved rows,
@@ -300,12 +306,15 @@ var finishBatchSQL = `WITH s AS (
 ), upd AS (
 	UPDATE usage_ledger u SET status = c.final::usage_status,
 		settled_from = CASE WHEN c.final = 'settled' THEN c.src END,
-		prompt_tokens = c.fpt, completion_tokens = c.fct, cost_microcredits = ` + chargeSQL("c.full_cost", "c.reserved") + `, settled_at = $6
+		prompt_tokens = c.fpt, completion_tokens = c.fct, cost_microcredits = ` + chargeSQL("c.full_cost", "c.reserved") + `, settled_at = $6,
+		ttft_ms = CASE WHEN c.final = 'settled' THEN c.ttft END,
+		generation_ms = CASE WHEN c.final = 'settled' THEN c.gen END,
+		queue_ms = CASE WHEN c.final = 'settled' THEN c.queue END
 	FROM c WHERE u.id = c.id AND u.status::text = 'reserved'
 	RETURNING u.id, u.request_id, u.team_id, COALESCE(u.key_id, 0) AS key_id, u.model, u.status,
 		COALESCE(u.settled_from::text, '') AS settled_from, u.prompt_tokens, u.completion_tokens, u.cost_microcredits,
 		(` + chargeCappedSQL("c.full_cost", "c.reserved") + ` OR c.over) AND c.final = 'settled' AS capped, c.full_cost, c.reserved,
-		c.over, c.negative, c.rpt, c.rct, u.created_at
+		c.over, c.negative, c.rpt, c.rct, u.created_at, u.ttft_ms, u.generation_ms, u.queue_ms
 ), per_team AS (
 	SELECT team_id, sum(cost_microcredits) AS cost, sum(reserved) AS released FROM upd GROUP BY team_id
 ), locked AS (
@@ -319,16 +328,95 @@ var finishBatchSQL = `WITH s AS (
 ), by_statement AS (
 	SELECT set_config('llmplat.rollup_by_statement', 'on', true) AS flag
 ), rollup AS (
-	INSERT INTO usage_daily AS d (team_id, day, model, requests, prompt_tokens, completion_tokens, cost_microcredits)
-	SELECT upd.team_id, to_char(upd.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), upd.model, count(*),
+	INSERT INTO usage_daily AS d (team_id, day, model, key_id, requests, prompt_tokens, completion_tokens, cost_microcredits)
+	SELECT upd.team_id, to_char(upd.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), upd.model, upd.key_id, count(*),
 		sum(upd.prompt_tokens), sum(upd.completion_tokens), sum(upd.cost_microcredits)
 	FROM upd JOIN debit ON debit.id = upd.team_id CROSS JOIN by_statement
 	WHERE upd.status = 'settled'
-	GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
-	ON CONFLICT (team_id, day, model) DO UPDATE SET requests = d.requests + EXCLUDED.requests,
+	GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+	ON CONFLICT (team_id, day, model, key_id) DO UPDATE SET requests = d.requests + EXCLUDED.requests,
 		prompt_tokens = d.prompt_tokens + EXCLUDED.prompt_tokens,
 		completion_tokens = d.completion_tokens + EXCLUDED.completion_tokens,
 		cost_microcredits = d.cost_microcredits + EXCLUDED.cost_microcredits
+), latency AS (
+	INSERT INTO latency_hourly AS d (team_id, hour, model, key_id, requests, timed, timed_completion_tokens, generation_ms, ttft_b00, ttft_b01, ttft_b02, ttft_b03, ttft_b04, ttft_b05, ttft_b06, ttft_b07, ttft_b08, ttft_b09, ttft_b10, ttft_b11, ttft_b12, ttft_b13, ttft_b14, ttft_b15, queue_b00, queue_b01, queue_b02, queue_b03, queue_b04, queue_b05, queue_b06, queue_b07, queue_b08, queue_b09, queue_b10, queue_b11, queue_b12, queue_b13, queue_b14, queue_b15)
+	SELECT upd.team_id, to_char(upd.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24'), upd.model, upd.key_id,
+		sum(1),
+		sum((upd.ttft_ms IS NOT NULL)::int),
+		sum(CASE WHEN upd.ttft_ms IS NOT NULL THEN upd.completion_tokens ELSE 0 END),
+		sum(COALESCE(upd.generation_ms, 0)),
+		sum(COALESCE((upd.ttft_ms < 10)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 10 AND upd.ttft_ms < 25)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 25 AND upd.ttft_ms < 50)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 50 AND upd.ttft_ms < 100)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 100 AND upd.ttft_ms < 200)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 200 AND upd.ttft_ms < 300)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 300 AND upd.ttft_ms < 500)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 500 AND upd.ttft_ms < 750)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 750 AND upd.ttft_ms < 1000)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 1000 AND upd.ttft_ms < 1500)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 1500 AND upd.ttft_ms < 2000)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 2000 AND upd.ttft_ms < 3000)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 3000 AND upd.ttft_ms < 5000)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 5000 AND upd.ttft_ms < 10000)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 10000 AND upd.ttft_ms < 30000)::int, 0)),
+		sum(COALESCE((upd.ttft_ms >= 30000)::int, 0)),
+		sum(COALESCE((upd.queue_ms < 10)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 10 AND upd.queue_ms < 25)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 25 AND upd.queue_ms < 50)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 50 AND upd.queue_ms < 100)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 100 AND upd.queue_ms < 200)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 200 AND upd.queue_ms < 300)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 300 AND upd.queue_ms < 500)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 500 AND upd.queue_ms < 750)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 750 AND upd.queue_ms < 1000)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 1000 AND upd.queue_ms < 1500)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 1500 AND upd.queue_ms < 2000)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 2000 AND upd.queue_ms < 3000)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 3000 AND upd.queue_ms < 5000)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 5000 AND upd.queue_ms < 10000)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 10000 AND upd.queue_ms < 30000)::int, 0)),
+		sum(COALESCE((upd.queue_ms >= 30000)::int, 0))
+	FROM upd JOIN debit ON debit.id = upd.team_id CROSS JOIN by_statement
+	WHERE upd.status = 'settled'
+	GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
+	ON CONFLICT (team_id, hour, model, key_id) DO UPDATE SET
+		requests = d.requests + EXCLUDED.requests,
+		timed = d.timed + EXCLUDED.timed,
+		timed_completion_tokens = d.timed_completion_tokens + EXCLUDED.timed_completion_tokens,
+		generation_ms = d.generation_ms + EXCLUDED.generation_ms,
+		ttft_b00 = d.ttft_b00 + EXCLUDED.ttft_b00,
+		ttft_b01 = d.ttft_b01 + EXCLUDED.ttft_b01,
+		ttft_b02 = d.ttft_b02 + EXCLUDED.ttft_b02,
+		ttft_b03 = d.ttft_b03 + EXCLUDED.ttft_b03,
+		ttft_b04 = d.ttft_b04 + EXCLUDED.ttft_b04,
+		ttft_b05 = d.ttft_b05 + EXCLUDED.ttft_b05,
+		ttft_b06 = d.ttft_b06 + EXCLUDED.ttft_b06,
+		ttft_b07 = d.ttft_b07 + EXCLUDED.ttft_b07,
+		ttft_b08 = d.ttft_b08 + EXCLUDED.ttft_b08,
+		ttft_b09 = d.ttft_b09 + EXCLUDED.ttft_b09,
+		ttft_b10 = d.ttft_b10 + EXCLUDED.ttft_b10,
+		ttft_b11 = d.ttft_b11 + EXCLUDED.ttft_b11,
+		ttft_b12 = d.ttft_b12 + EXCLUDED.ttft_b12,
+		ttft_b13 = d.ttft_b13 + EXCLUDED.ttft_b13,
+		ttft_b14 = d.ttft_b14 + EXCLUDED.ttft_b14,
+		ttft_b15 = d.ttft_b15 + EXCLUDED.ttft_b15,
+		queue_b00 = d.queue_b00 + EXCLUDED.queue_b00,
+		queue_b01 = d.queue_b01 + EXCLUDED.queue_b01,
+		queue_b02 = d.queue_b02 + EXCLUDED.queue_b02,
+		queue_b03 = d.queue_b03 + EXCLUDED.queue_b03,
+		queue_b04 = d.queue_b04 + EXCLUDED.queue_b04,
+		queue_b05 = d.queue_b05 + EXCLUDED.queue_b05,
+		queue_b06 = d.queue_b06 + EXCLUDED.queue_b06,
+		queue_b07 = d.queue_b07 + EXCLUDED.queue_b07,
+		queue_b08 = d.queue_b08 + EXCLUDED.queue_b08,
+		queue_b09 = d.queue_b09 + EXCLUDED.queue_b09,
+		queue_b10 = d.queue_b10 + EXCLUDED.queue_b10,
+		queue_b11 = d.queue_b11 + EXCLUDED.queue_b11,
+		queue_b12 = d.queue_b12 + EXCLUDED.queue_b12,
+		queue_b13 = d.queue_b13 + EXCLUDED.queue_b13,
+		queue_b14 = d.queue_b14 + EXCLUDED.queue_b14,
+		queue_b15 = d.queue_b15 + EXCLUDED.queue_b15
 )
 SELECT upd.request_id, upd.team_id, upd.key_id, upd.model, upd.status, upd.settled_from,
 	upd.prompt_tokens, upd.completion_tokens, upd.cost_microcredits, upd.capped, upd.full_cost, upd.reserved,
@@ -343,6 +431,8 @@ func (l *Ledger) finishBatch(ctx context.Context, calls []*call[finishReq, Outco
 	n := len(calls)
 	ids, statuses, srcs := make([]string, n), make([]string, n), make([]string, n)
 	pts, cts := make([]int64, n), make([]int64, n)
+	// The timing's milliseconds, -1 for a call without one (NULL).
+	ttfts, gens, queues := make([]int64, n), make([]int64, n), make([]int64, n)
 	byID := make(map[string]*call[finishReq, Outcome], n)
 	for i, c := range calls {
 		f := c.in
@@ -351,8 +441,12 @@ func (l *Ledger) finishBatch(ctx context.Context, calls []*call[finishReq, Outco
 		}
 		byID[f.requestID] = c
 		ids[i], statuses[i], srcs[i], pts[i], cts[i] = f.requestID, f.status, string(f.src), f.usage.PromptTokens, f.usage.CompletionTokens
+		ttfts[i], gens[i], queues[i] = -1, -1, -1
+		if f.timing != nil {
+			ttfts[i], gens[i], queues[i] = f.timing.millis()
+		}
 	}
-	rows, err := l.db.QueryContext(ctx, finishBatchSQL, ids, statuses, srcs, pts, cts, l.now())
+	rows, err := l.db.QueryContext(ctx, finishBatchSQL, ids, statuses, srcs, pts, cts, l.now(), ttfts, gens, queues)
 	if err != nil {
 		return // a deadlock or the database: one by one
 	}

@@ -73,5 +73,9 @@
 // team's row is locked), or, for a settle batch, the batch's statement
 // folds its rows in one grouped upsert and the triggers leave those rows
 // (migration 0007); so Usage and UsageByDay equal the GROUP BY over the
-// ledger rows exactly, late settles included.
+// ledger rows exactly, late settles included. The rollup is keyed by API key
+// too (UsageByKey), and latency_hourly beside it holds, per team, UTC hour,
+// model and key, the timing the gateway recorded with each settle
+// (SettleTimed) as fixed histograms (TeamLatency, PlatformLatency), moved by
+// the same triggers and batch statement (migration 0009).
 package ledger

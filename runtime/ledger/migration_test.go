@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	testingclock "k8s.io/utils/clock/testing"
@@ -46,6 +47,16 @@ func TestMigrationBackfillsOpenReservations(t *testing.T) {
 			if a != 500 || b != 50 {
 				t.Fatalf("reserved after backfill = %d, %d; want 500, 50", a, b)
 			}
+			// The ledger of today settles on today's schema.
+			later, err := filepath.Glob(filepath.Join(dir, "*.sql"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range later {
+				if filepath.Base(f) > "0002_~" {
+					exec(readFile(t, f))
+				}
+			}
 			f := &fixture{db: db, clock: testingclock.NewFakeClock(startTime)}
 			f.l = f.ledger(t, Config{})
 			out, err := f.l.Settle(ctx, "open-1", Usage{PromptTokens: 1000, CompletionTokens: 100}, SourceExact)
@@ -67,4 +78,58 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestMigration0009RekeysTheRollup applies the migrations up to 0008,
+// settles rows through two keys and none as a binary of then would, then
+// applies 0009: usage_daily is rebuilt per key (UsageByKey equals the
+// ledger's GROUP BY) and latency_hourly counts the settled rows, untimed.
+func TestMigration0009RekeysTheRollup(t *testing.T) {
+	ctx := context.Background()
+	for _, dc := range dialects {
+		t.Run(dc.name, func(t *testing.T) {
+			dir := filepath.Join("..", "store", "migrations", dc.name)
+			db, err := store.Open(ctx, dc.dsn(t))
+			if err != nil {
+				t.Fatalf("open: %v", err)
+			}
+			defer db.Close()
+			exec := func(sql string, args ...any) {
+				t.Helper()
+				if _, err := db.ExecContext(ctx, sql, args...); err != nil {
+					t.Fatalf("%.60s…: %v", sql, err)
+				}
+			}
+			files, err := filepath.Glob(filepath.Join(dir, "000[1-8]_*.sql"))
+			if err != nil || len(files) != 8 {
+				t.Fatalf("migrations 0001-0008: %v, %v", files, err)
+			}
+			for _, f := range files {
+				exec(readFile(t, f))
+			}
+			exec(`INSERT INTO models (name, served_name, prompt_price_micro_per_mtok, completion_price_micro_per_mtok,
+				max_context_tokens, max_output_tokens) VALUES ('m8b', 'm8b', 200000, 600000, 8192, 4096)`)
+			exec("INSERT INTO teams (id, name, balance_microcredits) VALUES (1, 'a', 10000)")
+			exec(`INSERT INTO api_keys (id, team_id, name, prefix, hash) VALUES (7, 1, 'k7', 'k7', $1), (8, 1, 'k8', 'k8', $2)`,
+				[]byte("h7"), []byte("h8"))
+			exec(`INSERT INTO usage_ledger (request_id, team_id, key_id, model, prompt_tokens, completion_tokens,
+				reserved_microcredits, cost_microcredits, status, settled_from, settled_at, created_at)
+				VALUES ('s1', 1, 7, 'm8b', 10, 1, 9, 5, 'settled', 'exact', $1, $1), ('s2', 1, 8, 'm8b', 20, 2, 9, 6, 'settled', 'exact', $1, $1),
+				       ('s3', 1, NULL, 'm8b', 30, 3, 9, 7, 'settled', 'exact', $2, $2), ('s4', 1, 7, 'm8b', 40, 4, 9, 8, 'settled', 'exact', $2, $2)`,
+				startTime, startTime.Add(day))
+			exec(readFile(t, filepath.Join(dir, "0009_usage_by_key_latency.sql")))
+			f := &fixture{db: db, clock: testingclock.NewFakeClock(startTime)}
+			f.l = f.ledger(t, Config{})
+			from, to := startTime.Truncate(day), startTime.Add(2*day)
+			got, err := f.l.UsageByKey(ctx, 1, from, to)
+			want := directByKey(t, f, 1, from, to)
+			if err != nil || !slices.Equal(got, want) || len(got) != 3 {
+				t.Fatalf("UsageByKey after 0009 = %+v, %v; the ledger says %+v", got, err, want)
+			}
+			lat, err := f.l.TeamLatency(ctx, 1, from, to, ByKeyAndModel)
+			if err != nil || !slices.Equal(lat, directLatency(t, f, 1, from, to, ByKeyAndModel)) || len(lat) != 3 || lat[1].Requests != 2 || lat[1].Timed != 0 {
+				t.Fatalf("TeamLatency after 0009 = %+v, %v; want the settled rows counted per key, untimed", lat, err)
+			}
+		})
+	}
 }

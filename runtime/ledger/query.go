@@ -109,6 +109,13 @@ func (l *Ledger) UsageByDay(ctx context.Context, teamID int64, from, to time.Tim
 // index: at most two days' rows. One statement reads it all, so the parts
 // are of one snapshot, and the rollup moves in the transaction that settles.
 func (l *Ledger) readUsage(ctx context.Context, teamID int64, from, to time.Time, byDay bool, emit func(day string, u ModelUsage)) error {
+	return l.readUsageBy(ctx, teamID, from, to, byDay, false, func(day string, _ int64, u ModelUsage) { emit(day, u) })
+}
+
+// readUsageBy is readUsage, grouped by API key too (after the day, before
+// the model) when byKey; keyID is 0 otherwise, and for rows without a key.
+func (l *Ledger) readUsageBy(ctx context.Context, teamID int64, from, to time.Time, byDay, byKey bool,
+	emit func(day string, keyID int64, u ModelUsage)) error {
 	from, to = ceilMicro(from), ceilMicro(to)
 	if !from.Before(to) {
 		return nil
@@ -125,8 +132,8 @@ func (l *Ledger) readUsage(ctx context.Context, teamID int64, from, to time.Time
 		args = append(args, v)
 		return "$" + strconv.Itoa(len(args))
 	}
-	const rollupCols = "day AS d, model, requests AS n, prompt_tokens AS pt, completion_tokens AS ct, cost_microcredits AS cost"
-	ledgerCols := dayOfRow + " AS d, model, 1 AS n, prompt_tokens AS pt, completion_tokens AS ct, cost_microcredits AS cost"
+	const rollupCols = "day AS d, key_id AS k, model, requests AS n, prompt_tokens AS pt, completion_tokens AS ct, cost_microcredits AS cost"
+	ledgerCols := dayOfRow + " AS d, COALESCE(key_id, 0) AS k, model, 1 AS n, prompt_tokens AS pt, completion_tokens AS ct, cost_microcredits AS cost"
 	var parts []string
 	// edge reads [a, b), a part of the day starting at start.
 	edge := func(start, a, b time.Time) {
@@ -165,9 +172,14 @@ func (l *Ledger) readUsage(ctx context.Context, teamID int64, from, to time.Time
 	} else {
 		edge(from.Truncate(day), from, to) // inside one day
 	}
-	group, key := "model", "'' AS d, model"
-	if byDay {
-		group, key = "d, model", "d, model"
+	group, key := "model", "'' AS d, 0 AS k, model"
+	switch {
+	case byDay && byKey:
+		group, key = "d, k, model", "d, k, model"
+	case byDay:
+		group, key = "d, model", "d, 0 AS k, model"
+	case byKey:
+		group, key = "k, model", "'' AS d, k, model"
 	}
 	q := `SELECT ` + key + `, ` + sum("n") + `, ` + sum("pt") + `, ` + sum("ct") + `, ` + sum("cost") + ` FROM (
 		` + strings.Join(parts, "\n\t\tUNION ALL\n\t\t") + `
@@ -179,13 +191,36 @@ func (l *Ledger) readUsage(ctx context.Context, teamID int64, from, to time.Time
 	defer rows.Close()
 	for rows.Next() {
 		var dd string
+		var k int64
 		var u ModelUsage
-		if err := rows.Scan(&dd, &u.Model, &u.Requests, &u.PromptTokens, &u.CompletionTokens, &u.CostMicrocredits); err != nil {
+		if err := rows.Scan(&dd, &k, &u.Model, &u.Requests, &u.PromptTokens, &u.CompletionTokens, &u.CostMicrocredits); err != nil {
 			return err
 		}
-		emit(dd, u)
+		emit(dd, k, u)
 	}
 	return rows.Err()
+}
+
+// KeyUsage is a team's settled usage of one model through one API key.
+type KeyUsage struct {
+	// KeyID is the API key's id; 0 for requests without a key (a JWT's).
+	KeyID int64
+	ModelUsage
+}
+
+// UsageByKey returns what Usage returns, per API key and then model: which
+// service spent it. It reads the same rollup (usage_daily is keyed by key
+// too, migration 0009) with the same exactness at partial days; summing a
+// model's keys gives Usage's row for it.
+func (l *Ledger) UsageByKey(ctx context.Context, teamID int64, from, to time.Time) ([]KeyUsage, error) {
+	var out []KeyUsage
+	err := l.readUsageBy(ctx, teamID, from, to, false, true, func(_ string, k int64, u ModelUsage) {
+		out = append(out, KeyUsage{KeyID: k, ModelUsage: u})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("usage by key of team %d: %w", teamID, err)
+	}
+	return out, nil
 }
 
 // day is a UTC day, the rollup's grain.

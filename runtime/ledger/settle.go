@@ -74,10 +74,15 @@ type Outcome struct {
 // returned unchanged with Applied false; an unknown request id is
 // ErrNotFound.
 func (l *Ledger) Settle(ctx context.Context, requestID string, u Usage, src Source) (Outcome, error) {
-	if requestID == "" || !src.valid() {
-		return Outcome{}, fmt.Errorf("settle %q: source %q, usage %+v: %w", requestID, src, u, ErrInvalidInput)
+	return l.settle(ctx, requestID, u, src, nil)
+}
+
+// settle is Settle, recording t with the row when it is not nil.
+func (l *Ledger) settle(ctx context.Context, requestID string, u Usage, src Source, t *Timing) (Outcome, error) {
+	if requestID == "" || !src.valid() || (t != nil && !t.valid()) {
+		return Outcome{}, fmt.Errorf("settle %q: source %q, usage %+v, timing %+v: %w", requestID, src, u, t, ErrInvalidInput)
 	}
-	out, err := l.finish(ctx, requestID, StatusSettled, src, u)
+	out, err := l.finish(ctx, requestID, StatusSettled, src, u, t)
 	if err != nil {
 		return out, fmt.Errorf("settle %q: %w", requestID, err)
 	}
@@ -91,7 +96,7 @@ func (l *Ledger) Cancel(ctx context.Context, requestID string) (Outcome, error) 
 	if requestID == "" {
 		return Outcome{}, fmt.Errorf("cancel: empty request id: %w", ErrInvalidInput)
 	}
-	out, err := l.finish(ctx, requestID, StatusCancelled, "", Usage{})
+	out, err := l.finish(ctx, requestID, StatusCancelled, "", Usage{}, nil)
 	if err != nil {
 		return out, fmt.Errorf("cancel %q: %w", requestID, err)
 	}
@@ -102,9 +107,9 @@ func (l *Ledger) Cancel(ctx context.Context, requestID string) (Outcome, error) 
 // transaction. The row is read under a lock (the IMMEDIATE transaction on
 // SQLite) and updated only from 'reserved', so of any number of concurrent
 // calls exactly one applies.
-func (l *Ledger) finish(ctx context.Context, requestID, status string, src Source, u Usage) (Outcome, error) {
+func (l *Ledger) finish(ctx context.Context, requestID, status string, src Source, u Usage, t *Timing) (Outcome, error) {
 	if l.finishes != nil {
-		out, ok, err := l.finishes.do(ctx, finishReq{requestID: requestID, status: status, src: src, usage: u})
+		out, ok, err := l.finishes.do(ctx, finishReq{requestID: requestID, status: status, src: src, usage: u, timing: t})
 		if ok || err != nil {
 			return out, err
 		}
@@ -132,7 +137,8 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 			}
 		}
 		var cost int64
-		var from any // settled_from is NULL unless settled
+		var from any             // settled_from is NULL unless settled
+		var ttft, gen, queue any // the timing is NULL unless settled with one
 		capped := false
 		if status == StatusSettled {
 			full := Cost(u.PromptTokens, u.CompletionTokens, row.promptPrice, row.completionPrice)
@@ -146,13 +152,17 @@ func (l *Ledger) finish(ctx context.Context, requestID, status string, src Sourc
 					"cost_microcredits", full, "reserved_microcredits", row.reserved)
 			}
 			from = string(src)
+			if t != nil {
+				ttft, gen, queue = t.millis()
+			}
 		} else {
 			u = Usage{}
 		}
 		res, err := tx.ExecContext(ctx, `UPDATE usage_ledger SET status = $2, settled_from = $3,
-			prompt_tokens = $4, completion_tokens = $5, cost_microcredits = $6, settled_at = $7
+			prompt_tokens = $4, completion_tokens = $5, cost_microcredits = $6, settled_at = $7,
+			ttft_ms = $8, generation_ms = $9, queue_ms = $10
 			WHERE id = $1 AND status = 'reserved'`,
-			row.id, status, from, u.PromptTokens, u.CompletionTokens, cost, l.now())
+			row.id, status, from, u.PromptTokens, u.CompletionTokens, cost, l.now(), ttft, gen, queue)
 		if err != nil {
 			return fmt.Errorf("update row: %w", err)
 		}

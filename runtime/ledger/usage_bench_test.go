@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -23,27 +24,36 @@ const usagePageRows = 1_000_000
 //   - cut: Usage over the month to the middle of the rows of the last day,
 //     which reads that day's part from the ledger rows (the worst case);
 //   - direct: the GROUP BY over the ledger rows that Usage was before the
-//     rollup, for comparison.
+//     rollup, for comparison;
+//   - keys: the per-key usage page, UsageByKey over the month to the end of
+//     today (the rows are spread over three keys);
+//   - latency: the latency page, TeamLatency per model and per key and
+//     model over the month (every row is timed: the month's hours of the
+//     latency_hourly rollup);
+//   - platform: the platform's SLI page, PlatformLatency over the last hour
+//     and the last day.
 func BenchmarkUsagePage(b *testing.B) {
 	ctx := context.Background()
 	f := newFixture(b, testenv.Postgres(b))
 	team := f.team(b, "big", 0)
+	keys := []int64{f.apiKey(b, team, "svc-a"), f.apiKey(b, team, "svc-b"), f.apiKey(b, team, "svc-c")}
 	now := time.Now().UTC()
 	month := time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	// One statement: the rollup's insert trigger folds it in one grouped
 	// upsert.
 	start := time.Now()
-	_, err := f.db.ExecContext(ctx, `INSERT INTO usage_ledger (request_id, team_id, model, prompt_tokens,
-		completion_tokens, reserved_microcredits, cost_microcredits, status, settled_from, created_at, settled_at)
-		SELECT 'page-' || i, $1, CASE WHEN i % 3 = 0 THEN $2 ELSE $3 END, 1000 + i % 7, 200 + i % 11, 900, 300 + i % 13,
-			'settled', 'exact', c, c
+	_, err := f.db.ExecContext(ctx, `INSERT INTO usage_ledger (request_id, team_id, key_id, model, prompt_tokens,
+		completion_tokens, reserved_microcredits, cost_microcredits, status, settled_from, created_at, settled_at,
+		ttft_ms, generation_ms, queue_ms)
+		SELECT 'page-' || i, $1, ($7::bigint[])[1 + i % 3], CASE WHEN i % 3 = 0 THEN $2 ELSE $3 END, 1000 + i % 7, 200 + i % 11, 900, 300 + i % 13,
+			'settled', 'exact', c, c, 40 + i % 1900, 500 + i % 9000, i % 250
 		FROM generate_series(1, $4::bigint) AS i,
 			LATERAL (SELECT $5::timestamptz + ($6::timestamptz - $5::timestamptz) * (i::float8 / $4::bigint)) AS t(c)`,
-		team, m70b, m8b, usagePageRows, month, now)
+		team, m70b, m8b, usagePageRows, month, now, keys)
 	if err != nil {
 		b.Fatalf("insert %d rows: %v", usagePageRows, err)
 	}
-	if _, err := f.db.ExecContext(ctx, "ANALYZE usage_ledger; ANALYZE usage_daily"); err != nil {
+	if _, err := f.db.ExecContext(ctx, "ANALYZE usage_ledger; ANALYZE usage_daily; ANALYZE latency_hourly"); err != nil {
 		b.Fatal(err)
 	}
 	b.Logf("inserted %d rows (from %s to %s) and folded them into the rollup in %v", usagePageRows,
@@ -88,4 +98,39 @@ func BenchmarkUsagePage(b *testing.B) {
 			directUsage(b, f, team, month, endOfToday)
 		}
 	})
+	if got, want := mustKeys(b, f, team, month, endOfToday), directByKey(b, f, team, month, endOfToday); !slices.Equal(got, want) {
+		b.Fatalf("UsageByKey = %+v, the ledger says %+v", got, want)
+	}
+	b.Run("keys", func(b *testing.B) {
+		for b.Loop() {
+			mustKeys(b, f, team, month, endOfToday)
+		}
+	})
+	b.Run("latency", func(b *testing.B) {
+		for b.Loop() {
+			for _, g := range []LatencyGroup{ByModel, ByKeyAndModel} {
+				if _, err := f.l.TeamLatency(ctx, team, month, endOfToday, g); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("platform", func(b *testing.B) {
+		for b.Loop() {
+			for _, since := range []time.Duration{time.Hour, day} {
+				if _, err := f.l.PlatformLatency(ctx, now.Add(-since), now); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+}
+
+// mustKeys is UsageByKey, failing b on an error.
+func mustKeys(b *testing.B, f *fixture, team int64, from, to time.Time) []KeyUsage {
+	u, err := f.l.UsageByKey(context.Background(), team, from, to)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return u
 }
