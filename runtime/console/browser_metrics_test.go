@@ -29,6 +29,8 @@ type metricsFixture struct {
 	alpha, beta         int64
 	search, chat, betaK string // the keys' secrets
 	from, to            string
+	// last is to's day before: the console's ranges include their last day.
+	last string
 	// statuses counts what the chat API answered each team.
 	statuses map[int64]map[int]int64
 }
@@ -83,6 +85,7 @@ func newMetricsFixture(t *testing.T) *metricsFixture {
 		}
 	}
 	f.from, f.to = now.Add(-3*24*time.Hour).Format(time.DateOnly), now.Add(24*time.Hour).Format(time.DateOnly)
+	f.last = now.Format(time.DateOnly)
 	f.p.Settled()
 	return f
 }
@@ -183,12 +186,22 @@ func TestConsoleMetricsInBrowser(t *testing.T) {
 	ctx := context.Background()
 	from, _ := time.Parse(time.DateOnly, f.from)
 	to, _ := time.Parse(time.DateOnly, f.to)
-	rangeQ := "?from=" + f.from + "&to=" + f.to
+	rangeQ := "?from=" + f.from + "&to=" + f.last
 	alphaTab := newTab(t, browser)
 	signIn(t, alphaTab, base, f.chat)
 
 	t.Run("usage per key matches the ledger and sums to the usage API", func(t *testing.T) {
 		tab := alphaTab
+		do(t, tab, chromedp.Navigate(base+"/console/usage/keys"+rangeQ), chromedp.WaitVisible(chromedp.ID("keys-usage")))
+		// The form shows the range as asked (its last day included, as on
+		// the usage page), so Show asks for the same range again.
+		for _, page := range []string{"/console/usage/keys", "/console/latency"} {
+			do(t, tab, chromedp.Navigate(base+page+rangeQ), chromedp.WaitVisible(chromedp.ID("show")))
+			shown := run(t, tab, chromedp.Evaluate[[]string](`[document.getElementById('from').value, document.getElementById('to').value]`))
+			if shown[0] != f.from || shown[1] != f.last {
+				t.Errorf("%s%s: the form shows %v, want [%s %s]", page, rangeQ, shown, f.from, f.last)
+			}
+		}
 		do(t, tab, chromedp.Navigate(base+"/console/usage/keys"+rangeQ), chromedp.WaitVisible(chromedp.ID("keys-usage")))
 		got := run(t, tab, chromedp.Evaluate[[]keyUsageRow](`Array.from(document.querySelectorAll('#keys-usage tbody tr')).map(tr => ({
 			Key: +tr.dataset.key, Model: tr.dataset.model, Requests: +tr.dataset.requests, Prompt: +tr.dataset.prompt,

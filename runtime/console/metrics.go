@@ -131,7 +131,7 @@ func (c *Console) keyUsagePage(ctx *gin.Context) {
 	se := current(ctx)
 	v := keyUsageView{pageView: c.view(se, "Usage per API key", "usage", keyUsageSource)}
 	from, to, err := c.usageRange(ctx)
-	v.FromText, v.ToText = from.Format(time.DateOnly), to.Format(time.DateOnly)
+	v.FromText, v.ToText = from.Format(time.DateOnly), to.Add(-day).Format(time.DateOnly)
 	if err != nil {
 		v.Problem = err.Error()
 		c.render(ctx, http.StatusBadRequest, "usage_keys", v)
@@ -167,7 +167,7 @@ func (c *Console) keyUsageCSV(ctx *gin.Context) {
 		return
 	}
 	ctx.Header("Content-Type", "text/csv; charset=utf-8")
-	ctx.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-by-key-%s-%s.csv"`, from.Format(time.DateOnly), to.Format(time.DateOnly)))
+	ctx.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-by-key-%s-%s.csv"`, from.Format(time.DateOnly), to.Add(-day).Format(time.DateOnly)))
 	w := csv.NewWriter(ctx.Writer)
 	_ = w.Write([]string{"key_id", "key_name", "model", "requests", "prompt_tokens", "completion_tokens", "cost_microcredits"})
 	for _, r := range rows {
@@ -253,7 +253,7 @@ func (c *Console) latencyPage(ctx *gin.Context) {
 	team := se.Principal.TeamID
 	v := latencyView{pageView: c.view(se, "Latency & errors", "latency", latencySource)}
 	from, to, err := c.usageRange(ctx)
-	v.FromText, v.ToText = from.Format(time.DateOnly), to.Format(time.DateOnly)
+	v.FromText, v.ToText = from.Format(time.DateOnly), to.Add(-day).Format(time.DateOnly)
 	if err != nil {
 		v.Problem = err.Error()
 		c.render(ctx, http.StatusBadRequest, "latency", v)
