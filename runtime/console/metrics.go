@@ -2,8 +2,6 @@ package console
 
 import (
 	"context"
-	"encoding/csv"
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -143,10 +141,7 @@ func (c *Console) keyUsagePage(ctx *gin.Context) {
 		return
 	}
 	for _, r := range v.Rows {
-		v.Total.Requests += r.Requests
-		v.Total.PromptTokens += r.PromptTokens
-		v.Total.CompletionTokens += r.CompletionTokens
-		v.Total.CostMicrocredits += r.CostMicrocredits
+		addUsage(&v.Total, r.ModelUsage)
 	}
 	v.ReadAt = c.cfg.Now().UTC()
 	c.render(ctx, http.StatusOK, "usage_keys", v)
@@ -166,9 +161,7 @@ func (c *Console) keyUsageCSV(ctx *gin.Context) {
 		ctx.String(http.StatusServiceUnavailable, "the ledger database is not answering\n")
 		return
 	}
-	ctx.Header("Content-Type", "text/csv; charset=utf-8")
-	ctx.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-by-key-%s-%s.csv"`, from.Format(time.DateOnly), to.Add(-day).Format(time.DateOnly)))
-	w := csv.NewWriter(ctx.Writer)
+	w := startCSV(ctx, "usage-by-key", from, to)
 	_ = w.Write([]string{"key_id", "key_name", "model", "requests", "prompt_tokens", "completion_tokens", "cost_microcredits"})
 	for _, r := range rows {
 		_ = w.Write([]string{strconv.FormatInt(r.KeyID, 10), csvSafe(r.KeyName), csvSafe(r.Model), strconv.FormatInt(r.Requests, 10),

@@ -139,10 +139,7 @@ func (c *Console) usagePage(ctx *gin.Context) {
 	v.Colors = map[string]string{}
 	for _, t := range v.Totals {
 		v.Colors[t.Model] = modelColor(t.Model)
-		v.Total.Requests += t.Requests
-		v.Total.PromptTokens += t.PromptTokens
-		v.Total.CompletionTokens += t.CompletionTokens
-		v.Total.CostMicrocredits += t.CostMicrocredits
+		addUsage(&v.Total, t)
 	}
 	v.ReadAt = c.cfg.Now().UTC()
 	c.render(ctx, http.StatusOK, "usage", v)
@@ -162,9 +159,7 @@ func (c *Console) usageCSV(ctx *gin.Context) {
 		ctx.String(http.StatusServiceUnavailable, "the ledger database is not answering\n")
 		return
 	}
-	ctx.Header("Content-Type", "text/csv; charset=utf-8")
-	ctx.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="usage-%s-%s.csv"`, from.Format(time.DateOnly), to.Add(-day).Format(time.DateOnly)))
-	w := csv.NewWriter(ctx.Writer)
+	w := startCSV(ctx, "usage", from, to)
 	_ = w.Write([]string{"day", "model", "requests", "prompt_tokens", "completion_tokens", "cost_microcredits"})
 	for _, d := range u.Days {
 		_ = w.Write([]string{d.Day.Format(time.DateOnly), csvSafe(d.Model), strconv.FormatInt(d.Requests, 10),
@@ -208,4 +203,20 @@ func (c *Console) usageChart(ctx *gin.Context) {
 		return
 	}
 	ctx.Data(http.StatusOK, "image/svg+xml", svg)
+}
+
+// addUsage adds u's counts and cost to total.
+func addUsage(total *ledger.ModelUsage, u ledger.ModelUsage) {
+	total.Requests += u.Requests
+	total.PromptTokens += u.PromptTokens
+	total.CompletionTokens += u.CompletionTokens
+	total.CostMicrocredits += u.CostMicrocredits
+}
+
+// startCSV answers with a CSV download named for name and the range
+// [from, to) by its first and last day, and returns its writer.
+func startCSV(ctx *gin.Context, name string, from, to time.Time) *csv.Writer {
+	ctx.Header("Content-Type", "text/csv; charset=utf-8")
+	ctx.Header("Content-Disposition", fmt.Sprintf(`attachment; filename="%s-%s-%s.csv"`, name, from.Format(time.DateOnly), to.Add(-day).Format(time.DateOnly)))
+	return csv.NewWriter(ctx.Writer)
 }
