@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/platformtest"
@@ -124,7 +124,7 @@ func send(ctx context.Context, client *http.Client, url, key, body string, first
 			o.done = true
 			break
 		}
-		ev := dispatch.ParseEvent(data)
+		ev := engineclient.ParseEvent(data)
 		switch {
 		case ev.Err != nil:
 			o.errEvent = cmp.Or(strings.Trim(string(ev.Err.Code), `"`), ev.Err.Type, "error")

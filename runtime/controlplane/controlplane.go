@@ -14,8 +14,8 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/coldstart"
-	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/httpserve"
+	"github.com/llmplat/llmplat/runtime/internalhop"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/quota"
 	"github.com/llmplat/llmplat/runtime/registry"
@@ -97,7 +97,7 @@ func Start(ctx context.Context, g *errgroup.Group, cfg Config) (Replica, error) 
 		servers = append(servers, server{cfg.Addr, o.Handler(), cfg.TLSCertFile != "", &r.NodeURL, nodeScheme})
 	}
 	if cfg.InternalAddr != "" {
-		servers = append(servers, server{cfg.InternalAddr, dispatch.NewRemoteHandler(o, cfg.InternalToken, oc.Logger), false, &r.Internal, "http://"})
+		servers = append(servers, server{cfg.InternalAddr, internalhop.NewRemoteHandler(o, cfg.InternalToken, oc.Logger), false, &r.Internal, "http://"})
 	}
 	if cfg.MetricsAddr != "" {
 		servers = append(servers, server{cfg.MetricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), false, &r.MetricsURL, "http://"})

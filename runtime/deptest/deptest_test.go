@@ -29,11 +29,13 @@ var layers = [][]string{
 	// 1: parsing, protocols and authentication built on them.
 	{"runtime/jsonvariant", "runtime/urlguard", "runtime/tokens", "runtime/nodeproto",
 		"runtime/auth", "runtime/adminclient", "runtime/proxyheader"},
-	// 2: the ledger, the cost report and the manifests; dispatch, which
-	// counts the text of engine events with the stand-in tokenizer.
+	// 2: the ledger, the cost report and the manifests; dispatch, the
+	// seam between gateway and orchestrator (the job's envelope, the
+	// typed event with the stand-in tokenizer's count of its text).
 	{"runtime/ledger", "runtime/render", "runtime/costreport", "runtime/agentflags", "runtime/dispatch"},
-	// 3: what is built on the ledger.
-	{"runtime/settlelog", "runtime/admin"},
+	// 3: what is built on the ledger; the two transports of the seam: the
+	// engine client, which parses engine events, and the internal hop.
+	{"runtime/settlelog", "runtime/admin", "runtime/engineclient", "runtime/internalhop"},
 	// 4: the processes' parts that talk to engines and clients.
 	{"runtime/gateway", "runtime/console", "runtime/nodeagent", "runtime/enginesim", "runtime/loadgen"},
 	// 5: the orchestrator (it reads node tokens through the admin store).
@@ -68,6 +70,12 @@ var forbidden = map[string]map[string]string{
 		module + "runtime/store":        "the node agent never reaches a database",
 		module + "runtime/ledger":       "money moves only in the gateway",
 		module + "runtime/orchestrator": "the agent speaks to the orchestrator only over the node protocol",
+	},
+	"runtime/gateway": {
+		module + "runtime/engineclient": "the gateway relays bytes and the typed tail the orchestrator read: it never parses an engine event",
+	},
+	"runtime/internalhop": {
+		module + "runtime/engineclient": "the internal hop carries events as the orchestrator read them: the gateway's side parses none",
 	},
 	"runtime/adminrules": {
 		"github.com/gin-gonic/gin": "the provider links the admin API's rules, never its server",

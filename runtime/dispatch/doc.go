@@ -1,17 +1,21 @@
 // Package dispatch is the seam between the gateway and whatever runs a
-// request on an engine. The gateway admits a request, then hands a Job to a
-// Dispatcher and relays the Stream it gets back. Direct (this package) sends
-// the job straight to an engine's URL; the orchestrator implements the same
-// interface by routing to nodes, in-process in the local mode and over
-// internal HTTP when gateway and orchestrator run apart.
+// request on an engine: the interface, the job's envelope and the typed
+// event. The gateway admits a request, then hands a Job to a Dispatcher
+// and relays the Stream it gets back. Two transports implement it:
+// package engineclient talks to engines (Direct, for fixed engine URLs,
+// and the engine stream the orchestrator opens to cloud engines), and
+// package internalhop carries jobs and events between a gateway and an
+// orchestrator replica when they run apart; the orchestrator implements
+// Dispatcher by routing to nodes, in process in the local mode.
 //
-// ParseEvent is the one reader of an engine's events, on every path: it
-// reads what an event's JSON means, never how it is spelled, so an engine
-// that spaces, indents or orders its JSON otherwise than vLLM is counted
-// and billed alike. It also counts the text each event carries
-// (Event.Text) with the stand-in tokenizer: the platform's own measure of
-// what it relayed, by which the gateway judges an engine's usage
-// (ledger.BoundUsage); so dispatch sits above package tokens in the
-// import layers. An engine stream hands on each event as valid UTF-8:
-// AppendValidUTF8 is the rule, the node agent's too.
+// A Job carries what the gateway knows once it admitted a request — the
+// prompt's estimate, the output cap, the engine's body encoded once — so
+// no hop decodes the request again. An Event carries what the one parse
+// of an engine event found (engineclient.ParseEvent): its usage, its
+// running usage, an error, its text counted with the stand-in tokenizer
+// (Event.Text, the platform's own measure of what it relayed, by which the
+// gateway judges an engine's usage with ledger.BoundUsage; so dispatch
+// sits above package tokens in the import layers), whether a key repeats,
+// and where its model and usage lie, which the gateway edits with
+// Event.Rewrite without reading the event again.
 package dispatch

@@ -6,7 +6,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmplat/llmplat/runtime/admin"
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/settlelog"
@@ -29,8 +29,8 @@ func NewLedger(db *store.DB, rdb redis.UniversalClient, prefix string, logger *s
 // NewDirect is the dispatcher of a gateway without orchestrators: it sends
 // each model's requests straight to its engines, under the served name the
 // admin API declares for a target that names none.
-func NewDirect(engines map[string][]dispatch.Target, db *store.DB) *dispatch.Direct {
-	d := dispatch.NewDirect(engines, nil)
-	d.UseServedNames(dispatch.NewServedNames(admin.NewSQLStore(db).ServedNames))
+func NewDirect(engines map[string][]engineclient.Target, db *store.DB) *engineclient.Direct {
+	d := engineclient.NewDirect(engines, nil)
+	d.UseServedNames(engineclient.NewServedNames(admin.NewSQLStore(db).ServedNames))
 	return d
 }

@@ -174,7 +174,7 @@ func (x *exchange) open() bool {
 	// The prompt went to the engine. Read what the relay needs now and use
 	// req no more, so the prompt is not kept alive for the stream's minutes.
 	x.streamed, x.wantUsage = req.Stream, req.WantsUsage()
-	x.rel = relay{c: c, ctx: x.ctx, stream: x.view, held: a.holding(), continuous: x.view.continuous,
+	x.rel = relay{c: c, ctx: x.ctx, stream: x.view, view: x.view, held: a.holding(), continuous: x.view.continuous,
 		onFirst: x.onFirst, onEvent: x.onEvent, onEnd: x.release}
 	if hoptrace.On {
 		x.rel.trace.Set(a.requestID)
@@ -375,7 +375,12 @@ func (s *Server) known(ctx context.Context, model string) (bool, error) {
 // dispatch starts the job, waiting in the model's shared queue while no
 // engine has room, for at most the queue limit.
 func (s *Server) dispatch(ctx context.Context, a *admission, req *openai.ChatCompletionRequest) (dispatch.Stream, *rejection) {
-	job := &dispatch.Job{RequestID: a.requestID, Model: a.model, Request: req}
+	job, err := dispatch.NewJob(a.requestID, req, a.promptEstimate)
+	if err != nil {
+		s.cfg.Logger.Error("engine request not encoded", "request_id", a.requestID, "err", err)
+		return nil, reject(http.StatusInternalServerError, "internal", openai.TypeServer, "internal_error", "",
+			"the platform could not encode this request for the engine")
+	}
 	var stream dispatch.Stream
 	try := func(ctx context.Context) (bool, error) {
 		st, err := s.cfg.Dispatcher.Dispatch(ctx, job)

@@ -47,9 +47,9 @@ func (l *dispatchLog) Dispatch(ctx context.Context, job *dispatch.Job) (dispatch
 	if err != nil {
 		return st, err
 	}
-	if m := job.Request.MaxTokens; m != nil {
+	if m := job.MaxOutput; m > 0 {
 		l.mu.Lock()
-		l.caps[job.RequestID] = *m
+		l.caps[job.RequestID] = m
 		l.mu.Unlock()
 	}
 	close(l.signal(l.sent, job.RequestID))

@@ -32,10 +32,11 @@ func FuzzRequestPipeline(f *testing.F) {
 			return
 		}
 		_ = guard.CheckJSON(context.Background(), body)
-		out, err := dispatch.EngineBody(req, "served")
+		job, err := dispatch.NewJob("req_1", req, 0)
 		if err != nil {
 			return // a value encoding/json cannot re-encode is refused at dispatch
 		}
+		out := job.EngineBody("served")
 		if err := strictjson.Check(out, requestType); err != nil {
 			t.Fatalf("the engine body has ambiguous keys (%v): %s", err, out)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
@@ -92,7 +93,7 @@ func newStack(t *testing.T, o stackOpts) *stack {
 	// Keep-alive conns are not leaks; registered first, so it runs last.
 	t.Cleanup(http.DefaultClient.CloseIdleConnections)
 	s := &stack{t: t, sims: map[string]*enginesim.Sim{}, logs: &testenv.Buffer{}}
-	engines := map[string][]dispatch.Target{}
+	engines := map[string][]engineclient.Target{}
 	for _, name := range []string{"llama-8b", "qwen-32b"} {
 		var url string
 		if o.engine != nil && name == "llama-8b" {
@@ -105,7 +106,7 @@ func newStack(t *testing.T, o stackOpts) *stack {
 			s.sims[name], url = platformtest.ServeSim(t, enginesim.Config{Deployment: dep, ServedModelName: name,
 				TimeScale: o.timeScale, Seed: 7, Faults: o.faults})
 		}
-		engines[name] = []dispatch.Target{{URL: url, ServedName: name, MaxInFlight: o.maxInFlight}}
+		engines[name] = []engineclient.Target{{URL: url, ServedName: name, MaxInFlight: o.maxInFlight}}
 	}
 	s.p = platformtest.Start(t, platformtest.Options{Engines: engines, QueueLimit: o.queueLimit,
 		FirstTokenTimeout: o.firstTokenTimeout, StreamIdleTimeout: o.streamIdleTimeout, RedisTimeout: o.redisTimeout,

@@ -53,8 +53,11 @@ type Outcome struct {
 type relay struct {
 	c *gin.Context
 	// ctx is the request's; its cause names a limit that ended it.
-	ctx     context.Context
-	stream  dispatch.Stream
+	ctx    context.Context
+	stream dispatch.Stream
+	// view shows the client its answer (clientView.shown); nil shows the
+	// engine's events as they came.
+	view    *clientView
 	onFirst func()
 	// onEvent runs after every event, the first included.
 	onEvent func()
@@ -282,17 +285,20 @@ func (r *relay) step(wantUsage bool) bool {
 // an engine's own figure: not 2^62, not a negative, not a total that is
 // not the sum of what it adds.
 func (r *relay) shownUsage(ev dispatch.Event) []byte {
-	var u ledger.Usage
+	var usage []byte
 	switch {
 	case ev.Usage != nil:
-		u, _, _, _ = billed(r.out, r.held)
+		u, _, _, _ := billed(r.out, r.held)
+		usage = usageJSON(u)
 	case ev.Progress != nil && r.continuous:
 		running := ledger.Usage{PromptTokens: ev.Progress.PromptTokens, CompletionTokens: ev.Progress.CompletionTokens}
-		u, _ = ledger.BoundUsage(running, r.out.Relayed, r.held.bounds())
-	default:
+		u, _ := ledger.BoundUsage(running, r.out.Relayed, r.held.bounds())
+		usage = usageJSON(u)
+	}
+	if r.view == nil {
 		return ev.Data
 	}
-	return rewriteChunk(ev.Data, nil, usageJSON(u), false)
+	return r.view.shown(&ev, usage)
 }
 
 // brokenEvent is the error event of a stream that broke with cause: the
@@ -342,7 +348,7 @@ func (r *relay) buffered() Outcome {
 		if ev.Usage != nil {
 			continue // the answer's usage is what it is billed, below
 		}
-		a.add(ev.Data)
+		a.add(r.shownUsage(ev))
 	}
 	// The client is told the usage it is billed (billed, the settle's own
 	// rule), never an engine's figure.

@@ -17,6 +17,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/quota"
@@ -75,7 +76,7 @@ func newStack(t *testing.T, configure func(*Config)) *stack {
 		CompletionPriceMicroPerMTok: 500_000, MaxContextTokens: 8192, MaxOutputTokens: 4096}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	direct := dispatch.NewDirect(map[string][]dispatch.Target{"llama-8b": {{URL: s.startEngine("llama-8b"), ServedName: "llama-8b"}}}, nil)
+	direct := engineclient.NewDirect(map[string][]engineclient.Target{"llama-8b": {{URL: s.startEngine("llama-8b"), ServedName: "llama-8b"}}}, nil)
 	// Before the engine stops (cleanups run last first): a pooled
 	// connection that never carried a request counts as active for five
 	// seconds in an engine's graceful shutdown.

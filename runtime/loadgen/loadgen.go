@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
@@ -220,7 +220,7 @@ func stream(ctx context.Context, client *http.Client, t Target, body []byte) sam
 			drain(resp.Body, cancel)
 			return s
 		}
-		ev := dispatch.ParseEvent(data)
+		ev := engineclient.ParseEvent(data)
 		switch {
 		case ev.Err != nil:
 			s.err = fmt.Errorf("%s: error event: %s", t.Name, ev.Err.Message)
@@ -317,7 +317,7 @@ func holdOne(ctx context.Context, client *http.Client, t Target, body []byte, op
 			}
 			return nil
 		}
-		if ev := dispatch.ParseEvent(data); first && ev.Tokens > 0 {
+		if ev := engineclient.ParseEvent(data); first && ev.Tokens > 0 {
 			first = false
 			opened()
 		} else if ev.Err != nil && first {

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
@@ -47,7 +47,7 @@ func BenchmarkStreamMemory(b *testing.B) {
 	// The cloud node's engine, in a process of its own, serves the model
 	// under another platform name, so that a stream's path is its model's.
 	cloudURL := platformtest.StartNodeProcess(b, platformtest.NodeProcess{Model: overheadModel, MaxNumSeqs: 2 * heldStreams, StallAfterTokens: 1})
-	cloudClient := dispatch.NewEngineClient()
+	cloudClient := engineclient.NewEngineClient()
 	platformURL, key := startPlatform(b, platformOpts{streamIdleTimeout: time.Hour, cloudClient: cloudClient,
 		cloud: []orchestrator.CloudNode{{ID: "bench-cloud", URL: cloudURL, Models: []registry.ModelSlot{{
 			Name: cloudModel, ServedName: overheadModel, MaxNumSeqs: 2 * heldStreams, MaxModelLen: enginesim.DefaultMaxModelLen,

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/loadgen"
@@ -162,7 +162,7 @@ func overheadTargets(b *testing.B, engineURL string, floors overheadFloors, star
 	// The same engine is also a cloud node, which the orchestrator reaches
 	// over HTTP as on EKS: the "cloud" target is the platform without the
 	// WebSocket hop and the agent.
-	platformURL, key := startPlatform(b, platformOpts{cloudClient: dispatch.NewEngineClient(),
+	platformURL, key := startPlatform(b, platformOpts{cloudClient: engineclient.NewEngineClient(),
 		cloud: []orchestrator.CloudNode{{ID: "bench-cloud", URL: engineURL, Models: []registry.ModelSlot{{
 			Name: cloudModel, ServedName: overheadModel, MaxNumSeqs: enginesim.DefaultMaxNumSeqs,
 			MaxModelLen: enginesim.DefaultMaxModelLen, KVCapacityTokens: defaultKVTokens(b)}}}}}, startNode)

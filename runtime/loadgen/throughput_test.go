@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/loadgen"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
@@ -44,7 +44,7 @@ func BenchmarkThroughput(b *testing.B) {
 	// over HTTP as on EKS (most traffic): the cloud targets are the
 	// platform without the WebSocket hop and the agent.
 	platformURL, key := startPlatform(b, platformOpts{durable: true, teams: 4, keys: &keys,
-		cloudClient: dispatch.NewEngineClient(),
+		cloudClient: engineclient.NewEngineClient(),
 		cloud: []orchestrator.CloudNode{{ID: "bench-cloud", URL: engine, Models: []registry.ModelSlot{{
 			Name: cloudModel, ServedName: overheadModel, MaxNumSeqs: enginesim.DefaultMaxNumSeqs,
 			MaxModelLen: enginesim.DefaultMaxModelLen, KVCapacityTokens: defaultKVTokens(b)}}}}},

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/testenv"
@@ -49,7 +49,7 @@ func TestAssignStreamsChunksThenDone(t *testing.T) {
 				t.Fatalf("chunk seq = %d, want %d", f.Seq, want)
 			}
 			want++
-			if ev := dispatch.ParseEvent(f.Delta); ev.Usage != nil {
+			if ev := engineclient.ParseEvent(f.Delta); ev.Usage != nil {
 				usage = ev.Usage
 			}
 		case *nodeproto.Done:

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/agentflags"
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
 
@@ -36,7 +36,7 @@ type Config struct {
 	GPUs []nodeproto.GPU
 	// Version is the agent's software version.
 	Version string
-	// HTTPClient talks to the engine; nil means dispatch.NewEngineClient():
+	// HTTPClient talks to the engine; nil means engineclient.NewEngineClient():
 	// no timeout, since a stream lasts as long as the answer, and an idle
 	// pool that keeps a connection per concurrent stream.
 	HTTPClient *http.Client
@@ -92,7 +92,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Version = "dev"
 	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = dispatch.NewEngineClient()
+		c.HTTPClient = engineclient.NewEngineClient()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))

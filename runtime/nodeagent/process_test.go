@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
@@ -148,7 +148,7 @@ func testProcessStream(t *testing.T) {
 				t.Fatalf("chunk seq = %d, want %d", got, want)
 			}
 			seq++
-			if ev := dispatch.ParseEvent(f.Delta); ev.Usage != nil {
+			if ev := engineclient.ParseEvent(f.Delta); ev.Usage != nil {
 				usage = ev.Usage
 			}
 		case *nodeproto.Done:

@@ -10,6 +10,7 @@ import (
 	"net/http"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
@@ -71,7 +72,9 @@ func (s *session) run(sctx, rctx context.Context, r *inflight, a *nodeproto.Assi
 		s.send(sctx, &nodeproto.Error{RequestID: id, Status: http.StatusBadRequest, Message: err.Error()})
 		return
 	}
-	st, err := dispatch.OpenEngineStream(rctx, s.a.cfg.HTTPClient, s.a.cfg.EngineURL, id, body)
+	// The agent reads what its done record needs (Classify); the platform
+	// reads each event itself, once, at the orchestrator.
+	st, err := engineclient.OpenEngineStreamReading(rctx, s.a.cfg.HTTPClient, s.a.cfg.EngineURL, id, body, engineclient.Classify)
 	if err != nil {
 		if rctx.Err() != nil {
 			s.complete(sctx, &nodeproto.Done{RequestID: id, FinishReason: openai.FinishAbort})
@@ -204,7 +207,7 @@ func refusal(id string, err error) *nodeproto.Error {
 // streamingBody returns the engine body with stream and include_usage on.
 // A body that has them already is passed byte for byte.
 func streamingBody(body json.RawMessage) ([]byte, error) {
-	if dispatch.StreamsWithUsage(body) {
+	if engineclient.StreamsWithUsage(body) {
 		return body, nil // the gateway's form, read without a decode
 	}
 	var probe struct {
@@ -246,13 +249,13 @@ func streamingBody(body json.RawMessage) ([]byte, error) {
 }
 
 // finishReason returns the finish reason a chunk carries, reading only
-// chunks that may name one: in place (dispatch.FinishReason), or decoded
+// chunks that may name one: in place (engineclient.FinishReason), or decoded
 // when the in-place read is unsure.
 func finishReason(data []byte) string {
 	if !mayNameFinishReason(data) {
 		return ""
 	}
-	if r, ok := dispatch.FinishReason(data); ok {
+	if r, ok := engineclient.FinishReason(data); ok {
 		return r
 	}
 	var c openai.ChatCompletionChunk
@@ -294,8 +297,8 @@ const jsonSpace = " \t\n\r"
 // node socket carries it in a text frame, which RFC 6455 requires to be
 // UTF-8 (a strict proxy closes the link otherwise). An engine's invalid
 // bytes become U+FFFD, as a browser would show them. The engine stream
-// already sends them so (dispatch.AppendValidUTF8); the copy keeps the
+// already sends them so (engineclient.AppendValidUTF8); the copy keeps the
 // rule whatever stream an event came from.
 func validDelta(data []byte) []byte {
-	return dispatch.AppendValidUTF8(make([]byte, 0, len(data)), data)
+	return engineclient.AppendValidUTF8(make([]byte, 0, len(data)), data)
 }

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/hoptrace"
 	"github.com/llmplat/llmplat/runtime/wsconn"
 
@@ -257,7 +257,7 @@ func (s *session) write(ctx context.Context, frames ...nodeproto.Frame) error {
 	}
 	if hoptrace.On {
 		for _, f := range frames {
-			if c, ok := f.(*nodeproto.Chunk); ok && c.Seq < 2 && dispatch.ParseEvent(c.Delta).Tokens > 0 {
+			if c, ok := f.(*nodeproto.Chunk); ok && c.Seq < 2 && engineclient.Classify(c.Delta).Tokens > 0 {
 				hoptrace.Mark(c.RequestID, hoptrace.ChunkWritten)
 			}
 		}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/llmplat/llmplat/runtime/coldstart"
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/routing"
@@ -89,7 +89,7 @@ type Config struct {
 	// (the Kubernetes controller's EndpointSlices); it replaces CloudNodes.
 	Cloud CloudSource
 	// CloudClient sends requests to cloud nodes' service URLs; nil means
-	// dispatch.NewEngineClient(): no timeout, and an idle pool that keeps a
+	// engineclient.NewEngineClient(): no timeout, and an idle pool that keeps a
 	// connection per concurrent stream.
 	CloudClient *http.Client
 	// Pending, optional, reports the requests waiting for a model outside
@@ -165,7 +165,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.Window = nodeproto.DefaultWindow
 	}
 	if c.CloudClient == nil {
-		c.CloudClient = dispatch.NewEngineClient()
+		c.CloudClient = engineclient.NewEngineClient()
 	}
 	if c.ShutdownGrace <= 0 {
 		c.ShutdownGrace = ShutdownGrace

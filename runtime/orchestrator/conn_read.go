@@ -60,10 +60,17 @@ func (c *nodeConn) handle(ctx context.Context, f nodeproto.Frame) error {
 		if s == nil {
 			return nil // cancelled: the node stops within its credit
 		}
-		if !s.push(f) {
+		var frame nodeproto.Frame = f
+		first := false
+		if rs, ok := s.(*reqStream); ok {
+			if ev, ok := rs.early(f); ok {
+				frame, first = &readChunk{Chunk: f, ev: ev}, rs.firstOutput(&ev)
+			}
+		}
+		if !s.push(frame) {
 			return fmt.Errorf("%w: %w for request %s", nodeproto.ErrInvalid, errCredit, f.RequestID)
 		}
-		if rs, ok := s.(*reqStream); ok && rs.firstOutput(f) {
+		if first {
 			if hoptrace.On {
 				hoptrace.Mark(f.RequestID, hoptrace.ChunkRead)
 			}

@@ -137,7 +137,7 @@ func TestPendingGauge(t *testing.T) {
 	waiting := make(chan error, 1)
 	go func() {
 		waiting <- queue.Wait(ctx, "llama-70b", "r-70b", time.Minute, func(ctx context.Context) (bool, error) {
-			_, err := a.o().Dispatch(ctx, &dispatch.Job{RequestID: "r-70b", Model: "llama-70b", Request: job("r-70b", 10).Request})
+			_, err := a.o().Dispatch(ctx, jobFor("r-70b", "llama-70b", 10))
 			return !errors.Is(err, dispatch.ErrNoCapacity), nil
 		})
 	}()

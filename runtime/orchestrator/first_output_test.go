@@ -30,7 +30,8 @@ func TestFirstOutputIsTheFirstTokenOnce(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newReqStream("r", "n", 1, 16, nil, func() {})
 			for i, c := range tc.chunks {
-				if got := s.firstOutput(c); got != tc.want[i] {
+				ev, early := s.early(c)
+				if got := early && s.firstOutput(&ev); got != tc.want[i] {
 					t.Errorf("chunk %d: firstOutput = %v, want %v", c.Seq, got, tc.want[i])
 				}
 			}

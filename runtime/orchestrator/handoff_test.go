@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
@@ -209,10 +208,7 @@ func staleAssignAnsweredOnce(t *testing.T, c *cluster, n1 *node) {
 		t.Fatal(err)
 	}
 	j := job("stale", 20)
-	body, err := dispatch.EngineBody(j.Request, n1.sim.ServedModelName())
-	if err != nil {
-		t.Fatal(err)
-	}
+	body := j.EngineBody(n1.sim.ServedModelName())
 	assign, err := nodeproto.Encode(&nodeproto.Assign{RequestID: "stale", Model: testModel, Body: body})
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
+	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
 // testModel is the platform model every test node serves.
@@ -205,8 +206,25 @@ func (c *cluster) waitSnapshots(what, id string, cond func(n registry.Node, ok b
 // job returns a chat job for the test model.
 func job(id string, maxTokens int64) *dispatch.Job {
 	content, _ := json.Marshal("Tell me about the sea.")
-	return &dispatch.Job{RequestID: id, Model: testModel, Request: &openai.ChatCompletionRequest{
-		Model: testModel, Messages: []openai.Message{{Role: "user", Content: content}}, MaxTokens: &maxTokens}}
+	return newJob(id, &openai.ChatCompletionRequest{
+		Model: testModel, Messages: []openai.Message{{Role: "user", Content: content}}, MaxTokens: &maxTokens})
+}
+
+// jobFor is job for another model.
+func jobFor(id, model string, maxTokens int64) *dispatch.Job {
+	j := job(id, maxTokens)
+	j.Model = model
+	return j
+}
+
+// newJob is req's envelope as a gateway makes it: the prompt estimated
+// once, the engine body encoded once.
+func newJob(id string, req *openai.ChatCompletionRequest) *dispatch.Job {
+	j, err := dispatch.NewJob(id, req, tokens.EstimateRequest(req))
+	if err != nil {
+		panic(err)
+	}
+	return j
 }
 
 // result is what a consumer read from a stream.

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/llmplat/llmplat/runtime/clusterwatch"
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/kubetest"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
@@ -79,7 +79,7 @@ const engineDomain = ".engines.test"
 
 // engineClient is the replicas' cloud client, resolving engineDomain.
 func engineClient() *http.Client {
-	c := dispatch.NewEngineClient()
+	c := engineclient.NewEngineClient()
 	tr := c.Transport.(*http.Transport)
 	var d net.Dialer
 	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -8,11 +8,11 @@ import (
 	"slices"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/registry"
 	"github.com/llmplat/llmplat/runtime/routing"
-	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
 var _ dispatch.Dispatcher = (*Orchestrator)(nil)
@@ -30,7 +30,7 @@ const retryAfterLost = nodeproto.HeartbeatInterval
 // returns its stream once the first event is in hand. No node with room:
 // dispatch.ErrNoCapacity, and the gateway queues the request.
 func (o *Orchestrator) Dispatch(ctx context.Context, job *dispatch.Job) (dispatch.Stream, error) {
-	need := routing.Footprint(tokens.EstimateRequest(job.Request) + job.Request.MaxOutputTokens())
+	need := routing.Footprint(job.PromptEstimate + job.MaxOutput)
 	o.await(job.Model, 1)
 	defer o.await(job.Model, -1)
 	var tried []string
@@ -151,14 +151,10 @@ func (o *Orchestrator) localAccepting(nodeID string, epoch int64) bool {
 
 // start sends the job to node n and waits for its first event.
 func (o *Orchestrator) start(ctx context.Context, n registry.Node, slot registry.ModelSlot, job *dispatch.Job, release func()) (dispatch.Stream, error) {
-	body, err := dispatch.EngineBody(job.Request, slot.ServedName)
-	if err != nil {
-		release()
-		return nil, err
-	}
+	body := job.EngineBody(slot.ServedName)
 	if n.Location == registry.LocationCloud && n.ServiceURL != "" {
 		o.cfg.Metrics.routed(o.cfg.Policy.Name(), job.Model, "cloud")
-		st, err := dispatch.OpenEngineStream(ctx, o.cfg.CloudClient, n.ServiceURL, job.RequestID, body)
+		st, err := engineclient.OpenEngineStream(ctx, o.cfg.CloudClient, n.ServiceURL, job.RequestID, body)
 		if err != nil {
 			release()
 			if de := (*dispatch.Error)(nil); errors.As(err, &de) {
@@ -175,7 +171,10 @@ func (o *Orchestrator) start(ctx context.Context, n registry.Node, slot registry
 		return &releasingStream{Stream: st, release: release}, nil
 	}
 	a := &nodeproto.Assign{RequestID: job.RequestID, Model: job.Model, Body: body}
-	var s *reqStream
+	var (
+		s   *reqStream
+		err error
+	)
 	if n.Owner == o.cfg.ID {
 		o.cfg.Metrics.routed(o.cfg.Policy.Name(), job.Model, "local")
 		s, err = o.startLocal(n, a, release)
@@ -227,7 +226,10 @@ func (o *Orchestrator) startRemote(ctx context.Context, n registry.Node, a *node
 	attempt := o.attempts.Add(1)
 	l := remoteLink{o: o, nodeID: n.ID, epoch: n.Epoch, attempt: attempt}
 	id := a.RequestID // the closure must not hold a, whose body is the prompt
-	var s *reqStream
+	var (
+		s   *reqStream
+		err error
+	)
 	s = newReqStream(id, n.ID, n.Epoch, o.cfg.Window, l, func() {
 		o.mu.Lock()
 		if o.remote[id] == s {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 	"github.com/llmplat/llmplat/runtime/openai"
 )
@@ -122,14 +123,27 @@ func (s *reqStream) push(f nodeproto.Frame) bool {
 // for its first output: engines send the role chunk, then the first token.
 const firstOutputScan = 4
 
-// firstOutput reports, for a chunk just pushed, whether it is the first
-// of the request to carry output (a token, a tool call's or an error): the
-// one its client waits for, measured as time to first token.
-func (s *reqStream) firstOutput(c *nodeproto.Chunk) bool {
+// readChunk is a chunk the read loop already parsed (early): its consumer
+// takes the event as read, so each event is parsed once.
+type readChunk struct {
+	*nodeproto.Chunk
+	ev dispatch.Event
+}
+
+// early parses a chunk on the read loop while the request's first output
+// may still be ahead (the first firstOutputScan chunks, until one had
+// output); ok is false for the chunks it leaves to the consumer.
+func (s *reqStream) early(c *nodeproto.Chunk) (ev dispatch.Event, ok bool) {
 	if c.Seq >= firstOutputScan || s.tokened.Load() {
-		return false
+		return dispatch.Event{}, false
 	}
-	ev := dispatch.ParseEvent(c.Delta)
+	return engineclient.ParseEvent(c.Delta), true
+}
+
+// firstOutput reports, for an early chunk's event, whether it is the
+// first of the request to carry output (a token, a tool call's or an
+// error): the one its client waits for, measured as time to first token.
+func (s *reqStream) firstOutput(ev *dispatch.Event) bool {
 	if ev.Tokens == 0 && ev.Err == nil {
 		return false
 	}
@@ -240,18 +254,10 @@ func (s *reqStream) take(f nodeproto.Frame, err error) (dispatch.Event, error) {
 		return s.end(fmt.Errorf("%w: %w", dispatch.ErrStreamBroken, err))
 	}
 	switch f := f.(type) {
+	case *readChunk:
+		return s.chunk(f.Chunk, &f.ev)
 	case *nodeproto.Chunk:
-		if f.Seq != s.nextSeq {
-			return s.end(fmt.Errorf("%w: chunk %d after %d", dispatch.ErrStreamBroken, f.Seq, s.nextSeq-1))
-		}
-		s.nextSeq++
-		if s.unacked++; s.unacked >= max(1, s.window/2) {
-			s.link.grant(s.id, s.unacked)
-			s.unacked = 0
-		}
-		ev := dispatch.ParseEvent(f.Delta)
-		s.sawErr = s.sawErr || ev.Err != nil
-		return ev, nil
+		return s.chunk(f, nil)
 	case *nodeproto.Done:
 		s.settled = true
 		if f.FinishReason == "" && !s.sawErr {
@@ -268,6 +274,25 @@ func (s *reqStream) take(f nodeproto.Frame, err error) (dispatch.Event, error) {
 		return dispatch.Event{Data: errorEvent(f), Err: errorOf(f)}, nil
 	}
 	return s.end(fmt.Errorf("%w: unexpected %s frame", dispatch.ErrStreamBroken, f.Type()))
+}
+
+// chunk is Recv's answer for the next chunk: its event, parsed here unless
+// the read loop did (ev).
+func (s *reqStream) chunk(c *nodeproto.Chunk, ev *dispatch.Event) (dispatch.Event, error) {
+	if c.Seq != s.nextSeq {
+		return s.end(fmt.Errorf("%w: chunk %d after %d", dispatch.ErrStreamBroken, c.Seq, s.nextSeq-1))
+	}
+	s.nextSeq++
+	if s.unacked++; s.unacked >= max(1, s.window/2) {
+		s.link.grant(s.id, s.unacked)
+		s.unacked = 0
+	}
+	if ev == nil {
+		parsed := engineclient.ParseEvent(c.Delta)
+		ev = &parsed
+	}
+	s.sawErr = s.sawErr || ev.Err != nil
+	return *ev, nil
 }
 
 // end finishes the stream with err, which Recv returns from now on.

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
-	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/orchestrator"
 	"github.com/llmplat/llmplat/runtime/platformtest"
 )
@@ -45,7 +44,7 @@ func TestReplicaRestartsUnderItsAddress(t *testing.T) {
 	if got := socketStatus(t, r); got != http.StatusServiceUnavailable {
 		t.Errorf("halted replica answered %d, want %d", got, http.StatusServiceUnavailable)
 	}
-	job := &dispatch.Job{RequestID: "while-halted", Model: "m", Request: &openai.ChatCompletionRequest{Model: "m"}}
+	job := &dispatch.Job{RequestID: "while-halted", Model: "m", Members: []byte(`,"messages":[]}`)}
 	if _, err := r.Dispatch(t.Context(), job); !errors.Is(err, dispatch.ErrNoCapacity) {
 		t.Errorf("dispatch to a halted replica: %v, want ErrNoCapacity", err)
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/coldstart"
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/gateway"
@@ -101,7 +101,7 @@ type Options struct {
 	// engines, as a gateway started with -engine does, instead of through
 	// the first orchestrator replica; then no replica runs (Replicas,
 	// Cloud and the node methods do not apply).
-	Engines map[string][]dispatch.Target
+	Engines map[string][]engineclient.Target
 }
 
 // replicaGrace is the replicas' shutdown grace: a test's platform stops

@@ -8,7 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/hoptrace"
 )
 
@@ -76,7 +76,7 @@ type tokenFlushWriter struct {
 func (w *tokenFlushWriter) Write(p []byte) (int, error) {
 	if !w.done && !w.pending {
 		for ev := range bytes.SplitSeq(p, []byte("\n\n")) {
-			if data, ok := bytes.CutPrefix(bytes.TrimSpace(ev), []byte("data: ")); ok && dispatch.ParseEvent(data).Tokens > 0 {
+			if data, ok := bytes.CutPrefix(bytes.TrimSpace(ev), []byte("data: ")); ok && engineclient.ParseEvent(data).Tokens > 0 {
 				w.pending = true
 				break
 			}

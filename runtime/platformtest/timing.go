@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/hoptrace"
 )
 
@@ -108,7 +108,7 @@ type firstTokenWriter struct {
 
 func (w *firstTokenWriter) Write(p []byte) (int, error) {
 	if !w.seen {
-		if data, ok := bytes.CutPrefix(p, []byte("data: ")); ok && dispatch.ParseEvent(data).Tokens > 0 {
+		if data, ok := bytes.CutPrefix(p, []byte("data: ")); ok && engineclient.ParseEvent(data).Tokens > 0 {
 			w.seen = true
 			w.first()
 		}

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
@@ -41,7 +41,7 @@ func TestGatewayWrap(t *testing.T) {
 	_, engine := platformtest.ServeSim(t, enginesim.Config{ServedModelName: model, TimeScale: 200, Seed: 1})
 	var wrapped []*countingLedger
 	p := platformtest.Start(t, platformtest.Options{
-		Engines: map[string][]dispatch.Target{model: {{URL: engine}}},
+		Engines: map[string][]engineclient.Target{model: {{URL: engine}}},
 		Gateway: func(cfg *gateway.Config) {
 			l := &countingLedger{Ledger: cfg.Ledger}
 			wrapped = append(wrapped, l)

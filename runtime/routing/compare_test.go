@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/enginesim"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/routing"
@@ -231,11 +232,11 @@ func (f *fleet) serve(ctx context.Context, client *http.Client, id string, long 
 		f.wake.Broadcast()
 		f.mu.Unlock()
 	}()
-	body, err := dispatch.EngineBody(req, "llama-8b")
+	job, err := dispatch.NewJob(id, req, 0)
 	if err != nil {
 		return 0, err
 	}
-	st, err := dispatch.OpenEngineStream(ctx, client, f.engines[node].url, id, body)
+	st, err := engineclient.OpenEngineStream(ctx, client, f.engines[node].url, id, job.EngineBody("llama-8b"))
 	if err != nil {
 		return 0, err
 	}

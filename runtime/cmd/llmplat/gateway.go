@@ -14,9 +14,10 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/llmplat/llmplat/runtime/auth"
-	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/engineclient"
 	"github.com/llmplat/llmplat/runtime/frontdoor"
 	"github.com/llmplat/llmplat/runtime/gateway"
+	"github.com/llmplat/llmplat/runtime/internalhop"
 	"github.com/llmplat/llmplat/runtime/proxyheader"
 )
 
@@ -25,9 +26,9 @@ func init() {
 }
 
 // engineFlags collects --engine model=url[,url…][@max-in-flight] values.
-type engineFlags map[string][]dispatch.Target
+type engineFlags map[string][]engineclient.Target
 
-func (e engineFlags) String() string { return fmt.Sprint(map[string][]dispatch.Target(e)) }
+func (e engineFlags) String() string { return fmt.Sprint(map[string][]engineclient.Target(e)) }
 
 func (e engineFlags) Set(v string) error {
 	model, rest, ok := strings.Cut(v, "=")
@@ -48,7 +49,7 @@ func (e engineFlags) Set(v string) error {
 			return fmt.Errorf("engine URL %q must start with http:// or https://", u)
 		}
 		// The served name is the model's served_name in the admin API.
-		e[model] = append(e[model], dispatch.Target{URL: strings.TrimSuffix(u, "/"), MaxInFlight: maxInFlight})
+		e[model] = append(e[model], engineclient.Target{URL: strings.TrimSuffix(u, "/"), MaxInFlight: maxInFlight})
 	}
 	return nil
 }
@@ -120,7 +121,7 @@ func runGateway(ctx context.Context, args []string, stdout io.Writer) error {
 		if err != nil {
 			return err
 		}
-		cfg.Dispatcher = dispatch.NewRemote(base, token, nil)
+		cfg.Dispatcher = internalhop.NewRemote(base, token, nil)
 	}
 
 	db, rdb, err := openStores(ctx, *dbURL, *dbSecret, *redisURL)
@@ -164,7 +165,7 @@ func orchestratorBase(raw string) (string, error) {
 		return "", fmt.Errorf("-orchestrator %q: want http:// or https:// and a host, such as http://orchestrator:8091", raw)
 	case strings.TrimSuffix(u.Path, "/") != "", u.RawQuery != "", u.Fragment != "":
 		return "", fmt.Errorf("-orchestrator %q: give the base URL of the orchestrators' internal listener without a path (%s is added), such as %s://%s",
-			raw, dispatch.RemotePath, u.Scheme, u.Host)
+			raw, internalhop.RemotePath, u.Scheme, u.Host)
 	}
 	return u.Scheme + "://" + u.Host, nil
 }

@@ -1,12 +1,14 @@
-package dispatch
+package engineclient
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/llmplat/llmplat/runtime/dispatch"
 	"reflect"
 	"testing"
 
+	"github.com/llmplat/llmplat/runtime/jsonscan"
 	"github.com/llmplat/llmplat/runtime/jsonvariant"
 	"github.com/llmplat/llmplat/runtime/openai"
 	"github.com/llmplat/llmplat/runtime/tokens"
@@ -26,8 +28,8 @@ var commonEvents = []string{
 // choices), whether the choices are an empty array, and whether a
 // choice's delta has a member other than the role whose value is not
 // empty.
-func parseEventByDecode(data []byte) Event {
-	ev := Event{Data: data}
+func parseEventByDecode(data []byte) dispatch.Event {
+	ev := dispatch.Event{Data: data}
 	if e := openai.StreamError(data); e != nil {
 		ev.Err = e
 		return ev
@@ -175,7 +177,7 @@ func TestCommonEventsAreReadInPlace(t *testing.T) {
 		if !ok || r.usage == nil {
 			t.Errorf("event %d: read in place = %v (%+v), want its usage", i, ok, r)
 		}
-		if got, want := ParseEvent([]byte(e)), parseEventByDecode([]byte(e)); !reflect.DeepEqual(got, want) {
+		if got, want := Classify([]byte(e)), parseEventByDecode([]byte(e)); !reflect.DeepEqual(got, want) {
 			t.Errorf("event %d: ParseEvent = %+v, want %+v", i, got, want)
 		}
 	}
@@ -211,13 +213,30 @@ func TestUnusualEventsGoToTheDecode(t *testing.T) {
 // spelling tells what the compact one tells.
 func checkParseEvent(t *testing.T, data []byte) {
 	t.Helper()
-	got, want := ParseEvent(data), parseEventByDecode(data)
+	got, want := Classify(data), parseEventByDecode(data)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("ParseEvent(%s) = %+v (usage %v, progress %v), want %+v (usage %v, progress %v)",
 			data, got, got.Usage, got.Progress, want, want.Usage, want.Progress)
 	}
+	// ParseEvent is the classification, and what the gateway needs on
+	// top: whether a key repeats, where to edit.
+	full := ParseEvent(data)
+	if dup, ok := jsonscan.DuplicateKey(data); full.Duplicate != (dup || !ok && json.Valid(data)) {
+		t.Fatalf("ParseEvent(%s) says duplicate %v", data, full.Duplicate)
+	}
+	classified := full
+	classified.Duplicate = false
+	if err := sameEvent(classified, got); err != nil {
+		t.Fatalf("ParseEvent(%s) classifies otherwise: %v", data, err)
+	}
+	if !full.SpansFit() {
+		t.Fatalf("ParseEvent(%s) located %+v outside it", data, full)
+	}
+	if out := full.Rewrite(nil, nil, false); !bytes.Equal(out, data) {
+		t.Fatalf("ParseEvent(%s): an edit of nothing gave %s", data, out)
+	}
 	for _, v := range jsonvariant.Of(data) {
-		if err := sameEvent(ParseEvent(v.Data), got); err != nil {
+		if err := sameEvent(Classify(v.Data), got); err != nil {
 			t.Fatalf("ParseEvent of %s %s, of %s: %v", v.Name, v.Data, data, err)
 		}
 		if err := sameEvent(parseEventByDecode(v.Data), got); err != nil {
@@ -308,7 +327,7 @@ func TestParseEventCountsText(t *testing.T) {
 func BenchmarkParseEvent(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
-		parse func([]byte) Event
+		parse func([]byte) dispatch.Event
 	}{{"in-place", ParseEvent}, {"decode", parseEventByDecode}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -325,17 +344,18 @@ func BenchmarkParseEvent(b *testing.B) {
 	}
 }
 
-// TestStreamsWithUsage: EngineBody's form is recognised without a
+// TestStreamsWithUsage: the engine body's form (dispatch.Job.EngineBody) is recognised without a
 // decode; anything else is left to the decode.
 func TestStreamsWithUsage(t *testing.T) {
 	one := int64(1)
-	body, err := EngineBody(&openai.ChatCompletionRequest{Model: "m", MaxTokens: &one,
-		Messages: []openai.Message{{Role: "user", Content: json.RawMessage(`"hi"`)}}}, "served")
+	j, err := dispatch.NewJob("req_1", &openai.ChatCompletionRequest{Model: "m", MaxTokens: &one,
+		Messages: []openai.Message{{Role: "user", Content: json.RawMessage(`"hi"`)}}}, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
+	body := j.EngineBody("served")
 	if !StreamsWithUsage(body) {
-		t.Errorf("EngineBody's %s was not recognised", body)
+		t.Errorf("the engine body %s was not recognised", body)
 	}
 	for _, b := range []string{
 		`{"stream":true}`,

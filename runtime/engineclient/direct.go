@@ -1,4 +1,4 @@
-package dispatch
+package engineclient
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/llmplat/llmplat/runtime/dispatch"
 	"io"
 	"net/http"
 	"strconv"
@@ -76,7 +77,7 @@ func (t *target) take() bool {
 	}
 }
 
-var _ Dispatcher = (*Direct)(nil)
+var _ dispatch.Dispatcher = (*Direct)(nil)
 
 // NewDirect returns a dispatcher over the given engines, keyed by platform
 // model name. A nil client means NewEngineClient().
@@ -113,10 +114,10 @@ func (d *Direct) servedName(ctx context.Context, t *target, model string) string
 }
 
 // Dispatch implements Dispatcher.
-func (d *Direct) Dispatch(ctx context.Context, job *Job) (Stream, error) {
+func (d *Direct) Dispatch(ctx context.Context, job *dispatch.Job) (dispatch.Stream, error) {
 	ts := d.targets[job.Model]
 	if len(ts) == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrUnknownModel, job.Model)
+		return nil, fmt.Errorf("%w: %s", dispatch.ErrUnknownModel, job.Model)
 	}
 	first := int(d.next[job.Model].Add(1) - 1)
 	for i := range ts {
@@ -124,11 +125,7 @@ func (d *Direct) Dispatch(ctx context.Context, job *Job) (Stream, error) {
 		if !t.take() {
 			continue
 		}
-		body, err := EngineBody(job.Request, d.servedName(ctx, t, job.Model))
-		if err != nil {
-			t.inFlight.Add(-1)
-			return nil, err
-		}
+		body := job.EngineBody(d.servedName(ctx, t, job.Model))
 		st, err := OpenEngineStream(ctx, d.client, t.URL, job.RequestID, body)
 		if err != nil {
 			t.inFlight.Add(-1)
@@ -136,7 +133,7 @@ func (d *Direct) Dispatch(ctx context.Context, job *Job) (Stream, error) {
 		}
 		return &countedStream{Stream: st, release: func() { t.inFlight.Add(-1) }}, nil
 	}
-	return nil, fmt.Errorf("%w: every engine of %s is full", ErrNoCapacity, job.Model)
+	return nil, fmt.Errorf("%w: every engine of %s is full", dispatch.ErrNoCapacity, job.Model)
 }
 
 // CloseIdleConnections closes the connections to engines that carry no
@@ -145,7 +142,7 @@ func (d *Direct) CloseIdleConnections() { d.client.CloseIdleConnections() }
 
 // countedStream gives its engine's in-flight place back on Close.
 type countedStream struct {
-	Stream
+	dispatch.Stream
 	once    sync.Once
 	release func()
 }
@@ -156,28 +153,18 @@ func (s *countedStream) Close() error {
 	return err
 }
 
-// EngineBody returns the request as an engine must see it: the engine's
-// model name, streamed, with usage asked for.
-func EngineBody(req *openai.ChatCompletionRequest, servedName string) ([]byte, error) {
-	r := *req
-	r.Model = servedName
-	r.Stream = true
-	// Continuous usage gives a stream that breaks exact counts to settle
-	// from; the gateway strips it from what the client did not ask for.
-	continuous := true
-	so := openai.StreamOptions{IncludeUsage: true, ContinuousUsageStats: &continuous}
-	r.StreamOptions = &so
-	b, err := json.Marshal(r)
-	if err != nil {
-		return nil, fmt.Errorf("encode engine request: %w", err)
-	}
-	return b, nil
+// OpenEngineStream posts body to an OpenAI-compatible engine at baseURL and
+// returns its event stream, each event read by ParseEvent. The stream is
+// aborted on the engine when ctx ends or Close is called: closing the HTTP
+// stream is how vLLM cancels.
+func OpenEngineStream(ctx context.Context, client *http.Client, baseURL, requestID string, body []byte) (dispatch.Stream, error) {
+	return OpenEngineStreamReading(ctx, client, baseURL, requestID, body, ParseEvent)
 }
 
-// OpenEngineStream posts body to an OpenAI-compatible engine at baseURL and
-// returns its event stream. The stream is aborted on the engine when ctx
-// ends or Close is called: closing the HTTP stream is how vLLM cancels.
-func OpenEngineStream(ctx context.Context, client *http.Client, baseURL, requestID string, body []byte) (Stream, error) {
+// OpenEngineStreamReading is OpenEngineStream with each event read by
+// read: the node agent's Classify.
+func OpenEngineStreamReading(ctx context.Context, client *http.Client, baseURL, requestID string, body []byte,
+	read func([]byte) dispatch.Event) (dispatch.Stream, error) {
 	if hoptrace.On {
 		hoptrace.Mark(requestID, hoptrace.EngineSent)
 	}
@@ -198,14 +185,14 @@ func OpenEngineStream(ctx context.Context, client *http.Client, baseURL, request
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, fmt.Errorf("%w: engine %s: %v", ErrNoCapacity, baseURL, err)
+		return nil, fmt.Errorf("%w: engine %s: %v", dispatch.ErrNoCapacity, baseURL, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		defer cancel()
 		defer resp.Body.Close()
 		return nil, upstreamError(resp)
 	}
-	st := &httpStream{body: resp.Body, cancel: cancel, sse: openai.NewSSEReader(resp.Body)}
+	st := &httpStream{body: resp.Body, cancel: cancel, sse: openai.NewSSEReader(resp.Body), read: read}
 	if hoptrace.On {
 		st.trace.Set(requestID)
 	}
@@ -216,7 +203,7 @@ func OpenEngineStream(ctx context.Context, client *http.Client, baseURL, request
 // error body, passed on as it is.
 func engineError(resp *http.Response) error {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-	e := &Error{Status: resp.StatusCode, RetryAfter: retryAfterOf(resp)}
+	e := &dispatch.Error{Status: resp.StatusCode, RetryAfter: retryAfterOf(resp)}
 	var body openai.ErrorBody
 	if json.Unmarshal(raw, &body) == nil && body.Error.Message != "" {
 		e.Body = &body
@@ -236,7 +223,7 @@ func upstreamError(resp *http.Response) error {
 	if status < 400 || status > 599 {
 		status = http.StatusBadGateway // not an error status: the engine misbehaved
 	}
-	return &Error{Status: status, RetryAfter: retryAfterOf(resp),
+	return &dispatch.Error{Status: status, RetryAfter: retryAfterOf(resp),
 		Body:     openai.NewEngineError(status, "", fmt.Sprintf("the engine answered %d %s", status, http.StatusText(status))),
 		Upstream: strings.ToValidUTF8(string(raw), "\uFFFD")}
 }
@@ -251,6 +238,8 @@ func retryAfterOf(resp *http.Response) time.Duration {
 
 // httpStream reads an engine's SSE answer.
 type httpStream struct {
+	// read reads each event (ParseEvent, or the agent's Classify).
+	read   func([]byte) dispatch.Event
 	body   io.ReadCloser
 	cancel context.CancelFunc
 	sse    *openai.SSEReader
@@ -264,27 +253,27 @@ type httpStream struct {
 	closeOnce sync.Once
 }
 
-func (s *httpStream) Recv() (Event, error) {
+func (s *httpStream) Recv() (dispatch.Event, error) {
 	if s.done {
-		return Event{}, io.EOF
+		return dispatch.Event{}, io.EOF
 	}
 	data, err := s.sse.Next()
 	if err != nil {
 		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-			return Event{}, fmt.Errorf("%w: engine closed the stream before [DONE]", ErrStreamBroken)
+			return dispatch.Event{}, fmt.Errorf("%w: engine closed the stream before [DONE]", dispatch.ErrStreamBroken)
 		}
-		return Event{}, fmt.Errorf("%w: %v", ErrStreamBroken, err)
+		return dispatch.Event{}, fmt.Errorf("%w: %v", dispatch.ErrStreamBroken, err)
 	}
 	if openai.IsDone(data) {
 		s.done = true
 		s.drain()
-		return Event{}, io.EOF
+		return dispatch.Event{}, io.EOF
 	}
 	if !utf8.Valid(data) {
 		s.text = AppendValidUTF8(s.text[:0], data)
 		data = s.text
 	}
-	ev := ParseEvent(data)
+	ev := s.read(data)
 	if hoptrace.On && ev.Tokens > 0 && s.trace.ID() != "" {
 		hoptrace.Mark(s.trace.ID(), hoptrace.EngineFirstRead)
 		s.trace.Set("")
@@ -317,14 +306,36 @@ func (s *httpStream) Close() error {
 	return nil
 }
 
-// ParseEvent classifies one event payload: an error, the final usage, a
-// running usage, output. It reads what the event's JSON means, however the
-// engine spells it (Python's json.dumps writes "usage": {…}, other engines
-// indent or order keys their own way): the event is read in place in one
-// checking pass (scan.go), and decoded with encoding/json only when that
-// pass cannot tell.
-func ParseEvent(data []byte) Event {
-	ev := Event{Data: data}
+// ParseEvent is the platform's one reading of an engine event: it
+// classifies the payload (an error, the final usage, a running usage,
+// output), counts the text it carries, tells whether it repeats a key,
+// and locates what the gateway rewrites in it. Every hop after it carries
+// the answer typed (dispatch.Event); none reads the event again.
+//
+// It reads what the event's JSON means, however the engine spells it
+// (Python's json.dumps writes "usage": {…}, other engines indent or order
+// keys their own way): the event is read in place in one checking pass
+// (scan.go), and decoded with encoding/json only when that pass cannot
+// tell.
+func ParseEvent(data []byte) dispatch.Event {
+	counted()
+	ev := Classify(data)
+	dup, ok := jsonscan.DuplicateKey(data)
+	// Too deep to check is a duplicate too: no engine nests that deep.
+	ev.Duplicate = dup || !ok && json.Valid(data)
+	if !ev.Duplicate && ev.Err == nil {
+		ev.ModelValue, ev.UsageValue, ev.UsageMember = locate(data)
+	}
+	return ev
+}
+
+// Classify is what an event tells: an error, the final usage, a running
+// usage, output and its text; ParseEvent without the checks and places
+// only the gateway needs. The node agent reads its engine's events with
+// it for its own done record, which the platform does not trust: the
+// platform's one reading of each event is ParseEvent, at the orchestrator.
+func Classify(data []byte) dispatch.Event {
+	ev := dispatch.Event{Data: data}
 	if e := openai.StreamError(data); e != nil {
 		ev.Err = e
 		return ev

@@ -1,4 +1,4 @@
-package gateway
+package engineclient
 
 import (
 	"encoding/json"
@@ -7,8 +7,14 @@ import (
 
 	"github.com/llmplat/llmplat/runtime/jsonscan"
 	"github.com/llmplat/llmplat/runtime/jsonvariant"
-	"github.com/llmplat/llmplat/runtime/ledger"
 )
+
+// rewriteChunk is what the gateway shows a client of an engine's chunk:
+// the spans the one parse located, edited (dispatch.Event.Rewrite).
+func rewriteChunk(chunk, quoted, usage []byte, strip bool) []byte {
+	ev := ParseEvent(chunk)
+	return ev.Rewrite(quoted, usage, strip)
+}
 
 // renameModel and stripUsage are rewriteChunk's two edits apart.
 func renameModel(chunk, quoted []byte) []byte { return rewriteChunk(chunk, quoted, nil, false) }
@@ -53,7 +59,6 @@ func TestStripUsage(t *testing.T) {
 		{"space before the colon", `{"choices":[],"usage" : {"prompt_tokens":3}}`, `{"choices":[]}`},
 		{"indented", "{\n  \"usage\": {\n    \"prompt_tokens\": 3\n  },\n  \"choices\": []\n}", "{\n  \"choices\": []\n}"},
 		{"only usage", `{"usage":{"prompt_tokens":3}}`, `{}`},
-		{"two usages", `{"id":"c","usage":{"prompt_tokens":1},"usage":{"prompt_tokens":2},"choices":[]}`, `{"id":"c","choices":[]}`},
 		{"a nested usage first", `{"choices":[{"delta":{"usage":{"x":1}}}],"usage":{"prompt_tokens":3}}`, `{"choices":[{"delta":{"usage":{"x":1}}}]}`},
 		{"not JSON", `{"choices":[],"usage":{"prompt_tokens":3}`, `{"choices":[],"usage":{"prompt_tokens":3}`},
 		{"content mentions usage", `{"choices":[{"delta":{"content":"\"usage\":{}"}}],"usage":{"prompt_tokens":1}}`, `{"choices":[{"delta":{"content":"\"usage\":{}"}}]}`},
@@ -73,18 +78,18 @@ func TestStripUsage(t *testing.T) {
 // (the usage billed) or, when stripped, gone; however the engine spelled
 // it.
 func FuzzRewriteChunk(f *testing.F) {
-	for _, e := range oneTokenEvents {
-		f.Add([]byte(e.data), true, false)
-		f.Add([]byte(e.data), false, true)
+	for _, e := range commonEvents {
+		f.Add([]byte(e), true, false)
+		f.Add([]byte(e), false, true)
 	}
 	f.Add([]byte(`{"id": "c", "model": "sim-8b", "choices": [], "usage": {"prompt_tokens": 3}}`), true, false)
 	f.Add([]byte(`{"usage" : {"prompt_tokens": 3} , "model": "sim-8b", "choices": []}`), false, true)
 	f.Add([]byte(`{"usage":{"prompt_tokens":3},"model":null}`), true, false)
 	quoted := []byte(`"llama-8b"`)
-	billed := usageJSON(ledger.Usage{PromptTokens: 12, CompletionTokens: 3})
+	billed := []byte(`{"prompt_tokens":12,"completion_tokens":3,"total_tokens":15}`)
 	f.Fuzz(func(t *testing.T, chunk []byte, strip, replace bool) {
 		var in map[string]any
-		if json.Unmarshal(chunk, &in) != nil || in == nil || !plainDistinctKeys(chunk) {
+		if json.Unmarshal(chunk, &in) != nil || in == nil || !plainDistinctKeys(chunk) || ParseEvent(chunk).Duplicate || ParseEvent(chunk).Err != nil {
 			return
 		}
 		var usage []byte
@@ -125,4 +130,21 @@ func plainDistinctKeys(obj []byte) bool {
 		seen[string(k)] = true
 	}
 	return !o.Malformed()
+}
+
+// TestRewriteLeavesADuplicateAlone: an event with a repeated key is one
+// the gateway ends the stream at; nothing in it is located to edit.
+func TestRewriteLeavesADuplicateAlone(t *testing.T) {
+	for _, in := range []string{
+		`{"id":"c","usage":{"prompt_tokens":1},"usage":{"prompt_tokens":2},"choices":[]}`,
+		`{"model":"a","choices":[{"delta":{"content":"x","content":"y"}}],"usage":{"prompt_tokens":1}}`,
+	} {
+		ev := ParseEvent([]byte(in))
+		if !ev.Duplicate {
+			t.Errorf("%s: not marked a duplicate", in)
+		}
+		if got := string(ev.Rewrite([]byte(`"m"`), nil, true)); got != in {
+			t.Errorf("%s rewritten to %s", in, got)
+		}
+	}
 }

@@ -1,9 +1,10 @@
-package dispatch
+package engineclient
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/llmplat/llmplat/runtime/dispatch"
 	"io"
 	"net"
 	"net/http"
@@ -41,13 +42,17 @@ func goldenEngine(t *testing.T, file string, gotBody *openai.ChatCompletionReque
 	return srv
 }
 
-func job(model string, stream bool) *Job {
-	return &Job{RequestID: "req_1", Model: model, Request: &openai.ChatCompletionRequest{
+func job(model string, stream bool) *dispatch.Job {
+	j, err := dispatch.NewJob("req_1", &openai.ChatCompletionRequest{
 		Model: model, Stream: stream, Messages: []openai.Message{openai.TextMessage("user", "hi")},
-	}}
+	}, 1)
+	if err != nil {
+		panic(err)
+	}
+	return j
 }
 
-func drain(t *testing.T, s Stream) (events []Event, end error) {
+func drain(t *testing.T, s dispatch.Stream) (events []dispatch.Event, end error) {
 	t.Helper()
 	for {
 		ev, err := s.Recv()
@@ -102,8 +107,8 @@ func TestDirectErrors(t *testing.T) {
 			name:  "unknown model",
 			model: "nope",
 			check: func(t *testing.T, err error) {
-				if !errors.Is(err, ErrUnknownModel) {
-					t.Errorf("err = %v, want ErrUnknownModel", err)
+				if !errors.Is(err, dispatch.ErrUnknownModel) {
+					t.Errorf("err = %v, want dispatch.ErrUnknownModel", err)
 				}
 			},
 		},
@@ -116,9 +121,9 @@ func TestDirectErrors(t *testing.T) {
 				_, _ = w.Write(openai.NewEngineError(400, "input_tokens", "too long").Marshal())
 			},
 			check: func(t *testing.T, err error) {
-				var e *Error
+				var e *dispatch.Error
 				if !errors.As(err, &e) {
-					t.Fatalf("err = %v, want *Error", err)
+					t.Fatalf("err = %v, want *dispatch.Error", err)
 				}
 				if e.Status != 400 || e.Body.Error.Param != nil || e.RetryAfter != 7*time.Second {
 					t.Errorf("error = %d %+v %v, want 400, no param, 7s", e.Status, e.Body.Error, e.RetryAfter)
@@ -169,9 +174,9 @@ func TestEngineErrorBodyNotReflected(t *testing.T) {
 			}))
 			defer srv.Close()
 			_, err := OpenEngineStream(t.Context(), srv.Client(), srv.URL, "req_1", []byte(`{}`))
-			var e *Error
+			var e *dispatch.Error
 			if !errors.As(err, &e) {
-				t.Fatalf("err = %v, want *Error", err)
+				t.Fatalf("err = %v, want *dispatch.Error", err)
 			}
 			body := string(e.Body.Marshal())
 			if e.Status != tt.want || strings.Contains(body, secret) || strings.Contains(err.Error(), secret) {
@@ -190,8 +195,8 @@ func TestDirectUnreachableEngineIsNoCapacity(t *testing.T) {
 	srv.Close()
 	d := NewDirect(map[string][]Target{"m": {{URL: url, ServedName: "m"}}}, nil)
 	_, err := d.Dispatch(context.Background(), job("m", true))
-	if !errors.Is(err, ErrNoCapacity) {
-		t.Errorf("err = %v, want ErrNoCapacity", err)
+	if !errors.Is(err, dispatch.ErrNoCapacity) {
+		t.Errorf("err = %v, want dispatch.ErrNoCapacity", err)
 	}
 }
 
@@ -212,8 +217,8 @@ func TestBrokenStream(t *testing.T) {
 	if len(events) != 1 || events[0].Tokens != 1 {
 		t.Errorf("events = %d (tokens %d), want 1 content event", len(events), events[0].Tokens)
 	}
-	if !errors.Is(end, ErrStreamBroken) {
-		t.Errorf("end = %v, want ErrStreamBroken", end)
+	if !errors.Is(end, dispatch.ErrStreamBroken) {
+		t.Errorf("end = %v, want dispatch.ErrStreamBroken", end)
 	}
 }
 
@@ -244,7 +249,7 @@ func TestCancelAbortsEngine(t *testing.T) {
 // checkCancelAborts starts a job on d over a hangingEngine, reads its
 // first event, cancels the job's context and checks that the engine saw
 // its request end and that the stream ends too.
-func checkCancelAborts(t *testing.T, d Dispatcher, aborted <-chan struct{}) {
+func checkCancelAborts(t *testing.T, d dispatch.Dispatcher, aborted <-chan struct{}) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	s, err := d.Dispatch(ctx, job("m", true))
@@ -308,8 +313,8 @@ func TestDirectCapsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.Dispatch(context.Background(), job("m", true)); !errors.Is(err, ErrNoCapacity) {
-		t.Fatalf("second dispatch: err = %v, want ErrNoCapacity while the first runs", err)
+	if _, err := d.Dispatch(context.Background(), job("m", true)); !errors.Is(err, dispatch.ErrNoCapacity) {
+		t.Fatalf("second dispatch: err = %v, want dispatch.ErrNoCapacity while the first runs", err)
 	}
 	s1.Close()
 	s1.Close() // a second Close must not free a second place
@@ -317,7 +322,7 @@ func TestDirectCapsInFlight(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dispatch after close: %v", err)
 	}
-	if _, err := d.Dispatch(context.Background(), job("m", true)); !errors.Is(err, ErrNoCapacity) {
+	if _, err := d.Dispatch(context.Background(), job("m", true)); !errors.Is(err, dispatch.ErrNoCapacity) {
 		t.Fatalf("double Close freed two places: err = %v", err)
 	}
 	s2.Close()
