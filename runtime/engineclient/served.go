@@ -2,6 +2,7 @@ package engineclient
 
 import (
 	"context"
+	"k8s.io/utils/clock"
 	"sync"
 	"time"
 )
@@ -22,8 +23,8 @@ const servedNamesLoadTimeout = 2 * time.Second
 // database is away one request per TTL, not every request, waits for a
 // load.
 type ServedNames struct {
-	load func(context.Context) (map[string]string, error)
-	now  func() time.Time
+	load  func(context.Context) (map[string]string, error)
+	clock clock.PassiveClock
 
 	mu     sync.Mutex
 	names  map[string]string
@@ -32,7 +33,7 @@ type ServedNames struct {
 
 // NewServedNames returns a cache over load.
 func NewServedNames(load func(context.Context) (map[string]string, error)) *ServedNames {
-	return &ServedNames{load: load, now: time.Now}
+	return &ServedNames{load: load, clock: clock.RealClock{}}
 }
 
 // Lookup returns the served name of model; ok is false when no table could
@@ -40,15 +41,15 @@ func NewServedNames(load func(context.Context) (map[string]string, error)) *Serv
 func (s *ServedNames) Lookup(ctx context.Context, model string) (name string, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.names == nil || s.now().Sub(s.loaded) >= servedNamesTTL {
+	if s.names == nil || s.clock.Now().Sub(s.loaded) >= servedNamesTTL {
 		lctx, cancel := context.WithTimeout(ctx, servedNamesLoadTimeout)
 		names, err := s.load(lctx)
 		cancel()
 		switch {
 		case err == nil:
-			s.names, s.loaded = names, s.now()
+			s.names, s.loaded = names, s.clock.Now()
 		case s.names != nil:
-			s.loaded = s.now()
+			s.loaded = s.clock.Now()
 		}
 	}
 	name, ok = s.names[model]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	testingclock "k8s.io/utils/clock/testing"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,8 +28,8 @@ func TestDirectSendsTheDeclaredServedName(t *testing.T) {
 		}
 		return map[string]string{"llama-8b": "meta-llama/Llama-3.1-8B-Instruct"}, nil
 	})
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	names.now = func() time.Time { return now }
+	clk := testingclock.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	names.clock = clk
 	d := NewDirect(map[string][]Target{
 		"llama-8b": {{URL: srv.URL}},
 		"other":    {{URL: srv.URL}},
@@ -56,7 +57,7 @@ func TestDirectSendsTheDeclaredServedName(t *testing.T) {
 		t.Errorf("%d loads within the cache's life, want 1", n)
 	}
 	fail.Store(true)
-	now = now.Add(servedNamesTTL)
+	clk.SetTime(clk.Now().Add(servedNamesTTL))
 	if got := send("llama-8b"); got != "meta-llama/Llama-3.1-8B-Instruct" {
 		t.Errorf("after a failed reload the engine saw %q, want the last good served name", got)
 	}

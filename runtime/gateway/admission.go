@@ -46,7 +46,7 @@ func (s *Server) admit(ctx context.Context, a *admission, r ledger.Reservation) 
 	p := a.p
 	// The quote and the reservation share one budget: a frozen database
 	// must not hold the client (LedgerTimeout).
-	deadline := time.Now().Add(s.cfg.LedgerTimeout)
+	deadline := s.cfg.Clock.Now().Add(s.cfg.LedgerTimeout)
 	if s.reserveEarly(ctx, deadline, a, r) {
 		return nil
 	}

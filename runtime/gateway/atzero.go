@@ -57,7 +57,7 @@ func (s *Server) atZero(c *gin.Context, a *admission, r ledger.Reservation, held
 		return nil
 	}
 	model := a.model
-	now := time.Now()
+	now := s.cfg.Clock.Now()
 	v, _ := s.serving.LoadOrStore(model, new(atomic.Int64))
 	seen := v.(*atomic.Int64)
 	if last := seen.Load(); last != 0 && now.Sub(time.Unix(0, last)) < servingRecheck {
@@ -151,8 +151,8 @@ func (s *Server) hold(ctx context.Context, a *admission) holdEnd {
 	g := s.cfg.Metrics.wakeHeld.WithLabelValues(a.model)
 	g.Inc()
 	defer g.Dec()
-	start := time.Now()
+	start := s.cfg.Clock.Now()
 	end := s.holds.wait(ctx, a.model, s.cfg.WakeHold, s.draining)
-	s.cfg.Metrics.wakeHolds.WithLabelValues(a.model, end.String()).Observe(time.Since(start).Seconds())
+	s.cfg.Metrics.wakeHolds.WithLabelValues(a.model, end.String()).Observe(s.cfg.Clock.Since(start).Seconds())
 	return end
 }

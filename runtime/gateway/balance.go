@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"k8s.io/utils/clock"
 	"sync"
 	"time"
 
@@ -30,7 +31,7 @@ const (
 // small entry per team that sent a request, a set the platform team
 // declares.
 type balanceView struct {
-	now func() time.Time
+	clock clock.PassiveClock
 
 	mu    sync.Mutex
 	teams map[int64]*teamBalance
@@ -43,8 +44,8 @@ type teamBalance struct {
 	pending   int64     // held by this replica's unconfirmed early reservations
 }
 
-func newBalanceView(now func() time.Time) *balanceView {
-	return &balanceView{now: now, teams: map[int64]*teamBalance{}}
+func newBalanceView(clk clock.PassiveClock) *balanceView {
+	return &balanceView{clock: clk, teams: map[int64]*teamBalance{}}
 }
 
 // claim reports whether a request of team that may cost est may reserve
@@ -55,7 +56,7 @@ func (v *balanceView) claim(team, est int64) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	tb := v.teams[team]
-	if tb == nil || v.now().Sub(tb.at) >= balanceViewTTL || est < 0 {
+	if tb == nil || v.clock.Now().Sub(tb.at) >= balanceViewTTL || est < 0 {
 		return false
 	}
 	free := tb.available - tb.pending
@@ -80,8 +81,8 @@ func (v *balanceView) observe(team, claimed int64, res ledger.Reserved, err erro
 	tb.pending -= claimed
 	switch {
 	case err == nil && !res.Existing:
-		tb.available, tb.at = res.Available, v.now()
+		tb.available, tb.at = res.Available, v.clock.Now()
 	case isBalanceRefusal(err):
-		tb.available, tb.at = 0, v.now()
+		tb.available, tb.at = 0, v.clock.Now()
 	}
 }

@@ -3,6 +3,7 @@ package gateway
 import (
 	"errors"
 	"fmt"
+	testingclock "k8s.io/utils/clock/testing"
 	"testing"
 	"time"
 
@@ -14,8 +15,8 @@ import (
 // less what this replica's unconfirmed early reservations hold; a refusal
 // for the balance, or time, closes the way.
 func TestBalanceView(t *testing.T) {
-	now := time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC)
-	v := newBalanceView(func() time.Time { return now })
+	clk := testingclock.NewFakePassiveClock(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
+	v := newBalanceView(clk)
 	const team = 7
 	step := func(what string, got, want bool) {
 		t.Helper()
@@ -38,7 +39,7 @@ func TestBalanceView(t *testing.T) {
 	v.observe(team, 0, ledger.Reserved{Available: 1 << 40, Existing: true}, nil)
 	step("a replayed reservation says nothing of the balance", v.claim(team, 1<<30), false)
 
-	now = now.Add(balanceViewTTL)
+	clk.SetTime(clk.Now().Add(balanceViewTTL))
 	step("a view as old as its TTL", v.claim(team, 1), false)
 	v.observe(team, 0, ledger.Reserved{Available: 1600}, nil)
 	step("fresh again", v.claim(team, 1), true)

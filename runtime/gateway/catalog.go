@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"k8s.io/utils/clock"
 	"sync"
 	"time"
 
@@ -21,9 +22,9 @@ const catalogLoadTimeout = 2 * time.Second
 // CachedCatalog loads the model list through a function and keeps it for a
 // TTL. When a reload fails it keeps serving the last good list.
 type CachedCatalog struct {
-	load func(context.Context) ([]openai.Model, error)
-	ttl  time.Duration
-	now  func() time.Time
+	load  func(context.Context) ([]openai.Model, error)
+	ttl   time.Duration
+	clock clock.PassiveClock
 
 	mu     sync.Mutex
 	models []openai.Model
@@ -37,7 +38,7 @@ func NewCachedCatalog(load func(context.Context) ([]openai.Model, error), ttl ti
 	if ttl == 0 {
 		ttl = DefaultCatalogTTL
 	}
-	return &CachedCatalog{load: load, ttl: ttl, now: time.Now}
+	return &CachedCatalog{load: load, ttl: ttl, clock: clock.RealClock{}}
 }
 
 // Models implements Catalog. A failed reload keeps the last good list for
@@ -46,7 +47,7 @@ func NewCachedCatalog(load func(context.Context) ([]openai.Model, error), ttl ti
 func (c *CachedCatalog) Models(ctx context.Context) ([]openai.Model, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.models != nil && c.now().Sub(c.loaded) < c.ttl {
+	if c.models != nil && c.clock.Now().Sub(c.loaded) < c.ttl {
 		return c.models, nil
 	}
 	lctx, cancel := context.WithTimeout(ctx, catalogLoadTimeout)
@@ -54,7 +55,7 @@ func (c *CachedCatalog) Models(ctx context.Context) ([]openai.Model, error) {
 	cancel()
 	if err != nil {
 		if c.models != nil {
-			c.loaded = c.now()
+			c.loaded = c.clock.Now()
 			return c.models, nil
 		}
 		return nil, err
@@ -62,6 +63,6 @@ func (c *CachedCatalog) Models(ctx context.Context) ([]openai.Model, error) {
 	if models == nil {
 		models = []openai.Model{}
 	}
-	c.models, c.loaded = models, c.now()
+	c.models, c.loaded = models, c.clock.Now()
 	return models, nil
 }

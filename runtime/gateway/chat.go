@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"k8s.io/utils/clock"
 
 	"github.com/llmplat/llmplat/runtime/auth"
 	"github.com/llmplat/llmplat/runtime/dispatch"
@@ -42,7 +43,7 @@ var errStreamIdle = errors.New("the engine went silent mid-stream")
 // it; every open stream keeps its handler goroutine, so those frames are
 // paid per stream (BenchmarkStreamMemory).
 func (s *Server) chatCompletions(c *gin.Context) {
-	x := &exchange{s: s, c: c, start: time.Now()}
+	x := &exchange{s: s, c: c, start: s.cfg.Clock.Now()}
 	defer x.close()
 	if x.open() {
 		x.run()
@@ -64,7 +65,7 @@ type exchange struct {
 	// each is paid by every open stream.
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	timer    *time.Timer
+	timer    clock.Timer
 	deadline time.Time   // the end of MaxRequestDuration
 	started  atomic.Bool // the engine's first event came
 	// firstAt and endAt are when the engine's first event came and when
@@ -122,14 +123,14 @@ func (x *exchange) open() bool {
 	}
 	a.model = req.Model
 	res := s.reservation(a, req)
-	held0 := time.Now()
+	held0 := s.cfg.Clock.Now()
 	if r := s.atZero(c, a, res, held); r != nil {
 		x.refuse(r)
 		return false
 	}
 	// A caller held for its model's wake has its whole duration from the
 	// hold's end.
-	x.deadline = x.deadline.Add(time.Since(held0))
+	x.deadline = x.deadline.Add(s.cfg.Clock.Since(held0))
 	if r := s.admit(c.Request.Context(), a, res); r != nil {
 		x.refuse(r)
 		return false
@@ -142,7 +143,7 @@ func (x *exchange) open() bool {
 	// From the dispatch on, the first token has its own timeout, queueing
 	// included.
 	x.ctx, x.cancel = context.WithCancelCause(c.Request.Context())
-	x.timer = time.AfterFunc(min(s.cfg.FirstTokenTimeout, time.Until(x.deadline)), x.expire)
+	x.timer = s.cfg.Clock.AfterFunc(min(s.cfg.FirstTokenTimeout, x.deadline.Sub(s.cfg.Clock.Now())), x.expire)
 	// The engine may never generate more than the ledger reserved for.
 	if a.reserved.MaxOutputTokens > 0 {
 		n := a.reserved.MaxOutputTokens
@@ -192,7 +193,7 @@ func (x *exchange) refuse(r *rejection) {
 
 // arm sets the timer to d from now, or to the request's deadline when
 // that comes first.
-func (x *exchange) arm(d time.Duration) { x.timer.Reset(min(d, time.Until(x.deadline))) }
+func (x *exchange) arm(d time.Duration) { x.timer.Reset(min(d, x.deadline.Sub(x.s.cfg.Clock.Now()))) }
 
 // expire ends the request when its timer fires, with the cause of the
 // limit that passed: the request's whole duration, the wait for the first
@@ -201,7 +202,7 @@ func (x *exchange) arm(d time.Duration) { x.timer.Reset(min(d, time.Until(x.dead
 // and the ledger settles what was relayed.
 func (x *exchange) expire() {
 	switch {
-	case !time.Now().Before(x.deadline):
+	case !x.s.cfg.Clock.Now().Before(x.deadline):
 		x.cancel(context.DeadlineExceeded)
 	case x.started.Load():
 		x.cancel(errStreamIdle)
@@ -212,7 +213,7 @@ func (x *exchange) expire() {
 
 func (x *exchange) onFirst() {
 	x.started.Store(true)
-	x.firstAt = time.Now()
+	x.firstAt = x.s.cfg.Clock.Now()
 	x.s.cfg.Metrics.firstToken(x.a.model, x.firstAt.Sub(x.start))
 }
 
@@ -258,11 +259,11 @@ func (x *exchange) end(out Outcome) *Outcome {
 			"idle_timeout", s.cfg.StreamIdleTimeout.String())
 	}
 	out = withProgress(out, x.view)
-	x.endAt = time.Now()
+	x.endAt = s.cfg.Clock.Now()
 	s.cfg.Metrics.finished(a.model, out, x.endAt.Sub(x.start))
 	s.cfg.Logger.Info("chat completion", "request_id", a.requestID, "team", x.p.TeamName, "model", a.model,
 		"stream", x.streamed, "prompt_tokens", out.PromptTokens, "completion_tokens", out.CompletionTokens,
-		"outcome", out.State.String(), "ms", time.Since(x.start).Milliseconds())
+		"outcome", out.State.String(), "ms", x.endAt.Sub(x.start).Milliseconds())
 	return &out
 }
 
@@ -294,7 +295,7 @@ func (x *exchange) timing() *ledger.Timing {
 	}
 	end := x.endAt
 	if end.IsZero() {
-		end = time.Now() // the relay did not return (a panic)
+		end = x.s.cfg.Clock.Now() // the relay did not return (a panic)
 	}
 	return &ledger.Timing{FirstToken: x.firstAt.Sub(x.start), Generation: end.Sub(x.firstAt), QueueWait: x.a.queueWait}
 }
@@ -392,9 +393,9 @@ func (s *Server) dispatch(ctx context.Context, a *admission, req *openai.ChatCom
 	}
 	done, err := try(ctx)
 	if err == nil && !done {
-		queued := time.Now()
+		queued := s.cfg.Clock.Now()
 		err = s.cfg.Queue.Wait(ctx, a.model, a.requestID, s.cfg.QueueLimit, try)
-		a.queueWait = time.Since(queued)
+		a.queueWait = s.cfg.Clock.Since(queued)
 		s.cfg.Metrics.queueWait(a.model, a.queueWait)
 	}
 	if err != nil {

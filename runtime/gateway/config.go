@@ -242,8 +242,12 @@ type Config struct {
 	// opening connections to it (package drain). Zero starts the shutdown
 	// at once (the local mode, tests).
 	DrainDelay time.Duration
-	// Clock runs the drain's wait; nil means the real clock.
-	Clock clock.Clock
+	// Clock is the gateway's one clock: the request's timers and deadline,
+	// the timing the ledger records, the queue's and the wake hold's
+	// waits, the retries, the drain and the shutdown. Nil means the real
+	// clock. Only a socket's read deadline, which the kernel keeps, is in
+	// real time.
+	Clock clock.WithTickerAndDelayedExecution
 
 	// Logger receives one line per request, never its prompt or answer.
 	Logger *slog.Logger
@@ -305,6 +309,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	return c, nil
 }

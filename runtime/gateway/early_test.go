@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	testingclock "k8s.io/utils/clock/testing"
 	"net/http"
 	"strings"
 	"sync"
@@ -165,8 +166,7 @@ func newEarlyStack(t *testing.T) *earlyStack {
 	// The view of balances never ages here: however slow the machine,
 	// the warm-up below keeps it fresh for the test's requests
 	// (TestBalanceView covers its TTL).
-	frozen := time.Now()
-	s.p.Gateways[len(s.p.Gateways)-1].SetBalanceClock(func() time.Time { return frozen })
+	s.p.Gateways[len(s.p.Gateways)-1].SetBalanceClock(testingclock.NewFakePassiveClock(time.Now()))
 	e.team = s.team("alpha", 1000*credit)
 	e.key = s.key(adminwire.CreateKeyRequest{TeamID: e.team, MaxStreams: 4})
 	// The first request of the team reserves before its dispatch, and

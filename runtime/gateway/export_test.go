@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"k8s.io/utils/clock"
 	"time"
 )
 
@@ -30,7 +31,7 @@ var (
 
 // SetBalanceClock sets the clock of the gateway's view of balances: a
 // test that must not see it age freezes it.
-func (s *Server) SetBalanceClock(now func() time.Time) { s.balances.now = now }
+func (s *Server) SetBalanceClock(clk clock.PassiveClock) { s.balances.clock = clk }
 
 // WaitLimit and WaitClosed: the early and lifecycle tests' waits.
 const WaitLimit = waitLimit

@@ -240,11 +240,12 @@ func (s *Server) giveBackSlot(a *admission) {
 	go func() {
 		defer s.bg.Done()
 		bo := backoff.New(slotRetry, nil)
-		for deadline := time.Now().Add(slotRetryFor); ; {
+		clk := s.cfg.Clock
+		for deadline := clk.Now().Add(slotRetryFor); ; {
 			stopping := false
-			pause := time.NewTimer(bo.Next())
+			pause := clk.NewTimer(bo.Next())
 			select {
-			case <-pause.C: // a pause between attempts
+			case <-pause.C(): // a pause between attempts
 			case <-s.stopping: // one last attempt, then the shutdown goes on
 				pause.Stop()
 				stopping = true
@@ -253,7 +254,7 @@ func (s *Server) giveBackSlot(a *admission) {
 			if err == nil {
 				return
 			}
-			if stopping || time.Now().After(deadline) {
+			if stopping || clk.Now().After(deadline) {
 				// It frees itself at its deadline.
 				s.cfg.Logger.Warn("stream slot not given back", "request_id", a.requestID, "err", err)
 				return

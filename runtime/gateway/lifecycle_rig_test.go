@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	testingclock "k8s.io/utils/clock/testing"
 	"sync"
 	"testing"
 	"time"
@@ -218,8 +219,7 @@ func newLifecycleStack(t *testing.T) (*stack, *lifecycleRig, *Server) {
 		c.Ledger, c.Limits, c.Dispatcher = rig, rig, rigDispatcher{rig}
 		c.LedgerTimeout, c.FirstTokenTimeout, c.StreamIdleTimeout = lifecycleTimeout, lifecycleTimeout, lifecycleTimeout
 	})
-	frozen := time.Now()
-	s.gw.balances.now = func() time.Time { return frozen }
+	s.gw.balances.clock = testingclock.NewFakePassiveClock(time.Now())
 	return s, rig, s.gw
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"k8s.io/utils/clock"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -100,10 +101,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	gin.SetMode(gin.ReleaseMode)
-	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{}), draining: make(chan struct{}), balances: newBalanceView(time.Now), pause: pauseFor,
+	s := &Server{cfg: cfg, engine: gin.New(), stopping: make(chan struct{}), draining: make(chan struct{}), balances: newBalanceView(cfg.Clock),
 		bodies: newBodyBudget(cfg.BodyBudget, cfg.BodyWait, cfg.Metrics), health: drain.NewGate(cfg.Clock)}
 	s.settling, s.stopSettling = context.WithCancel(context.Background())
-	s.holds = newWakeHolds(cfg.ColdStarts, cfg.WakeHoldBudget, cfg.RedisTimeout)
+	s.pause = func(ctx context.Context, d time.Duration) bool { return pauseFor(ctx, cfg.Clock, d) }
+	s.holds = newWakeHolds(cfg.ColdStarts, cfg.WakeHoldBudget, cfg.RedisTimeout, cfg.Clock)
 	// The recovery logs through the gateway's logger only: gin's own
 	// writer would dump the request's headers to stderr.
 	s.engine.Use(s.track, gin.CustomRecoveryWithWriter(io.Discard, s.recovered), requestID)
@@ -193,12 +195,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		// a write to a client that stopped reading.
 		_ = srv.Close()
 	}
-	if !s.requests.closeAndWait(requestsEndTimeout) {
+	if !s.requests.closeAndWait(s.cfg.Clock, requestsEndTimeout) {
 		s.cfg.Logger.Error("requests still running after the shutdown ended them; their settles may be lost",
 			"timeout", requestsEndTimeout.String())
 	}
-	stop := time.AfterFunc(shutdownSettleBudget, s.stopSettling) // 3
-	s.Wait()                                                     // 4
+	stop := s.cfg.Clock.AfterFunc(shutdownSettleBudget, s.stopSettling) // 3
+	s.Wait()                                                            // 4
 	stop.Stop()
 	s.stopSettling()
 	if serveErr := <-errc; !errors.Is(serveErr, http.ErrServerClosed) {
@@ -243,18 +245,18 @@ func (g *requestGate) exit() { g.wg.Done() }
 
 // closeAndWait closes the gate and waits up to within for the requests it
 // counted to end; it reports whether they did.
-func (g *requestGate) closeAndWait(within time.Duration) bool {
+func (g *requestGate) closeAndWait(clk clock.Clock, within time.Duration) bool {
 	g.mu.Lock()
 	g.closed = true
 	g.mu.Unlock()
 	done := make(chan struct{})
 	go func() { g.wg.Wait(); close(done) }()
-	t := time.NewTimer(within)
+	t := clk.NewTimer(within)
 	defer t.Stop()
 	select {
 	case <-done:
 		return true
-	case <-t.C:
+	case <-t.C():
 		return false
 	}
 }

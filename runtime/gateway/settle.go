@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"errors"
+	"k8s.io/utils/clock"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/ledger"
@@ -103,12 +104,12 @@ func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle,
 	}
 }
 
-// pauseFor waits d, or until ctx ends; it reports whether d passed.
-func pauseFor(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
+// pauseFor waits d on clk, or until ctx ends; it reports whether d passed.
+func pauseFor(ctx context.Context, clk clock.Clock, d time.Duration) bool {
+	t := clk.NewTimer(d)
 	defer t.Stop()
 	select {
-	case <-t.C:
+	case <-t.C():
 		return true
 	case <-ctx.Done():
 		return false

@@ -42,7 +42,7 @@ func (s *Server) usage(c *gin.Context) {
 	if !ok {
 		return
 	}
-	now := time.Now().UTC()
+	now := s.cfg.Clock.Now().UTC()
 	from, err := parseTime(c.Query("from"), time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC))
 	if err != nil {
 		writeError(c, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_value", "from", "from must be RFC 3339 or YYYY-MM-DD"))

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"context"
+	"k8s.io/utils/clock"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,6 +66,7 @@ func (e holdEnd) String() string {
 // A watch runs only while its model has waiters.
 type wakeHolds struct {
 	board  ColdStarts
+	clock  clock.WithTicker
 	poll   time.Duration
 	rtime  time.Duration // each Redis call's timeout
 	budget int64
@@ -81,8 +83,8 @@ type wakeWatch struct {
 	cancel  context.CancelFunc
 }
 
-func newWakeHolds(board ColdStarts, budget int64, redisTimeout time.Duration) *wakeHolds {
-	return &wakeHolds{board: board, poll: wakePoll, rtime: redisTimeout, budget: budget, models: map[string]*wakeWatch{}}
+func newWakeHolds(board ColdStarts, budget int64, redisTimeout time.Duration, clk clock.WithTicker) *wakeHolds {
+	return &wakeHolds{board: board, clock: clk, poll: wakePoll, rtime: redisTimeout, budget: budget, models: map[string]*wakeWatch{}}
 }
 
 // take reserves weight w of the hold budget; false means there is no room.
@@ -99,12 +101,12 @@ func (h *wakeHolds) take(w int64) bool {
 func (h *wakeHolds) wait(ctx context.Context, model string, hold time.Duration, stop <-chan struct{}) holdEnd {
 	w := h.join(model)
 	defer h.leave(model, w)
-	t := time.NewTimer(hold)
+	t := h.clock.NewTimer(hold)
 	defer t.Stop()
 	select {
 	case <-w.ready:
 		return holdReady
-	case <-t.C:
+	case <-t.C():
 		return holdTimedOut
 	case <-stop:
 		return holdStopping
@@ -146,13 +148,13 @@ func (h *wakeHolds) leave(model string, w *wakeWatch) {
 // record cannot be read, then releases the waiters; it ends with ctx
 // (its last waiter gone).
 func (h *wakeHolds) watch(ctx context.Context, model string, w *wakeWatch) {
-	t := time.NewTicker(h.poll)
+	t := h.clock.NewTicker(h.poll)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		rctx, cancel := context.WithTimeout(ctx, h.rtime)
 		zero, err := h.board.AtZero(rctx, model)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"fmt"
+	"k8s.io/utils/clock"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -43,7 +44,7 @@ func (b *fakeBoard) wake(model string) {
 // still running).
 func TestWakeWatchIsOnePerModel(t *testing.T) {
 	board := &fakeBoard{ready: map[string]bool{}}
-	h := newWakeHolds(board, 1<<20, time.Second)
+	h := newWakeHolds(board, 1<<20, time.Second, clock.RealClock{})
 	h.poll = 5 * time.Millisecond
 	watches := func() int {
 		h.mu.Lock()
