@@ -73,7 +73,7 @@ func (l *Limiter) RecordRefusal(ctx context.Context, r Refusal) error {
 	if r.TeamID <= 0 || r.Status <= 0 || r.Reason == "" || strings.ContainsAny(r.Reason+r.Model, " ") {
 		return fmt.Errorf("record refusal %+v: %w", r, ErrInvalidName)
 	}
-	now := l.cfg.Now()
+	now := l.cfg.Clock.Now()
 	team, hour := l.keys.TeamRefusals(r.TeamID, now), l.keys.PlatformRefusals(now)
 	status := strconv.Itoa(r.Status)
 	pipe := l.rdb.Pipeline()

@@ -35,7 +35,7 @@ func (l *Limiter) CountRefusal(ctx context.Context, keyID string) error {
 	if err := checkName("key", keyID); err != nil {
 		return err
 	}
-	key := l.keys.Refusals(keyID, l.cfg.Now())
+	key := l.keys.Refusals(keyID, l.cfg.Clock.Now())
 	pipe := l.rdb.Pipeline()
 	pipe.Incr(ctx, key)
 	pipe.Expire(ctx, key, refusalTTL)
