@@ -110,7 +110,7 @@ func setDefault[T comparable](v *T, def T) {
 //
 // The bounds are golang-lru's simplelru under the cache's own lock. Its
 // expirable variant does not fit: it reads the wall clock rather than
-// KeyCacheConfig.Now, has one TTL per cache where found and unknown keys
+// KeyCacheConfig.Clock, has one TTL per cache where found and unknown keys
 // need two, and starts a cleanup goroutine per cache that cannot be
 // stopped. Freshness is therefore checked here, against the injected clock.
 type KeyCache struct {

@@ -66,7 +66,7 @@ type RefusalCount struct {
 }
 
 // RecordRefusal counts r in its team's day and the platform's hour of
-// Config.Now: one pipelined round trip (two HINCRBY and their EXPIRE),
+// Config.Clock: one pipelined round trip (two HINCRBY and their EXPIRE),
 // paid only by refused requests. The counts exist for people to read (the
 // console), never for admission.
 func (l *Limiter) RecordRefusal(ctx context.Context, r Refusal) error {

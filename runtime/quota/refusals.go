@@ -28,7 +28,7 @@ func (k Keys) Refusals(keyID string, t time.Time) string {
 }
 
 // CountRefusal counts one refusal of keyID by its limits (a 429) in the
-// current minute of Config.Now: one pipelined INCR and EXPIRE, paid only by
+// current minute of Config.Clock: one pipelined INCR and EXPIRE, paid only by
 // refused requests. The counters exist for people to read (the console),
 // never for admission.
 func (l *Limiter) CountRefusal(ctx context.Context, keyID string) error {
