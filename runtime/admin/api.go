@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"k8s.io/utils/clock"
 
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/auth"
@@ -90,8 +91,9 @@ type Config struct {
 	Nodes NodeView
 	// Drainer, optional, drains nodes; without it drain answers 501.
 	Drainer Drainer
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock stamps what the API writes and checks expiries; nil means the
+	// real clock.
+	Clock clock.PassiveClock
 	// Logger gets one line per request (never a body, credential or
 	// secret); nil means slog.Default().
 	Logger *slog.Logger
@@ -114,8 +116,8 @@ func New(cfg Config) (*API, error) {
 	case cfg.Authenticate == nil:
 		return nil, errors.New("admin: an authenticate function is required")
 	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -125,7 +127,7 @@ func New(cfg Config) (*API, error) {
 
 // now is the clock in UTC at microsecond precision, which both dialects
 // store exactly.
-func (a *API) now() time.Time { return a.cfg.Now().UTC().Truncate(time.Microsecond) }
+func (a *API) now() time.Time { return a.cfg.Clock.Now().UTC().Truncate(time.Microsecond) }
 
 // Register mounts the API under /admin on r.
 func (a *API) Register(r gin.IRouter) {

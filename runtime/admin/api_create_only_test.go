@@ -144,7 +144,7 @@ func TestCreateOnly(t *testing.T) {
 	for _, dc := range dialectCases {
 		t.Run(dc.name, func(t *testing.T) {
 			h := newHarness(t, dc.dsn(t), harnessOptions{})
-			api, err := New(Config{DB: h.db, Ledger: h.ledger, Authenticate: h.authenticate, Now: h.clock.Now, Logger: debugLogger(h.logs)})
+			api, err := New(Config{DB: h.db, Ledger: h.ledger, Authenticate: h.authenticate, Clock: h.clock, Logger: debugLogger(h.logs)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -55,10 +55,10 @@ func newHarness(t *testing.T, dsn string, opts harnessOptions) *harness {
 	h := &harness{db: migratedDB(t, dsn), clock: testingclock.NewFakeClock(testStart), logs: &testenv.Buffer{}}
 	h.store, h.tokens = NewSQLStore(h.db), NewSQLNodeTokens(h.db)
 	var err error
-	if h.ledger, err = ledger.New(h.db, ledger.Config{Now: h.clock.Now}); err != nil {
+	if h.ledger, err = ledger.New(h.db, ledger.Config{Clock: h.clock}); err != nil {
 		t.Fatal(err)
 	}
-	if h.keys, err = auth.NewKeyCache(auth.KeyCacheConfig{Store: h.store, Now: h.clock.Now}); err != nil {
+	if h.keys, err = auth.NewKeyCache(auth.KeyCacheConfig{Store: h.store, Clock: h.clock}); err != nil {
 		t.Fatal(err)
 	}
 	if h.adminToken, err = auth.GenerateAdminToken(); err != nil {
@@ -73,7 +73,7 @@ func newHarness(t *testing.T, dsn string, opts harnessOptions) *harness {
 	h.nodeRevoker = &recordingNodeRevoker{}
 	cfg := Config{
 		DB: h.db, Ledger: h.ledger, Authenticate: h.authenticate, Revoker: h.revoker,
-		NodeTokenRevoker: h.nodeRevoker, Now: h.clock.Now, Logger: debugLogger(h.logs),
+		NodeTokenRevoker: h.nodeRevoker, Clock: h.clock, Logger: debugLogger(h.logs),
 	}
 	if !opts.noNodeView {
 		h.nodes = &fakeNodeView{}

@@ -38,7 +38,7 @@ func (p *lossyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestRetriesAfterLostAnswersApplyOnce(t *testing.T) {
 	ctx := context.Background()
 	h := newHarness(t, testenv.Postgres(t), harnessOptions{})
-	api, err := New(Config{DB: h.db, Ledger: h.ledger, Authenticate: h.authenticate, Now: h.clock.Now, Logger: debugLogger(h.logs)})
+	api, err := New(Config{DB: h.db, Ledger: h.ledger, Authenticate: h.authenticate, Clock: h.clock, Logger: debugLogger(h.logs)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func newAuthFixture(t *testing.T) *authFixture {
 	j := newJWTFixture(t)
 	store := NewMemKeyStore()
 	logs := &testenv.Buffer{}
-	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: j.clock.Now,
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: j.clock,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	adminTok, err := GenerateAdminToken()
 	if err != nil {

@@ -16,6 +16,8 @@ import (
 	"net/http"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -155,7 +157,7 @@ func ecKey(k jwk) (*ecdsa.PublicKey, error) {
 type jwksCache struct {
 	url        string
 	client     *http.Client
-	now        func() time.Time
+	clock      clock.PassiveClock
 	refresh    time.Duration
 	minRefetch time.Duration
 	timeout    time.Duration
@@ -184,7 +186,7 @@ type fetchCall struct {
 // runs in the background, so a slow issuer never delays a token whose key
 // is known. Only a kid the cache does not hold waits for a fetch.
 func (c *jwksCache) key(ctx context.Context, kid string) (verifyKey, error) {
-	now := c.now()
+	now := c.clock.Now()
 	c.mu.Lock()
 	k, found := c.keys[kid]
 	due := c.keys == nil || now.Sub(c.fetchedAt) >= c.refresh
@@ -284,9 +286,9 @@ func (c *jwksCache) run(ctx context.Context, call *fetchCall) {
 	c.mu.Lock()
 	if err == nil {
 		c.keys = keys
-		c.fetchedAt = c.now()
+		c.fetchedAt = c.clock.Now()
 	} else {
-		c.lastFailure = c.now()
+		c.lastFailure = c.clock.Now()
 	}
 	c.inflight = nil
 	c.mu.Unlock()

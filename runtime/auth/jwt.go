@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -64,9 +65,9 @@ type JWTConfig struct {
 	RefreshInterval, MinRefetchInterval, FetchTimeout time.Duration
 	// HTTPClient fetches the JWKS; nil means http.DefaultClient.
 	HTTPClient *http.Client
-	// Now is the clock for token times and the JWKS schedule; nil means
-	// time.Now.
-	Now func() time.Time
+	// Clock is the clock for token times, the JWKS schedule and the team
+	// cache; nil means the real clock.
+	Clock clock.PassiveClock
 	// Logger receives JWKS fetch failures; never a token. Nil discards.
 	Logger *slog.Logger
 	// OnJWKSFailure, when set, is called after every failed JWKS fetch
@@ -102,8 +103,8 @@ func (c JWTConfig) withDefaults() (JWTConfig, error) {
 		return errors.New("jwks url redirected; configure the final URL")
 	}
 	c.HTTPClient = &client
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -143,7 +144,7 @@ func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	teams, err := newTeamCache(cfg.Teams, cfg.Now)
+	teams, err := newTeamCache(cfg.Teams, cfg.Clock)
 	if err != nil {
 		return nil, err
 	}
@@ -156,10 +157,10 @@ func NewJWTVerifier(cfg JWTConfig) (*JWTVerifier, error) {
 			jwt.WithExpirationRequired(),
 			jwt.WithIssuedAt(),
 			jwt.WithLeeway(cfg.Leeway),
-			jwt.WithTimeFunc(cfg.Now),
+			jwt.WithTimeFunc(cfg.Clock.Now),
 		),
 		jwks: &jwksCache{
-			url: cfg.JWKSURL, client: cfg.HTTPClient, now: cfg.Now, logger: cfg.Logger, onFailure: cfg.OnJWKSFailure,
+			url: cfg.JWKSURL, client: cfg.HTTPClient, clock: cfg.Clock, logger: cfg.Logger, onFailure: cfg.OnJWKSFailure,
 			refresh: cfg.RefreshInterval, minRefetch: cfg.MinRefetchInterval, timeout: cfg.FetchTimeout,
 		},
 		teams: teams,

@@ -86,7 +86,7 @@ func TestJWTWeakSpots(t *testing.T) {
 		}))
 		defer redirect.Close()
 		v, err := NewJWTVerifier(JWTConfig{JWKSURL: redirect.URL + "/jwks", Issuer: testIssuer, Audience: testAudience,
-			Teams: NewMemTeamStore(map[string]int64{"ml": testTeamID}), HTTPClient: target.srv.Client(), Now: newFakeClock().Now})
+			Teams: NewMemTeamStore(map[string]int64{"ml": testTeamID}), HTTPClient: target.srv.Client(), Clock: newFakeClock()})
 		if err != nil {
 			t.Fatal(err)
 		}

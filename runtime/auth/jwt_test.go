@@ -53,7 +53,7 @@ func newJWTFixture(t *testing.T) *jwtFixture {
 	v, err := NewJWTVerifier(JWTConfig{
 		JWKSURL: f.server.URL(), Issuer: testIssuer, Audience: testAudience,
 		Limits: testJWTLimits, Teams: f.teams, HTTPClient: f.server.srv.Client(),
-		Now: f.clock.Now, Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
+		Clock: f.clock, Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
 		OnJWKSFailure: func() { f.failures.Add(1) },
 	})
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/singleflight"
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -46,9 +47,9 @@ type KeyCacheConfig struct {
 	// Prefix starts every Redis name this cache uses; the revocation
 	// channel is Prefix+"auth:revoked".
 	Prefix string
-	// Now is the clock that TTLs and key expiry are checked against;
-	// nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock that TTLs and key expiry are checked against and
+	// that times Run's resubscriptions; nil means the real clock.
+	Clock clock.Clock
 	// TTL is how long a found key is cached (DefaultKeyCacheTTL).
 	TTL time.Duration
 	// NegativeTTL is how long an unknown hash is cached (DefaultNegativeTTL).
@@ -77,8 +78,8 @@ func (c KeyCacheConfig) withDefaults() (KeyCacheConfig, error) {
 		c.ResubscribeDelay < 0 || c.PingInterval < 0 {
 		return c, errors.New("key cache: durations and sizes must not be negative")
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	setDefault(&c.TTL, DefaultKeyCacheTTL)
 	setDefault(&c.NegativeTTL, DefaultNegativeTTL)
@@ -109,7 +110,7 @@ func setDefault[T comparable](v *T, def T) {
 //
 // The bounds are golang-lru's simplelru under the cache's own lock. Its
 // expirable variant does not fit: it reads the wall clock rather than
-// KeyCacheConfig.Now, has one TTL per cache where found and unknown keys
+// KeyCacheConfig.Clock, has one TTL per cache where found and unknown keys
 // need two, and starts a cleanup goroutine per cache that cannot be
 // stopped. Freshness is therefore checked here, against the injected clock.
 type KeyCache struct {
@@ -169,7 +170,7 @@ func (c *KeyCache) forgetID(hash string, e cacheEntry) {
 // ErrRevoked, or ErrUnavailable when the store cannot answer.
 func (c *KeyCache) Lookup(ctx context.Context, hash []byte) (KeyRecord, error) {
 	k := string(hash)
-	now := c.cfg.Now()
+	now := c.cfg.Clock.Now()
 	if res, ok := c.cached(k, now); ok {
 		return usable(res, now)
 	}
@@ -179,7 +180,7 @@ func (c *KeyCache) Lookup(ctx context.Context, hash []byte) (KeyRecord, error) {
 		if r.Err != nil {
 			return KeyRecord{}, r.Err
 		}
-		return usable(r.Val.(lookupResult), c.cfg.Now())
+		return usable(r.Val.(lookupResult), c.cfg.Clock.Now())
 	case <-ctx.Done():
 		return KeyRecord{}, fmt.Errorf("%w: look up api key: %w", ErrUnavailable, ctx.Err())
 	}
@@ -229,7 +230,7 @@ func (c *KeyCache) fetch(ctx context.Context, k string) (any, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.gen == gen {
-		c.insert(k, res, c.cfg.Now())
+		c.insert(k, res, c.cfg.Clock.Now())
 	}
 	return res, nil
 }

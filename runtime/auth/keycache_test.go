@@ -49,7 +49,7 @@ func TestKeyCacheLookup(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store := NewMemKeyStore()
-			cache := newTestCache(t, KeyCacheConfig{Store: store, Now: clock.Now})
+			cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: clock})
 			k, err := credential.GenerateKey()
 			if err != nil {
 				t.Fatal(err)
@@ -76,7 +76,7 @@ func TestKeyCacheLookup(t *testing.T) {
 func TestKeyCacheExpiryWhileCached(t *testing.T) {
 	clock := newFakeClock()
 	store := NewMemKeyStore()
-	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: clock.Now})
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: clock})
 	k := newTestKey(t, store, KeyRecord{ID: 1, ExpiresAt: clock.Now().Add(10 * time.Second)})
 	if _, err := cache.Lookup(context.Background(), k.Hash); err != nil {
 		t.Fatalf("Lookup before expiry: %v", err)
@@ -94,7 +94,7 @@ func TestKeyCacheExpiryWhileCached(t *testing.T) {
 func TestKeyCacheTTLBoundsStaleness(t *testing.T) {
 	clock := newFakeClock()
 	store := NewMemKeyStore()
-	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: clock.Now})
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: clock})
 	k := newTestKey(t, store, KeyRecord{ID: 1})
 	if _, err := cache.Lookup(context.Background(), k.Hash); err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func lookupConcurrently(t *testing.T, cache *KeyCache, store *MemKeyStore, hash 
 func TestKeyCacheCoalescesMisses(t *testing.T) {
 	clock := newFakeClock()
 	store := NewMemKeyStore()
-	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: clock.Now})
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: clock})
 	k := newTestKey(t, store, KeyRecord{ID: 1})
 	for i, err := range lookupConcurrently(t, cache, store, k.Hash, 100) {
 		if err != nil {
@@ -158,7 +158,7 @@ func TestKeyCacheCoalescesMisses(t *testing.T) {
 func TestKeyCacheNegative(t *testing.T) {
 	clock := newFakeClock()
 	store := NewMemKeyStore()
-	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: clock.Now})
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: clock})
 	bad, err := credential.GenerateKey()
 	if err != nil {
 		t.Fatal(err)
@@ -189,7 +189,7 @@ func TestKeyCacheNegativeIsBounded(t *testing.T) {
 	const limit = 4
 	clock := newFakeClock()
 	store := NewMemKeyStore()
-	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: clock.Now, MaxNegative: limit})
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: clock, MaxNegative: limit})
 	var bad []credential.Key
 	for range limit + 1 {
 		k, err := credential.GenerateKey()
@@ -223,7 +223,7 @@ func TestKeyCacheNegativeIsBounded(t *testing.T) {
 func TestKeyCachePositiveIsBounded(t *testing.T) {
 	const limit = 3
 	store := NewMemKeyStore()
-	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: newFakeClock().Now, MaxKeys: limit})
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: newFakeClock(), MaxKeys: limit})
 	for i := range 2 * limit {
 		k := newTestKey(t, store, KeyRecord{ID: int64(i + 1)})
 		if _, err := cache.Lookup(context.Background(), k.Hash); err != nil {
@@ -241,7 +241,7 @@ func TestKeyCachePositiveIsBounded(t *testing.T) {
 func TestKeyCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	const limit = 3
 	store := NewMemKeyStore()
-	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: newFakeClock().Now, MaxKeys: limit})
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: newFakeClock(), MaxKeys: limit})
 	ctx := context.Background()
 	var keys []credential.Key
 	for i := range limit + 1 {
@@ -276,7 +276,7 @@ func TestKeyCacheEvictsLeastRecentlyUsed(t *testing.T) {
 
 func TestKeyCacheStoreFailure(t *testing.T) {
 	store := NewMemKeyStore()
-	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: newFakeClock().Now})
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: newFakeClock()})
 	k := newTestKey(t, store, KeyRecord{ID: 1})
 	store.SetError(errors.New("connection refused"))
 	if _, err := cache.Lookup(context.Background(), k.Hash); !errors.Is(err, ErrUnavailable) {
@@ -290,7 +290,7 @@ func TestKeyCacheStoreFailure(t *testing.T) {
 
 func TestKeyCacheWaiterLeavesOnCancel(t *testing.T) {
 	store := NewMemKeyStore()
-	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: newFakeClock().Now})
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: newFakeClock()})
 	k := newTestKey(t, store, KeyRecord{ID: 1})
 	release := store.Hold()
 	defer release()
@@ -325,7 +325,7 @@ func TestKeyCacheLocalRevoke(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := newFakeClock()
 			store := NewMemKeyStore()
-			cache := newTestCache(t, KeyCacheConfig{Store: store, Now: clock.Now})
+			cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: clock})
 			k := newTestKey(t, store, KeyRecord{ID: 1})
 			if _, err := cache.Lookup(context.Background(), k.Hash); err != nil {
 				t.Fatal(err)
@@ -344,7 +344,7 @@ func TestKeyCacheLocalRevoke(t *testing.T) {
 func TestKeyCacheRevokeDuringLookup(t *testing.T) {
 	clock := newFakeClock()
 	store := NewMemKeyStore()
-	cache := newTestCache(t, KeyCacheConfig{Store: store, Now: clock.Now})
+	cache := newTestCache(t, KeyCacheConfig{Store: store, Clock: clock})
 	k := newTestKey(t, store, KeyRecord{ID: 1})
 	release := store.Hold()
 	defer release()

@@ -110,12 +110,12 @@ func (c *KeyCache) Run(ctx context.Context) error {
 		}
 		c.cfg.Logger.Warn("key revocation subscription lost; resubscribing",
 			"channel", c.channel, "retry_in", c.cfg.ResubscribeDelay, "err", err)
-		t := time.NewTimer(c.cfg.ResubscribeDelay)
+		t := c.cfg.Clock.NewTimer(c.cfg.ResubscribeDelay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -19,10 +19,11 @@ const (
 	// revocationDeadline is how soon another replica must reject a revoked
 	// key ("within seconds"; we ask for one).
 	revocationDeadline = time.Second
-	// resubscribeDeadline bounds the wait for a cache to resubscribe after
-	// its connection was killed (testResubscribeDelay plus reconnecting).
+	// resubscribeDeadline bounds the wait for a cache to notice its
+	// connection was killed, and then to resubscribe.
 	resubscribeDeadline = 5 * time.Second
-	// testResubscribeDelay keeps the reconnect test short.
+	// testResubscribeDelay is the resubscribe timer the reconnect test
+	// steps the fake clock past.
 	testResubscribeDelay = 50 * time.Millisecond
 	// pollEvery is how often the tests re-check a condition.
 	pollEvery = 5 * time.Millisecond
@@ -38,7 +39,7 @@ type replica struct {
 // runs it until the test ends.
 func startReplica(t *testing.T, env testenv.RedisEnv, store KeyStore, clock *testingclock.FakeClock, name string) replica {
 	t.Helper()
-	return startReplicaWith(t, env, KeyCacheConfig{Store: store, Now: clock.Now}, name)
+	return startReplicaWith(t, env, KeyCacheConfig{Store: store, Clock: clock}, name)
 }
 
 // startReplicaWith is startReplica with more of the cache's config.
@@ -199,6 +200,10 @@ func TestResubscribeFlushesCache(t *testing.T) {
 	}
 	flushes := a.cache.Stats().Flushes
 	killClients(t, admin, name)
+	// The lost subscription sets the resubscribe timer on the cache's
+	// clock; the test moves the clock past it.
+	testenv.EventuallyWithin(t, resubscribeDeadline, "replica "+name+" to wait to resubscribe", clock.HasWaiters)
+	clock.Step(testResubscribeDelay)
 	took := waitRejected(t, a.cache, k.Hash, ErrRevoked, resubscribeDeadline)
 	t.Logf("rejected %v after the connection was cut", took)
 	if got := a.cache.Stats().Flushes; got <= flushes {
@@ -221,7 +226,7 @@ func TestIdleSubscriptionSurvivesPings(t *testing.T) {
 	clock := newFakeClock()
 	store := NewMemKeyStore()
 	k := newTestKey(t, store, KeyRecord{ID: 42})
-	a := startReplicaWith(t, env, KeyCacheConfig{Store: store, Now: clock.Now, PingInterval: pingInterval}, "auth-idle")
+	a := startReplicaWith(t, env, KeyCacheConfig{Store: store, Clock: clock, PingInterval: pingInterval}, "auth-idle")
 	waitSubscribers(t, env.Client(), env.Prefix, 1)
 	time.Sleep(15 * pingInterval) // silent: several pings go out and come back
 	if got := a.cache.Stats().Flushes; got != 1 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"k8s.io/utils/clock"
 )
 
 // ErrTeamNotFound is returned by a TeamStore for a name no team has.
@@ -84,7 +85,7 @@ func (s *MemTeamStore) TeamByName(ctx context.Context, name string) (int64, erro
 // starts a cleanup goroutine that cannot be stopped).
 type teamCache struct {
 	store TeamStore
-	now   func() time.Time
+	clock clock.PassiveClock
 
 	mu      sync.Mutex
 	entries *simplelru.LRU[string, teamEntry]
@@ -97,18 +98,18 @@ type teamEntry struct {
 }
 
 // newTeamCache returns an empty team cache over store.
-func newTeamCache(store TeamStore, now func() time.Time) (*teamCache, error) {
+func newTeamCache(store TeamStore, clk clock.PassiveClock) (*teamCache, error) {
 	entries, err := simplelru.NewLRU[string, teamEntry](maxTeamCacheEntries, nil)
 	if err != nil {
 		return nil, fmt.Errorf("team cache: %w", err)
 	}
-	return &teamCache{store: store, now: now, entries: entries}, nil
+	return &teamCache{store: store, clock: clk, entries: entries}, nil
 }
 
 // id returns the id of the team called name: ErrInvalidCredential when no
 // team has it, ErrUnavailable when the store fails.
 func (c *teamCache) id(ctx context.Context, name string) (int64, error) {
-	now := c.now()
+	now := c.clock.Now()
 	c.mu.Lock()
 	e, ok := c.entries.Get(name)
 	c.mu.Unlock()

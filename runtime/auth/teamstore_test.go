@@ -6,18 +6,20 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // newTestTeamCache returns a team cache over teams named t0…t(n-1), with
 // ids 1…n, and the store it asks.
-func newTestTeamCache(t *testing.T, n int, now func() time.Time) (*teamCache, *MemTeamStore) {
+func newTestTeamCache(t *testing.T, n int, clk clock.PassiveClock) (*teamCache, *MemTeamStore) {
 	t.Helper()
 	teams := make(map[string]int64, n)
 	for i := range n {
 		teams["t"+strconv.Itoa(i)] = int64(i + 1)
 	}
 	store := NewMemTeamStore(teams)
-	cache, err := newTeamCache(store, now)
+	cache, err := newTeamCache(store, clk)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +28,7 @@ func newTestTeamCache(t *testing.T, n int, now func() time.Time) (*teamCache, *M
 
 func TestTeamCacheTTL(t *testing.T) {
 	clock := newFakeClock()
-	cache, store := newTestTeamCache(t, 1, clock.Now)
+	cache, store := newTestTeamCache(t, 1, clock)
 	steps := []struct {
 		name        string
 		advance     time.Duration
@@ -54,7 +56,7 @@ func TestTeamCacheTTL(t *testing.T) {
 }
 
 func TestTeamCacheUnknownTeamIsInvalid(t *testing.T) {
-	cache, _ := newTestTeamCache(t, 1, newFakeClock().Now)
+	cache, _ := newTestTeamCache(t, 1, newFakeClock())
 	_, err := cache.id(context.Background(), "nobody")
 	if !errors.Is(err, ErrInvalidCredential) {
 		t.Errorf("err = %v, want ErrInvalidCredential", err)
@@ -66,7 +68,7 @@ func TestTeamCacheUnknownTeamIsInvalid(t *testing.T) {
 // team keeps costing no query when a new one arrives.
 func TestTeamCacheEvictsLeastRecentlyUsed(t *testing.T) {
 	const n = maxTeamCacheEntries
-	cache, store := newTestTeamCache(t, n+1, newFakeClock().Now)
+	cache, store := newTestTeamCache(t, n+1, newFakeClock())
 	ctx := context.Background()
 	for i := range n {
 		if _, err := cache.id(ctx, "t"+strconv.Itoa(i)); err != nil {

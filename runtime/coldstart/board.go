@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 )
 
 const (
@@ -56,19 +57,19 @@ const (
 type Board struct {
 	rdb    redis.UniversalClient
 	prefix string
-	now    func() time.Time
+	clock  clock.PassiveClock
 }
 
-// New returns a Board on rdb whose keys start with prefix; now is its
-// clock (nil means time.Now).
-func New(rdb redis.UniversalClient, prefix string, now func() time.Time) (*Board, error) {
+// New returns a Board on rdb whose keys start with prefix; clk is its
+// clock (nil means the real clock).
+func New(rdb redis.UniversalClient, prefix string, clk clock.PassiveClock) (*Board, error) {
 	if rdb == nil {
 		return nil, errors.New("coldstart: a redis client is required")
 	}
-	if now == nil {
-		now = time.Now
+	if clk == nil {
+		clk = clock.RealClock{}
 	}
-	return &Board{rdb: rdb, prefix: prefix, now: now}, nil
+	return &Board{rdb: rdb, prefix: prefix, clock: clk}, nil
 }
 
 // keys are a model's three keys: the replicas' published states (a hash
@@ -90,7 +91,7 @@ func (b *Board) Publish(ctx context.Context, replica, model string, v Verdict, l
 	if v < Zero || v > Ready {
 		return fmt.Errorf("publish %s state: verdict %d", model, v)
 	}
-	err := publishScript.Run(ctx, b.rdb, b.keys(model), replica, int(v), load.Milliseconds(), b.now().UnixMilli(),
+	err := publishScript.Run(ctx, b.rdb, b.keys(model), replica, int(v), load.Milliseconds(), b.clock.Now().UnixMilli(),
 		StateTTL.Milliseconds()).Err()
 	if err != nil {
 		return fmt.Errorf("publish %s state: %w", model, err)
@@ -104,7 +105,7 @@ func (b *Board) Publish(ctx context.Context, replica, model string, v Verdict, l
 // the expected load time less the time the wake has run, at least
 // MinRetryAfter.
 func (b *Board) Refuse(ctx context.Context, model, caller string) (time.Duration, bool, error) {
-	now := b.now().UnixMilli()
+	now := b.clock.Now().UnixMilli()
 	res, err := refuseScript.Run(ctx, b.rdb, b.keys(model), caller, now, StateTTL.Milliseconds(),
 		HoldMargin.Milliseconds(), MaxHold.Milliseconds(), 0).Int64Slice()
 	if err != nil {
@@ -121,7 +122,7 @@ func (b *Board) Refuse(ctx context.Context, model, caller string) (time.Duration
 // AtZero reports whether model is at zero now, holding nothing: for
 // waits and checks, not for callers.
 func (b *Board) AtZero(ctx context.Context, model string) (bool, error) {
-	res, err := refuseScript.Run(ctx, b.rdb, b.keys(model), "", b.now().UnixMilli(), StateTTL.Milliseconds(),
+	res, err := refuseScript.Run(ctx, b.rdb, b.keys(model), "", b.clock.Now().UnixMilli(), StateTTL.Milliseconds(),
 		HoldMargin.Milliseconds(), MaxHold.Milliseconds(), 1).Int64Slice()
 	if err != nil {
 		return false, fmt.Errorf("at zero %s: %w", model, err)
@@ -131,7 +132,7 @@ func (b *Board) AtZero(ctx context.Context, model string) (bool, error) {
 
 // Held returns the refused callers of model whose demand still holds.
 func (b *Board) Held(ctx context.Context, model string) (int64, error) {
-	n, err := b.rdb.ZCount(ctx, b.keys(model)[2], "("+strconv.FormatInt(b.now().UnixMilli(), 10), "+inf").Result()
+	n, err := b.rdb.ZCount(ctx, b.keys(model)[2], "("+strconv.FormatInt(b.clock.Now().UnixMilli(), 10), "+inf").Result()
 	if err != nil {
 		return 0, fmt.Errorf("held demand %s: %w", model, err)
 	}

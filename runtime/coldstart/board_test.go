@@ -2,30 +2,20 @@ package coldstart
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/llmplat/llmplat/runtime/testenv"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 func TestMain(m *testing.M) { testenv.MainWithLeakCheck(m) }
 
-// clock is a fake clock a test moves by hand.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-
-func (c *clock) advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-func newBoard(t *testing.T) (*Board, *clock) {
+func newBoard(t *testing.T) (*Board, *testingclock.FakeClock) {
 	t.Helper()
 	env := testenv.Redis(t)
-	c := &clock{t: time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)}
-	b, err := New(env.Client(), env.Prefix, c.now)
+	c := testingclock.NewFakeClock(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
+	b, err := New(env.Client(), env.Prefix, c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +47,7 @@ func TestRetryAfterFollowsTheWake(t *testing.T) {
 		{"past the expected load", 2 * time.Minute, MinRetryAfter},
 	} {
 		t.Run(step.name, func(t *testing.T) {
-			c.advance(step.advance)
+			c.Step(step.advance)
 			must(t, b.Publish(ctx, "orch-1", "llama-70b", Zero, load))
 			got, zero, err := b.Refuse(ctx, "llama-70b", "req-"+step.name)
 			must(t, err)
@@ -74,27 +64,27 @@ func TestAtZero(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name    string
-		publish func(b *Board, c *clock)
+		publish func(b *Board, c *testingclock.FakeClock)
 		want    bool
 	}{
-		{"nothing published", func(*Board, *clock) {}, false},
-		{"one replica says zero", func(b *Board, _ *clock) { must(t, b.Publish(ctx, "orch-1", "m", Zero, 0)) }, true},
-		{"a ready replica wins", func(b *Board, _ *clock) {
+		{"nothing published", func(*Board, *testingclock.FakeClock) {}, false},
+		{"one replica says zero", func(b *Board, _ *testingclock.FakeClock) { must(t, b.Publish(ctx, "orch-1", "m", Zero, 0)) }, true},
+		{"a ready replica wins", func(b *Board, _ *testingclock.FakeClock) {
 			must(t, b.Publish(ctx, "orch-1", "m", Zero, 0))
 			must(t, b.Publish(ctx, "orch-2", "m", Ready, 0))
 		}, false},
-		{"a stale ready does not", func(b *Board, c *clock) {
+		{"a stale ready does not", func(b *Board, c *testingclock.FakeClock) {
 			must(t, b.Publish(ctx, "orch-2", "m", Ready, 0))
-			c.advance(StateTTL + time.Second)
+			c.Step(StateTTL + time.Second)
 			must(t, b.Publish(ctx, "orch-1", "m", Zero, 0))
 		}, true},
-		{"an unsure replica wins", func(b *Board, _ *clock) {
+		{"an unsure replica wins", func(b *Board, _ *testingclock.FakeClock) {
 			must(t, b.Publish(ctx, "orch-1", "m", Zero, 0))
 			must(t, b.Publish(ctx, "orch-2", "m", Unsure, 0))
 		}, false},
-		{"a stale zero is nobody's word", func(b *Board, c *clock) {
+		{"a stale zero is nobody's word", func(b *Board, c *testingclock.FakeClock) {
 			must(t, b.Publish(ctx, "orch-1", "m", Zero, 0))
-			c.advance(StateTTL + time.Second)
+			c.Step(StateTTL + time.Second)
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -139,7 +129,7 @@ func TestHeldUntilReady(t *testing.T) {
 				t.Fatalf("Refuse: %v, %v", zero, err)
 			}
 		}
-		c.advance(load - time.Second)
+		c.Step(load - time.Second)
 		must(t, b.Publish(ctx, "orch-1", "m", Zero, load))
 		if got := held(t, b); got != 2 {
 			t.Errorf("held %d while the replica loads, want 2", got)
@@ -155,11 +145,11 @@ func TestHeldUntilReady(t *testing.T) {
 		if _, _, err := b.Refuse(ctx, "m", "r1"); err != nil {
 			t.Fatal(err)
 		}
-		c.advance(load + HoldMargin - time.Second)
+		c.Step(load + HoldMargin - time.Second)
 		if got := held(t, b); got != 1 {
 			t.Errorf("held %d just before the hold passes, want 1", got)
 		}
-		c.advance(2 * time.Second)
+		c.Step(2 * time.Second)
 		if got := held(t, b); got != 0 {
 			t.Errorf("held %d after the hold passed, want 0", got)
 		}

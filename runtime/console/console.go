@@ -12,6 +12,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/adminwire"
@@ -103,8 +104,9 @@ type Config struct {
 	// key cache at once, as the admin API does; without it (one process,
 	// no cache) the revocation applies at the next lookup.
 	Revoker admin.Revoker
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock tells the pages' time, the sessions' expiry and the cost
+	// report's age; nil means the real clock.
+	Clock clock.PassiveClock
 	// Logger gets sign-in outcomes and failures, never a credential.
 	Logger *slog.Logger
 }
@@ -123,8 +125,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.QueryTimeout == 0 {
 		c.QueryTimeout = store.RequestBudget
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -150,7 +152,7 @@ func New(cfg Config) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Console{cfg: cfg, pages: pages, sessions: &sessions{rdb: cfg.Redis, prefix: cfg.Prefix + "console:", now: cfg.Now},
+	return &Console{cfg: cfg, pages: pages, sessions: &sessions{rdb: cfg.Redis, prefix: cfg.Prefix + "console:", clock: cfg.Clock},
 		cost: newCostCache()}, nil
 }
 

@@ -187,7 +187,7 @@ func (c *Console) costPage(ctx *gin.Context) {
 		NoModel: costreport.NoModel, CacheSeconds: int(costCacheTTL.Seconds())}
 	wait, cancel := c.budget(ctx.Request.Context())
 	defer cancel()
-	r, computed, err := c.cost.get(wait, c.cfg.Now().UTC(), c.costReport)
+	r, computed, err := c.cost.get(wait, c.cfg.Clock.Now().UTC(), c.costReport)
 	if err != nil {
 		c.cfg.Logger.Warn("console cost report unavailable", "err", err)
 		c.renderUnavailable(ctx, se, "The week's cost report is not ready: the platform database is not answering in time. "+

@@ -117,7 +117,7 @@ func adminConsole(t *testing.T, clk *clocktesting.FakeClock) adminTestConsole {
 			}
 			return auth.Principal{Kind: auth.KindAdminToken, Subject: "admin", Role: auth.RoleAdmin}, nil
 		},
-		Ledger: l, DB: db, Directory: dir, Now: clk.Now})
+		Ledger: l, DB: db, Directory: dir, Clock: clk})
 	client, csrf := formClient(t, srv)
 	if got := postSignIn(t, client, srv, csrf, token); got != http.StatusSeeOther {
 		t.Fatalf("admin sign-in: %d", got)

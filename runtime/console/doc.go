@@ -39,7 +39,7 @@
 // session store is down (and a Retry-After), not a bounce to the sign-in
 // form.
 //
-// The usage page opens with a headline at Config.Now: this month so far
+// The usage page opens with a headline at Config.Clock's time: this month so far
 // against the same stretch of last month from its 1st, last month whole,
 // the month's end projected at the current rate (the last 7 days' spend
 // per day) and how long the available balance lasts at it; each figure is

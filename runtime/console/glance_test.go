@@ -93,7 +93,7 @@ func TestUsageHeadline(t *testing.T) {
 			}
 			return auth.Principal{Kind: auth.KindJWT, TeamID: id, TeamName: name, Subject: name + "-user", Role: auth.RoleUser}, nil
 		},
-		Ledger: l, DB: db, Directory: dir, Now: clk.Now})
+		Ledger: l, DB: db, Directory: dir, Clock: clk})
 	page := func(t *testing.T, team, path string) (int, string) {
 		t.Helper()
 		client, csrf := formClient(t, srv)

@@ -143,7 +143,7 @@ func (c *Console) keyUsagePage(ctx *gin.Context) {
 	for _, r := range v.Rows {
 		addUsage(&v.Total, r.ModelUsage)
 	}
-	v.ReadAt = c.cfg.Now().UTC()
+	v.ReadAt = c.cfg.Clock.Now().UTC()
 	c.render(ctx, http.StatusOK, "usage_keys", v)
 }
 
@@ -295,7 +295,7 @@ func (c *Console) latencyPage(ctx *gin.Context) {
 	}
 	all := v.Requests + v.Refused429 + v.Refused503
 	v.Rate429, v.Rate503 = rate(v.Refused429, all), rate(v.Refused503, all)
-	v.ReadAt = c.cfg.Now().UTC()
+	v.ReadAt = c.cfg.Clock.Now().UTC()
 	c.render(ctx, http.StatusOK, "latency", v)
 }
 
@@ -332,7 +332,7 @@ func (c *Console) slisPage(ctx *gin.Context) {
 	v := slisView{pageView: c.view(se, "SLIs", "slis", sliSource)}
 	rctx, cancel := c.budget(ctx.Request.Context())
 	defer cancel()
-	now := c.cfg.Now().UTC()
+	now := c.cfg.Clock.Now().UTC()
 	for _, w := range slisWindows {
 		win := sliWindow{Name: w.name, ID: w.id, From: now.Add(-w.span).Truncate(time.Hour), To: now}
 		lat, err := c.cfg.Ledger.PlatformLatency(rctx, now.Add(-w.span), now)

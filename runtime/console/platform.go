@@ -82,7 +82,7 @@ func (c *Console) teamsPage(ctx *gin.Context) {
 	se := current(ctx)
 	rctx, cancel := c.budget(ctx.Request.Context())
 	defer cancel()
-	now := c.cfg.Now().UTC()
+	now := c.cfg.Clock.Now().UTC()
 	v := teamsView{pageView: c.view(se, "Teams", "teams",
 		"the teams table (balance, reserved) and the settled rows of the credit ledger this month, per team"),
 		MonthStart: time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)}

@@ -69,7 +69,7 @@ type pageView struct {
 func (c *Console) view(se session, title, active, source string) pageView {
 	p := se.Principal
 	return pageView{Title: title, Active: active, SignedIn: se.CSRF != "", Admin: p.IsAdmin(), Team: p.TeamID != 0,
-		TeamName: p.TeamName, Subject: p.Subject, SignOutTok: se.CSRF, Source: source, ReadAt: c.cfg.Now().UTC()}
+		TeamName: p.TeamName, Subject: p.Subject, SignOutTok: se.CSRF, Source: source, ReadAt: c.cfg.Clock.Now().UTC()}
 }
 
 // render writes the page whole or, when its template fails, the error

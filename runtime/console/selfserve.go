@@ -158,7 +158,7 @@ func (c *Console) createPersonalKey(ctx *gin.Context) {
 		c.renderUnavailable(ctx, se, "The key cannot be made: the platform database is not answering.")
 		return
 	}
-	now := c.cfg.Now().UTC().Truncate(time.Microsecond)
+	now := c.cfg.Clock.Now().UTC().Truncate(time.Microsecond)
 	req, problem := personalKeyRequest(ctx, own, declared, t.PersonalKeyMaxDays, now)
 	if problem != "" {
 		c.refuse(ctx, se, http.StatusBadRequest, "Key not created", problem)
@@ -272,7 +272,7 @@ func (c *Console) revokePersonalKey(ctx *gin.Context) {
 	}
 	rctx, cancel := c.budget(ctx.Request.Context())
 	defer cancel()
-	now := c.cfg.Now().UTC().Truncate(time.Microsecond)
+	now := c.cfg.Clock.Now().UTC().Truncate(time.Microsecond)
 	_, err = c.cfg.SelfService.RevokePersonalKey(rctx, se.Principal.TeamID, id, se.Principal.Subject, now)
 	switch {
 	case errors.Is(err, admin.ErrKeyManaged):

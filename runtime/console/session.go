@@ -16,6 +16,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 
 	"github.com/llmplat/llmplat/runtime/admin"
 	"github.com/llmplat/llmplat/runtime/adminwire"
@@ -58,7 +59,7 @@ type session struct {
 type sessions struct {
 	rdb    redis.UniversalClient
 	prefix string
-	now    func() time.Time
+	clock  clock.PassiveClock
 }
 
 func (s *sessions) key(id string) string {
@@ -71,12 +72,12 @@ func (s *sessions) create(ctx context.Context, p auth.Principal) (string, sessio
 	id, csrf := newToken(), newToken()
 	ttl := sessionTTL
 	if !p.ExpiresAt.IsZero() {
-		ttl = min(ttl, p.ExpiresAt.Sub(s.now()))
+		ttl = min(ttl, p.ExpiresAt.Sub(s.clock.Now()))
 	}
 	if ttl <= 0 {
 		return "", session{}, fmt.Errorf("create session: %w", auth.ErrExpired)
 	}
-	se := session{Principal: p, CSRF: csrf, Expires: s.now().Add(ttl)}
+	se := session{Principal: p, CSRF: csrf, Expires: s.clock.Now().Add(ttl)}
 	b, err := json.Marshal(se)
 	if err != nil {
 		return "", session{}, fmt.Errorf("create session: %w", err)
@@ -209,7 +210,7 @@ func (c *Console) session(ctx *gin.Context) (session, error) {
 		case err != nil && !errors.Is(err, admin.ErrNotFound):
 			c.cfg.Logger.Warn("console session's key cannot be checked", "key_id", p.KeyID, "err", err)
 			return se, errDatabaseDown
-		case err != nil, k.StatusAt(c.cfg.Now()) != adminwire.KeyActive, k.TeamID != p.TeamID:
+		case err != nil, k.StatusAt(c.cfg.Clock.Now()) != adminwire.KeyActive, k.TeamID != p.TeamID:
 			_ = c.sessions.end(ctx.Request.Context(), id)
 			return session{}, errNoSession
 		}

@@ -57,7 +57,7 @@ func (c *Console) lastUse(ctx context.Context, teamID, keyID int64) (*time.Time,
 	var t time.Time
 	err := c.cfg.DB.QueryRowContext(ctx, `SELECT created_at FROM usage_ledger
 		WHERE team_id = $1 AND key_id = $2 AND created_at >= $3 ORDER BY created_at DESC LIMIT 1`,
-		teamID, keyID, c.cfg.Now().UTC().Add(-lastUseLookback)).Scan(&t)
+		teamID, keyID, c.cfg.Clock.Now().UTC().Add(-lastUseLookback)).Scan(&t)
 	switch {
 	case err == nil:
 		return &t, nil
@@ -119,7 +119,7 @@ func (c *Console) refusals(ctx context.Context, id int64) (int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, redisCallTimeout)
 	defer cancel()
 	quotaID := auth.Principal{Kind: auth.KindAPIKey, KeyID: id}.QuotaID()
-	return quota.ReadRefusals(rctx, c.cfg.Redis, quota.NewKeys(c.cfg.Prefix), quotaID, c.cfg.Now())
+	return quota.ReadRefusals(rctx, c.cfg.Redis, quota.NewKeys(c.cfg.Prefix), quotaID, c.cfg.Clock.Now())
 }
 
 func (c *Console) keysPage(ctx *gin.Context) {
@@ -134,7 +134,7 @@ func (c *Console) keysPage(ctx *gin.Context) {
 		if err != nil {
 			break
 		}
-		k.Status = k.StatusAt(c.cfg.Now())
+		k.Status = k.StatusAt(c.cfg.Clock.Now())
 		row := keyRow{Key: k, Mine: k.ID == se.Principal.KeyID}
 		row.LastUsed, err = c.lastUse(rctx, se.Principal.TeamID, k.ID)
 		if !v.RefusalsUnavailable {

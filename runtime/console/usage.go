@@ -46,7 +46,7 @@ type usageData struct {
 // is this month so far, today included. It returns [from, end): end is
 // the midnight after to, as GET /v1/usage's exclusive to.
 func (c *Console) usageRange(ctx *gin.Context) (from, end time.Time, err error) {
-	now := c.cfg.Now().UTC()
+	now := c.cfg.Clock.Now().UTC()
 	from = time.Date(now.Year(), now.Month(), 1, 0, 0, 0, 0, time.UTC)
 	to := now.Truncate(day)
 	if s := ctx.Query("from"); s != "" {
@@ -123,7 +123,7 @@ func (c *Console) usagePage(ctx *gin.Context) {
 	rctx, cancel := c.budget(ctx.Request.Context())
 	defer cancel()
 	var err error
-	if v.Glance, err = c.readGlance(rctx, se.Principal.TeamID, c.cfg.Now()); err == nil && rerr == nil {
+	if v.Glance, err = c.readGlance(rctx, se.Principal.TeamID, c.cfg.Clock.Now()); err == nil && rerr == nil {
 		v.usageData, err = c.readUsage(rctx, se.Principal.TeamID, from, to)
 	}
 	if err != nil {
@@ -141,7 +141,7 @@ func (c *Console) usagePage(ctx *gin.Context) {
 		v.Colors[t.Model] = modelColor(t.Model)
 		addUsage(&v.Total, t)
 	}
-	v.ReadAt = c.cfg.Now().UTC()
+	v.ReadAt = c.cfg.Clock.Now().UTC()
 	c.render(ctx, http.StatusOK, "usage", v)
 }
 

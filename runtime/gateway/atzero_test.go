@@ -31,7 +31,7 @@ func TestModelAtZero(t *testing.T) {
 	const rpm = 10
 	key := s.key(adminwire.CreateKeyRequest{TeamID: team, RPM: rpm, MaxStreams: 1})
 	clock := testingclock.NewFakeClock(time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC))
-	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, clock.Now)
+	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, clock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
@@ -240,8 +242,8 @@ func TestFrozenPostgres(t *testing.T) {
 	// held bytes reach the thawed server, possibly after the replay took
 	// its kept cancel: no token was delivered for it, and the sweeper
 	// cancels it for nothing, as it must.
-	later := func() time.Time { return time.Now().Add(ledger.DefaultSweepAfter + time.Minute) }
-	sweeper, err := ledger.New(s.db, ledger.Config{Now: later, Completions: ledger.CompletionLogs{log}})
+	later := testingclock.NewFakeClock(time.Now().Add(ledger.DefaultSweepAfter + time.Minute))
+	sweeper, err := ledger.New(s.db, ledger.Config{Clock: later, Completions: ledger.CompletionLogs{log}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/adminwire"
 	"github.com/llmplat/llmplat/runtime/gateway"
 	"github.com/llmplat/llmplat/runtime/ledger"
@@ -99,8 +101,8 @@ func TestStreamDuringPostgresOutageIsBilledOnce(t *testing.T) {
 					}
 				}
 			} else {
-				later := func() time.Time { return time.Now().Add(ledger.DefaultSweepAfter + time.Minute) }
-				sweeper, err := ledger.New(s.db, ledger.Config{Now: later, Completions: ledger.CompletionLogs{log}})
+				later := testingclock.NewFakeClock(time.Now().Add(ledger.DefaultSweepAfter + time.Minute))
+				sweeper, err := ledger.New(s.db, ledger.Config{Clock: later, Completions: ledger.CompletionLogs{log}})
 				if err != nil {
 					t.Fatal(err)
 				}

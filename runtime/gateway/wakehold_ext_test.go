@@ -33,7 +33,7 @@ func TestWakeHold(t *testing.T) {
 	s := newStack(t, stackOpts{})
 	team := s.team("alpha", 10*credit)
 	clock := testingclock.NewFakeClock(time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC))
-	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, clock.Now)
+	board, err := coldstart.New(s.redis.Client(), s.redis.Prefix, clock)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -166,7 +166,7 @@ func TestBurstAcrossTwoGateways(t *testing.T) {
 	}
 	defer second.Close()
 	a := f.l
-	b, err := New(second, Config{Now: f.clock.Now})
+	b, err := New(second, Config{Clock: f.clock})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -119,7 +119,7 @@ func newFixture(tb testing.TB, dsn string) *fixture {
 // ledger returns a ledger on the fixture's database and clock with cfg.
 func (f *fixture) ledger(tb testing.TB, cfg Config) *Ledger {
 	tb.Helper()
-	cfg.Now = f.clock.Now
+	cfg.Clock = f.clock
 	l, err := New(f.db, cfg)
 	if err != nil {
 		tb.Fatalf("New: %v", err)

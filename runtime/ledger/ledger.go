@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/llmplat/llmplat/runtime/store"
 )
 
@@ -63,9 +65,9 @@ var (
 
 // Config tunes a Ledger. The zero value is valid.
 type Config struct {
-	// Now is the clock that stamps rows and ages them for the sweeper; nil
-	// means time.Now.
-	Now func() time.Time
+	// Clock stamps rows, ages them for the sweeper, times the quote's
+	// terms and paces Run; nil means the real clock.
+	Clock clock.WithTicker
 	// SweepAfter is the age after which a row still reserved is swept;
 	// zero means DefaultSweepAfter.
 	SweepAfter time.Duration
@@ -91,8 +93,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.SweepAfter < 0 || c.SweepInterval < 0 {
 		return c, fmt.Errorf("ledger config: negative sweep duration: %w", ErrInvalidInput)
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	if c.SweepAfter == 0 {
 		c.SweepAfter = DefaultSweepAfter
@@ -141,7 +143,7 @@ func New(db *store.DB, cfg Config) (*Ledger, error) {
 
 // now returns the clock's time in UTC, the form both dialects compare in,
 // at PostgreSQL's microsecond precision, so a time reads back as written.
-func (l *Ledger) now() time.Time { return l.cfg.Now().UTC().Truncate(time.Microsecond) }
+func (l *Ledger) now() time.Time { return l.cfg.Clock.Now().UTC().Truncate(time.Microsecond) }
 
 // errRollback makes InTx roll back without reporting an error, for a
 // transaction that found it must change nothing after it began writing.

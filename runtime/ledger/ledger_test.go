@@ -29,7 +29,7 @@ func TestNewValidatesConfig(t *testing.T) {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	if l.cfg.SweepAfter != DefaultSweepAfter || l.cfg.SweepInterval != DefaultSweepInterval || l.cfg.Now == nil || l.cfg.Logger == nil {
+	if l.cfg.SweepAfter != DefaultSweepAfter || l.cfg.SweepInterval != DefaultSweepInterval || l.cfg.Clock == nil || l.cfg.Logger == nil {
 		t.Fatalf("defaults not filled: %+v", l.cfg)
 	}
 }

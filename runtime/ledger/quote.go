@@ -101,7 +101,7 @@ func (l *Ledger) Covers(ctx context.Context, r Reservation) error {
 func (l *Ledger) modelTerms(ctx context.Context, model string) (modelTerms, bool, error) {
 	c := &l.quotes
 	snap := c.snap.Load()
-	if snap == nil || l.cfg.Now().Sub(snap.loaded) >= quoteTermsTTL {
+	if snap == nil || l.cfg.Clock.Now().Sub(snap.loaded) >= quoteTermsTTL {
 		var err error
 		if snap, err = l.reloadTerms(ctx, snap); err != nil {
 			return modelTerms{}, false, err
@@ -129,7 +129,7 @@ func (l *Ledger) reloadTerms(ctx context.Context, stale *termsSnapshot) (*termsS
 	if err != nil {
 		return nil, err
 	}
-	snap := &termsSnapshot{terms: terms, loaded: l.cfg.Now()}
+	snap := &termsSnapshot{terms: terms, loaded: l.cfg.Clock.Now()}
 	c.snap.Store(snap)
 	return snap, nil
 }

@@ -189,7 +189,7 @@ func TestLedgerProperty(t *testing.T) {
 	}
 	defer second.Close()
 	gateways := []*Ledger{f.l, nil}
-	if gateways[1], err = New(second, Config{Now: f.clock.Now}); err != nil {
+	if gateways[1], err = New(second, Config{Clock: f.clock}); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()

@@ -129,7 +129,7 @@ func (l *Ledger) sweepRow(ctx context.Context, requestID string, res *SweepResul
 // sweeps are logged and retried at the next interval. Replicas may all run
 // it: rows move once whoever sweeps them.
 func (l *Ledger) Run(ctx context.Context) error {
-	t := time.NewTicker(l.cfg.SweepInterval)
+	t := l.cfg.Clock.NewTicker(l.cfg.SweepInterval)
 	defer t.Stop()
 	for {
 		res, err := l.Sweep(ctx)
@@ -141,7 +141,7 @@ func (l *Ledger) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -136,7 +136,7 @@ func clean(cache *os.Root, cfg Config) []string {
 		others = append(others, revision{name, used})
 	}
 	slices.SortFunc(others, func(a, b revision) int { return b.used.Compare(a.used) })
-	now := cfg.Now()
+	now := cfg.Clock.Now()
 	var removed []string
 	for i, r := range others {
 		if i < cfg.KeepRevisions-1 || now.Sub(r.used) < cfg.KeepUnused {

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/modelsync"
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
@@ -87,15 +89,17 @@ func TestSyncRemovesRevisionsNoLongerUsed(t *testing.T) {
 			smallRevision(t, s, "other-model", "r1")
 			dest := t.TempDir()
 			start := time.Now()
+			clk := testingclock.NewFakeClock(start)
 			if _, err := modelsync.Sync(t.Context(), modelsync.Config{S3: s.client(), Bucket: bucket, Model: "other-model", Revision: "r1", Dest: dest,
-				Now: func() time.Time { return start }}); err != nil {
+				Clock: clk}); err != nil {
 				t.Fatal(err)
 			}
 			var res modelsync.Result
 			for _, u := range tt.uses {
 				var err error
+				clk.SetTime(start.Add(u.after))
 				res, err = modelsync.Sync(t.Context(), modelsync.Config{S3: s.client(), Bucket: bucket, Model: "llama", Revision: u.rev, Dest: dest,
-					KeepUnused: 7 * day, KeepRevisions: 2, Now: func() time.Time { return start.Add(u.after) }})
+					KeepUnused: 7 * day, KeepRevisions: 2, Clock: clk})
 				if err != nil {
 					t.Fatalf("sync %s: %v", u.rev, err)
 				}
@@ -137,9 +141,9 @@ func TestCleanLeavesARevisionBeingSynced(t *testing.T) {
 	smallRevision(t, s, "llama", "newer")
 	dest := t.TempDir()
 	start := time.Now()
-	at := func(d time.Duration) func() time.Time { return func() time.Time { return start.Add(d) } }
+	at := func(d time.Duration) *testingclock.FakeClock { return testingclock.NewFakeClock(start.Add(d)) }
 	for _, r := range []string{"new", "newer"} {
-		if _, err := modelsync.Sync(t.Context(), modelsync.Config{S3: s.client(), Bucket: bucket, Model: "llama", Revision: r, Dest: dest, Now: at(0)}); err != nil {
+		if _, err := modelsync.Sync(t.Context(), modelsync.Config{S3: s.client(), Bucket: bucket, Model: "llama", Revision: r, Dest: dest, Clock: at(0)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,7 +156,7 @@ func TestCleanLeavesARevisionBeingSynced(t *testing.T) {
 	t.Cleanup(open)
 	done := make(chan error, 1)
 	go func() {
-		_, err := modelsync.Sync(t.Context(), modelsync.Config{S3: s.client(), Bucket: bucket, Model: "llama", Revision: "old", Dest: dest, Now: at(0)})
+		_, err := modelsync.Sync(t.Context(), modelsync.Config{S3: s.client(), Bucket: bucket, Model: "llama", Revision: "old", Dest: dest, Clock: at(0)})
 		done <- err
 	}()
 	waitLocked(t, filepath.Join(dest, "llama", "old"), done)
@@ -160,7 +164,7 @@ func TestCleanLeavesARevisionBeingSynced(t *testing.T) {
 	// Thirty days on, the node syncs "newer" again (a pod starts on it):
 	// "old" is neither recent nor among the newest, but it is being copied.
 	res, err := modelsync.Sync(t.Context(), modelsync.Config{S3: s.client(), Bucket: bucket, Model: "llama", Revision: "newer", Dest: dest,
-		KeepRevisions: 1, KeepUnused: day, Now: at(30 * day)})
+		KeepRevisions: 1, KeepUnused: day, Clock: at(30 * day)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // lockName is the revision's lock file. It starts with reservedPrefix,
@@ -26,12 +28,12 @@ const lockPoll = 250 * time.Millisecond
 // shares). Closing the returned file releases the lock, and so does the
 // end of the process, however it ends, so a crashed sync never leaves
 // the revision locked.
-func lockRevision(ctx context.Context, rev *os.Root, log *slog.Logger, dir string) (*os.File, error) {
+func lockRevision(ctx context.Context, rev *os.Root, clk clock.WithTicker, log *slog.Logger, dir string) (*os.File, error) {
 	f, err := openFile(rev, lockName, os.O_CREATE|os.O_RDWR)
 	if err != nil {
 		return nil, err
 	}
-	t := time.NewTicker(lockPoll)
+	t := clk.NewTicker(lockPoll)
 	defer t.Stop()
 	waited := false
 	for {
@@ -51,7 +53,7 @@ func lockRevision(ctx context.Context, rev *os.Root, log *slog.Logger, dir strin
 		case <-ctx.Done():
 			f.Close()
 			return nil, fmt.Errorf("modelsync: waiting for the lock on %s: %w", dir, context.Cause(ctx))
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

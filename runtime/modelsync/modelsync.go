@@ -14,6 +14,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"golang.org/x/sync/errgroup"
+	"k8s.io/utils/clock"
 )
 
 // ErrNoSpace means the revision needs more bytes than the cache's disk
@@ -46,8 +47,9 @@ type Config struct {
 	// KeepUnused keeps every revision of the model used within it; zero
 	// means DefaultKeepUnused.
 	KeepUnused time.Duration
-	// Now is the clock of the use stamps; nil means time.Now.
-	Now func() time.Time
+	// Clock stamps uses and the manifest and paces the progress log and
+	// the lock polls; nil means the real clock.
+	Clock clock.WithTicker
 }
 
 // Object is one file of a revision, as listed.
@@ -119,8 +121,8 @@ func (c *Config) fillDefaults() {
 	if c.KeepUnused <= 0 {
 		c.KeepUnused = DefaultKeepUnused
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 }
 
@@ -158,7 +160,7 @@ func useSynced(ctx context.Context, cfg Config, cache, rev *os.Root, res *Result
 	if ok, err := synced(rev, cfg, res); !ok || err != nil {
 		return false, err
 	}
-	lock, err := lockRevision(ctx, rev, cfg.Logger, res.Dir)
+	lock, err := lockRevision(ctx, rev, cfg.Clock, cfg.Logger, res.Dir)
 	if err != nil {
 		return false, err
 	}
@@ -167,7 +169,7 @@ func useSynced(ctx context.Context, cfg Config, cache, rev *os.Root, res *Result
 		*res = Result{Dir: res.Dir}
 		return false, nil
 	}
-	return true, markUsed(rev, cfg.Now())
+	return true, markUsed(rev, cfg.Clock.Now())
 }
 
 // copyRevision copies objs into the revision's folder under its lock,
@@ -182,7 +184,7 @@ func copyRevision(ctx context.Context, cfg Config, cache *os.Root, objs []Object
 	// One copy of a revision at a time on a node: two replicas of a model
 	// scheduled together would otherwise write the same partial files and
 	// the same marker. The second waits, then finds the first's marker.
-	lock, err := lockRevision(ctx, rev, cfg.Logger, res.Dir)
+	lock, err := lockRevision(ctx, rev, cfg.Clock, cfg.Logger, res.Dir)
 	if err != nil {
 		return err
 	}
@@ -198,7 +200,7 @@ func copyRevision(ctx context.Context, cfg Config, cache *os.Root, objs []Object
 			return err
 		}
 	}
-	return markUsed(rev, cfg.Now())
+	return markUsed(rev, cfg.Clock.Now())
 }
 
 // copyLocked copies objs into rev and writes the marker; the caller holds
@@ -221,7 +223,7 @@ func copyLocked(ctx context.Context, cfg Config, rev *os.Root, objs []Object, re
 	progressDone := make(chan struct{})
 	go func() {
 		defer close(progressDone)
-		t := time.NewTicker(cfg.Progress)
+		t := cfg.Clock.NewTicker(cfg.Progress)
 		defer t.Stop()
 		for {
 			select {
@@ -229,7 +231,7 @@ func copyLocked(ctx context.Context, cfg Config, rev *os.Root, objs []Object, re
 				return
 			case <-ctx.Done():
 				return
-			case <-t.C:
+			case <-t.C():
 				cfg.Logger.Info("model sync progress", "files_done", filesDone.Load(), "files", res.Files,
 					"bytes_done", done.Load(), "bytes", res.Bytes, "percent", percent(done.Load(), res.Bytes))
 			}
@@ -254,7 +256,7 @@ func copyLocked(ctx context.Context, cfg Config, rev *os.Root, objs []Object, re
 	if err != nil {
 		return err
 	}
-	m := Manifest{Bucket: cfg.Bucket, Model: cfg.Model, Revision: cfg.Revision, Objects: objs, SyncedAt: cfg.Now().UTC()}
+	m := Manifest{Bucket: cfg.Bucket, Model: cfg.Model, Revision: cfg.Revision, Objects: objs, SyncedAt: cfg.Clock.Now().UTC()}
 	if err := writeMarker(rev, m); err != nil {
 		return err
 	}

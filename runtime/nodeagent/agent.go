@@ -125,7 +125,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// Streams have ended when Run returns; the pooled engine connections
 	// go with them.
 	defer a.cfg.HTTPClient.CloseIdleConnections()
-	clog, err := openCompletionLog(a.cfg.CompletionLog, a.cfg.Clock.Now)
+	clog, err := openCompletionLog(a.cfg.CompletionLog, a.cfg.Clock)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/llmplat/llmplat/runtime/nodeproto"
 )
 
@@ -37,15 +39,15 @@ type Completion struct {
 // completionLog appends completions to a file, one JSON line each. A nil
 // *completionLog writes nothing.
 type completionLog struct {
-	mu  sync.Mutex
-	f   *os.File
-	now func() time.Time
-	buf []byte
+	mu    sync.Mutex
+	f     *os.File
+	clock clock.PassiveClock // stamps FinishedAt
+	buf   []byte
 }
 
 // openCompletionLog opens path for appending, creating it readable by the
-// agent's user only; an empty path means no log.
-func openCompletionLog(path string, now func() time.Time) (*completionLog, error) {
+// agent's user only; an empty path means no log. clk stamps the lines.
+func openCompletionLog(path string, clk clock.PassiveClock) (*completionLog, error) {
 	if path == "" {
 		return nil, nil
 	}
@@ -53,7 +55,7 @@ func openCompletionLog(path string, now func() time.Time) (*completionLog, error
 	if err != nil {
 		return nil, fmt.Errorf("open completion log: %w", err)
 	}
-	return &completionLog{f: f, now: now}, nil
+	return &completionLog{f: f, clock: clk}, nil
 }
 
 // write appends d's counts as one line in one write, so concurrent agents
@@ -63,7 +65,7 @@ func (l *completionLog) write(d *nodeproto.Done) error {
 		return nil
 	}
 	b, err := json.Marshal(Completion{RequestID: d.RequestID, PromptTokens: d.PromptTokens,
-		CompletionTokens: d.CompletionTokens, FinishReason: d.FinishReason, FinishedAt: l.now().UTC()})
+		CompletionTokens: d.CompletionTokens, FinishReason: d.FinishReason, FinishedAt: l.clock.Now().UTC()})
 	if err != nil {
 		return fmt.Errorf("encode completion: %w", err)
 	}

@@ -78,7 +78,7 @@ func (l *Limiter) Admit(ctx context.Context, keyID, requestID string, lim KeyLim
 	if lim == (KeyLimits{}) {
 		return AdmitDecision{Allowed: true}, nil
 	}
-	now := l.cfg.Now().UTC()
+	now := l.cfg.Clock.Now().UTC()
 	var want int
 	var prefix string
 	if l.leases != nil {

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -17,8 +19,8 @@ import (
 func TestAdmitOrderAndGiveBack(t *testing.T) {
 	env := testenv.Redis(t)
 	rdb := env.Client()
-	clock := &fakeNow{t: time.Date(2025, 3, 14, 18, 30, 0, 0, time.UTC)}
-	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Now: clock.Now})
+	clock := testingclock.NewFakeClock(time.Date(2025, 3, 14, 18, 30, 0, 0, time.UTC))
+	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Clock: clock})
 	ctx := context.Background()
 	lim := KeyLimits{MaxStreams: 2, TokensPerDay: 1000, RPM: 3}
 	admit := func(id string) AdmitDecision {
@@ -53,7 +55,7 @@ func TestAdmitOrderAndGiveBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := admit("r4")
-	midnight := time.Date(2025, 3, 15, 0, 0, 0, 0, time.UTC).Sub(clock.t)
+	midnight := time.Date(2025, 3, 15, 0, 0, 0, 0, time.UTC).Sub(clock.Now())
 	if d.Allowed || d.Refused != LimitTokensPerDay || d.RetryAfter != midnight || d.TokensRemaining != 0 {
 		t.Errorf("r4 = %+v, want refused by tokens per day until midnight (%v)", d, midnight)
 	}
@@ -61,7 +63,7 @@ func TestAdmitOrderAndGiveBack(t *testing.T) {
 		t.Errorf("after the tokens refusal: %d slots, %d counted; want 1 and 2", slots(), counted())
 	}
 	// A new day's count is set by hand: the day's tokens only ever grow.
-	if err := rdb.Set(ctx, l.Keys().TokensPerDay("k_ad", clock.t), 500, 0).Err(); err != nil {
+	if err := rdb.Set(ctx, l.Keys().TokensPerDay("k_ad", clock.Now()), 500, 0).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if d := admit("r5"); !d.Allowed || d.RPMRemaining != 0 || d.TokensRemaining != 500 {

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Defaults and fixed intervals, each with its reason.
@@ -73,10 +75,11 @@ type Config struct {
 	// Logger reports what goes wrong in the background (a ticket whose
 	// claim failed). Default slog.Default().
 	Logger *slog.Logger
-	// Now is the Go-side clock. It only names the UTC day of a
-	// tokens-per-day counter and times Retry-After until midnight: the
-	// counter's key must be known before its script runs. Default time.Now.
-	Now func() time.Time
+	// Clock is the Go-side clock. It names the UTC day of a tokens-per-day
+	// counter and times Retry-After until midnight (the counter's key must
+	// be known before its script runs), and runs the queue's timers.
+	// Default the real clock.
+	Clock clock.WithDelayedExecution
 }
 
 // withDefaults validates c and returns it with its defaults filled.
@@ -96,8 +99,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.QueuePollInterval == 0 {
 		c.QueuePollInterval = DefaultQueuePollInterval
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	if c.LeaseTTL == 0 {
 		c.LeaseTTL = DefaultLeaseTTL

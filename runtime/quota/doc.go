@@ -32,9 +32,10 @@
 //
 // Time that several gateway replicas must agree on (slot deadlines, the rate
 // window, queue deadlines) comes from the Redis server's TIME inside the
-// scripts, never from a replica's clock. The only Go-side time is the UTC
-// day that names a tokens-per-day key, taken from Config.Now, and how long
-// a replica's own tickets stay usable. Scripts that
-// read TIME and then write need script effects replication, so the server
-// must be Redis 5 or later (the default there, the only mode since 7).
+// scripts, never from a replica's clock. The only Go-side time, all of it
+// from Config.Clock, is the UTC day that names a tokens-per-day key, how
+// long a replica's own tickets stay usable, and a queued request's own
+// timers (its poll, its limit). Scripts that read TIME and then write need
+// script effects replication, so the server must be Redis 5 or later (the
+// default there, the only mode since 7).
 package quota

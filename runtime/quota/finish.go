@@ -54,7 +54,7 @@ func (l *Limiter) Finish(ctx context.Context, f Finish) (Finished, error) {
 	}
 	var calls []scriptCall
 	if f.Release || f.Tokens > 0 {
-		now := l.cfg.Now()
+		now := l.cfg.Clock.Now()
 		ttl := dayStart(now).Add(tokensDayRetention).Sub(now)
 		release := "0"
 		if f.Release {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // TestFinishReleasesCountsAndWakes: one Finish gives back the slot, counts
@@ -12,8 +14,8 @@ import (
 func TestFinishReleasesCountsAndWakes(t *testing.T) {
 	e := newQueueEnv(t, slowPoll)
 	ctx := context.Background()
-	clock := &fakeNow{t: time.Date(2025, 3, 14, 18, 30, 0, 0, time.UTC)}
-	l := newLimiter(t, e.rdb, Config{Prefix: e.keys.prefix, Now: clock.Now})
+	clock := testingclock.NewFakeClock(time.Date(2025, 3, 14, 18, 30, 0, 0, time.UTC))
+	l := newLimiter(t, e.rdb, Config{Prefix: e.keys.prefix, Clock: clock})
 	if d, err := l.Admit(ctx, "k_f", "req_1", KeyLimits{MaxStreams: 1}); err != nil || !d.Allowed {
 		t.Fatalf("Admit = %+v, %v", d, err)
 	}
@@ -36,7 +38,7 @@ func TestFinishReleasesCountsAndWakes(t *testing.T) {
 	case <-time.After(slowPoll / 2): // the poll would take slowPoll
 		t.Fatal("Finish did not wake the queue's head")
 	}
-	day := l.Keys().TokensPerDay("k_f", clock.t)
+	day := l.Keys().TokensPerDay("k_f", clock.Now())
 	total := func() int64 { v, _ := e.rdb.Get(ctx, day).Int64(); return v }
 	if total() != 120 {
 		t.Errorf("day = %d, want 120", total())

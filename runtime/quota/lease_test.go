@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/redis/go-redis/v9"
 
 	"github.com/llmplat/llmplat/runtime/testenv"
@@ -52,10 +54,8 @@ func (h *scriptCounter) count(cmd redis.Cmder) {
 func TestLeaseAdmitsBusyKeyLocally(t *testing.T) {
 	env := testenv.Redis(t)
 	rdb := env.Client()
-	var clock atomic.Int64
-	clock.Store(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC).UnixNano())
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Now: now, LeaseTTL: time.Second})
+	clock := testingclock.NewFakeClock(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
+	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Clock: clock, LeaseTTL: time.Second})
 	ctx := context.Background()
 	lim := KeyLimits{MaxStreams: 100, RPM: 1000}
 	admit := func(id string) AdmitDecision {
@@ -80,7 +80,7 @@ func TestLeaseAdmitsBusyKeyLocally(t *testing.T) {
 	if n := rdb.ZCard(ctx, l.Keys().Streams("k_lease")).Val(); n != 0 {
 		t.Fatalf("%d slots held after every release", n)
 	}
-	clock.Add(int64(time.Second))
+	clock.Step(time.Second)
 	// The next period's first Admit takes tickets for the 8 the last one saw.
 	d := admit("lead")
 	slots := rdb.ZCard(ctx, l.Keys().Streams("k_lease")).Val()
@@ -356,10 +356,8 @@ func TestLeaseTicketsAreTakenOneAtATime(t *testing.T) {
 // the keys it saw lately.
 func TestIdleKeysLeaveTheLeaseTable(t *testing.T) {
 	env := testenv.Redis(t)
-	var clock atomic.Int64
-	clock.Store(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC).UnixNano())
-	now := func() time.Time { return time.Unix(0, clock.Load()) }
-	l := newLimiter(t, env.Client(), Config{Prefix: env.Prefix, Now: now, LeaseTTL: time.Second})
+	clock := testingclock.NewFakeClock(time.Date(2026, 12, 4, 12, 0, 0, 0, time.UTC))
+	l := newLimiter(t, env.Client(), Config{Prefix: env.Prefix, Clock: clock, LeaseTTL: time.Second})
 	ctx := context.Background()
 	records := func() (n int) {
 		l.leases.keys.Range(func(any, any) bool { n++; return true })
@@ -373,14 +371,14 @@ func TestIdleKeysLeaveTheLeaseTable(t *testing.T) {
 	if n := records(); n != 3 {
 		t.Fatalf("%d records after three keys, want 3", n)
 	}
-	clock.Add(int64(5 * time.Second))
+	clock.Step(5 * time.Second)
 	if _, err := l.Admit(ctx, "k_a", "r_a2", KeyLimits{RPM: 100}); err != nil {
 		t.Fatal(err)
 	}
 	if n := records(); n != 3 {
 		t.Fatalf("%d records 5 s later, want all 3 kept", n)
 	}
-	clock.Add(int64(7 * time.Second))
+	clock.Step(7 * time.Second)
 	if _, err := l.Admit(ctx, "k_d", "r_d", KeyLimits{RPM: 100}); err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
@@ -105,8 +107,8 @@ func TestMiniredisRateWindowSlides(t *testing.T) {
 
 func TestMiniredisTokensDayExpires(t *testing.T) {
 	e := newMiniEnv(t)
-	clock := &fakeNow{t: e.now}
-	l := newLimiter(t, e.rdb, Config{Prefix: "llmplat:", Now: clock.Now, NoLeases: true})
+	clock := testingclock.NewFakeClock(e.now)
+	l := newLimiter(t, e.rdb, Config{Prefix: "llmplat:", Clock: clock, NoLeases: true})
 	ctx := context.Background()
 	if _, err := l.CountTokens(ctx, "k", "req_done", 1000); err != nil {
 		t.Fatal(err)
@@ -114,7 +116,7 @@ func TestMiniredisTokensDayExpires(t *testing.T) {
 	if d, err := l.Admit(ctx, "k", "req_next", KeyLimits{TokensPerDay: 1000}); err != nil || d.Allowed || d.RetryAfter != 12*time.Hour {
 		t.Errorf("at the limit at noon: %+v, %v; want refused for 12h", d, err)
 	}
-	key := l.Keys().TokensPerDay("k", clock.t)
+	key := l.Keys().TokensPerDay("k", clock.Now())
 	e.advance(36*time.Hour - time.Second) // 48 h after the day's start, less a second
 	if !e.m.Exists(key) {
 		t.Errorf("%s expired before 48 h from its day's start", key)

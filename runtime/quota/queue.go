@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 )
 
 // TryFunc attempts to start a queued request once it is its turn. It
@@ -26,9 +27,10 @@ type TryFunc func(ctx context.Context) (bool, error)
 // deadline, so anyone who reads the queue removes the entries of a crashed
 // gateway once their limit has passed.
 type Queue struct {
-	rdb  redis.UniversalClient
-	keys Keys
-	poll time.Duration
+	rdb   redis.UniversalClient
+	keys  Keys
+	poll  time.Duration
+	clock clock.WithDelayedExecution // runs the waits' timers
 
 	hubMu sync.Mutex
 	hub   *wakeHub // the shared subscriber, nil while nobody waits
@@ -43,7 +45,7 @@ func NewQueue(rdb redis.UniversalClient, cfg Config) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Queue{rdb: rdb, keys: NewKeys(cfg.Prefix), poll: cfg.QueuePollInterval}, nil
+	return &Queue{rdb: rdb, keys: NewKeys(cfg.Prefix), poll: cfg.QueuePollInterval, clock: cfg.Clock}, nil
 }
 
 // Wait queues requestID at the tail of model's queue and waits its turn
@@ -70,7 +72,7 @@ func (q *Queue) Wait(ctx context.Context, model, requestID string, limit time.Du
 	if limit < time.Millisecond || try == nil {
 		return fmt.Errorf("quota: wait needs a limit of at least 1 ms and a try function")
 	}
-	expired := time.NewTimer(limit)
+	expired := q.clock.NewTimer(limit)
 	defer expired.Stop()
 	w, err := q.listen(ctx, model, requestID)
 	if err != nil {
@@ -81,12 +83,12 @@ func (q *Queue) Wait(ctx context.Context, model, requestID string, limit time.Du
 	if err != nil {
 		return err
 	}
-	return q.waitTurn(ctx, e, expired.C, w.wake, try)
+	return q.waitTurn(ctx, e, expired.C(), w.wake, try)
 }
 
 // waitTurn is Wait's loop once e is queued.
 func (q *Queue) waitTurn(ctx context.Context, e entry, expired <-chan time.Time, wake <-chan struct{}, try TryFunc) error {
-	poll := time.NewTimer(q.poll)
+	poll := q.clock.NewTimer(q.poll)
 	defer poll.Stop()
 	for {
 		select {
@@ -126,7 +128,7 @@ func (q *Queue) waitTurn(ctx context.Context, e entry, expired <-chan time.Time,
 		case <-expired:
 			return q.abandon(ctx, e, ErrQueueTimeout)
 		case <-wake:
-		case <-poll.C:
+		case <-poll.C():
 		}
 	}
 }
@@ -138,7 +140,7 @@ func (q *Queue) waitTurn(ctx context.Context, e entry, expired <-chan time.Time,
 // have freed, so it looks again now.
 func (q *Queue) attempt(ctx context.Context, e entry, try TryFunc) (done, again bool, err error) {
 	fired := make(chan struct{})
-	handoff := time.AfterFunc(queueHandoff, func() {
+	handoff := q.clock.AfterFunc(queueHandoff, func() {
 		defer close(fired)
 		q.wakeHead(ctx, e.model)
 	})

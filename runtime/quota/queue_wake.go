@@ -3,7 +3,6 @@ package quota
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -83,7 +82,7 @@ func (q *Queue) receive(h *wakeHub) {
 		// connection failure on the next call.
 		msg, err := h.ps.Receive(context.Background())
 		if err != nil {
-			if !pause(h) {
+			if !q.pause(h) {
 				return
 			}
 			continue
@@ -114,13 +113,13 @@ func (q *Queue) receive(h *wakeHub) {
 
 // pause waits listenRetryDelay after a failed read and reports false when
 // the hub is closing instead.
-func pause(h *wakeHub) bool {
-	t := time.NewTimer(listenRetryDelay)
+func (q *Queue) pause(h *wakeHub) bool {
+	t := q.clock.NewTimer(listenRetryDelay)
 	defer t.Stop()
 	select {
 	case <-h.stop:
 		return false
-	case <-t.C:
+	case <-t.C():
 		return true
 	}
 }

@@ -66,14 +66,14 @@ type RefusalCount struct {
 }
 
 // RecordRefusal counts r in its team's day and the platform's hour of
-// Config.Now: one pipelined round trip (two HINCRBY and their EXPIRE),
+// Config.Clock: one pipelined round trip (two HINCRBY and their EXPIRE),
 // paid only by refused requests. The counts exist for people to read (the
 // console), never for admission.
 func (l *Limiter) RecordRefusal(ctx context.Context, r Refusal) error {
 	if r.TeamID <= 0 || r.Status <= 0 || r.Reason == "" || strings.ContainsAny(r.Reason+r.Model, " ") {
 		return fmt.Errorf("record refusal %+v: %w", r, ErrInvalidName)
 	}
-	now := l.cfg.Now()
+	now := l.cfg.Clock.Now()
 	team, hour := l.keys.TeamRefusals(r.TeamID, now), l.keys.PlatformRefusals(now)
 	status := strconv.Itoa(r.Status)
 	pipe := l.rdb.Pipeline()

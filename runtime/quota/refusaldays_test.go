@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -18,8 +20,8 @@ func TestRefusalDays(t *testing.T) {
 	env := testenv.Redis(t)
 	rdb := env.Client()
 	start := time.Date(2025, 3, 14, 23, 30, 0, 0, time.UTC)
-	clock := &fakeNow{t: start}
-	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Now: clock.Now})
+	clock := testingclock.NewFakeClock(start)
+	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Clock: clock})
 	ctx := context.Background()
 	record := func(r Refusal, n int) {
 		t.Helper()
@@ -31,7 +33,7 @@ func TestRefusalDays(t *testing.T) {
 	}
 	record(Refusal{TeamID: 1, Status: http.StatusTooManyRequests, Reason: "rpm"}, 3)
 	record(Refusal{TeamID: 1, Model: "m8b", Status: http.StatusServiceUnavailable, Reason: "no_node"}, 2)
-	clock.t = start.Add(time.Hour) // the next UTC day
+	clock.SetTime(start.Add(time.Hour)) // the next UTC day
 	record(Refusal{TeamID: 1, Status: http.StatusTooManyRequests, Reason: "rpm"}, 1)
 	record(Refusal{TeamID: 2, Model: "m8b", Status: http.StatusPaymentRequired, Reason: "balance"}, 5)
 	day1 := start.Truncate(24 * time.Hour)
@@ -56,7 +58,7 @@ func TestRefusalDays(t *testing.T) {
 			}
 		})
 	}
-	got, err := ReadPlatformRefusals(ctx, rdb, l.Keys(), clock.t.Add(-time.Hour), clock.t)
+	got, err := ReadPlatformRefusals(ctx, rdb, l.Keys(), clock.Now().Add(-time.Hour), clock.Now())
 	want := []RefusalCount{{Status: 402, Reason: "balance", Model: "m8b", Count: 5}, {Status: 429, Reason: "rpm", Count: 4},
 		{Status: 503, Reason: "no_node", Model: "m8b", Count: 2}}
 	if err != nil || !slices.Equal(got, want) {

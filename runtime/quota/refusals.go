@@ -28,14 +28,14 @@ func (k Keys) Refusals(keyID string, t time.Time) string {
 }
 
 // CountRefusal counts one refusal of keyID by its limits (a 429) in the
-// current minute of Config.Now: one pipelined INCR and EXPIRE, paid only by
+// current minute of Config.Clock: one pipelined INCR and EXPIRE, paid only by
 // refused requests. The counters exist for people to read (the console),
 // never for admission.
 func (l *Limiter) CountRefusal(ctx context.Context, keyID string) error {
 	if err := checkName("key", keyID); err != nil {
 		return err
 	}
-	key := l.keys.Refusals(keyID, l.cfg.Now())
+	key := l.keys.Refusals(keyID, l.cfg.Clock.Now())
 	pipe := l.rdb.Pipeline()
 	pipe.Incr(ctx, key)
 	pipe.Expire(ctx, key, refusalTTL)

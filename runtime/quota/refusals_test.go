@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -15,8 +17,8 @@ func TestRefusals(t *testing.T) {
 	env := testenv.Redis(t)
 	rdb := env.Client()
 	start := time.Date(2025, 3, 14, 18, 30, 10, 0, time.UTC)
-	clock := &fakeNow{t: start}
-	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Now: clock.Now})
+	clock := testingclock.NewFakeClock(start)
+	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Clock: clock})
 	ctx := context.Background()
 	count := func(key string, n int) {
 		t.Helper()
@@ -35,16 +37,16 @@ func TestRefusals(t *testing.T) {
 		return n
 	}
 	count("key:1", 3)
-	clock.t = start.Add(20 * time.Minute)
+	clock.SetTime(start.Add(20 * time.Minute))
 	count("key:1", 2)
 	count("key:2", 7)
-	if got := read("key:1", clock.t); got != 5 {
+	if got := read("key:1", clock.Now()); got != 5 {
 		t.Errorf("key:1 in the last hour = %d, want 5", got)
 	}
-	if got := read("key:2", clock.t); got != 7 {
+	if got := read("key:2", clock.Now()); got != 7 {
 		t.Errorf("key:2 in the last hour = %d, want 7", got)
 	}
-	if got := read("key:3", clock.t); got != 0 {
+	if got := read("key:3", clock.Now()); got != 0 {
 		t.Errorf("a key never refused = %d, want 0", got)
 	}
 	// An hour after the first three, only the later two are in the window.

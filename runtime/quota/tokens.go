@@ -29,7 +29,7 @@ func (l *Limiter) CountTokens(ctx context.Context, keyID, requestID string, n in
 	if err := checkName("request id", requestID); err != nil {
 		return false, err
 	}
-	now := l.cfg.Now()
+	now := l.cfg.Clock.Now()
 	ttl := dayStart(now).Add(tokensDayRetention).Sub(now)
 	v, err := countTokensScript.Run(ctx, l.rdb,
 		[]string{l.keys.TokensPerDay(keyID, now), l.keys.TokensCounted(keyID, requestID)},

@@ -6,14 +6,10 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
-
-// fakeNow is a settable clock for Config.Now; tests that use it run it
-// from one goroutine.
-type fakeNow struct{ t time.Time }
-
-func (f *fakeNow) Now() time.Time { return f.t }
 
 // TestTokensPerDay walks a key's day the gateway's way: Admit reads the
 // day's count, CountTokens adds a settled request's tokens, and a new UTC
@@ -21,8 +17,8 @@ func (f *fakeNow) Now() time.Time { return f.t }
 func TestTokensPerDay(t *testing.T) {
 	env := testenv.Redis(t)
 	rdb := env.Client()
-	clock := &fakeNow{t: time.Date(2025, 3, 14, 18, 30, 0, 0, time.UTC)}
-	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Now: clock.Now, NoLeases: true})
+	clock := testingclock.NewFakeClock(time.Date(2025, 3, 14, 18, 30, 0, 0, time.UTC))
+	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Clock: clock, NoLeases: true})
 	ctx := context.Background()
 	seq := 0
 	admit := func(key string, limit int64) AdmitDecision {
@@ -61,18 +57,18 @@ func TestTokensPerDay(t *testing.T) {
 			t.Errorf("%s: got %+v, want %+v", s.name, got, s.want)
 		}
 	}
-	day := l.Keys().TokensPerDay("k_a", clock.t)
+	day := l.Keys().TokensPerDay("k_a", clock.Now())
 	ttl, err := rdb.PTTL(ctx, day).Result()
 	if want := 29*time.Hour + 30*time.Minute; err != nil || ttl <= want-time.Minute || ttl > want {
 		t.Errorf("TTL of %s = %v (%v), want about %v (48 h from the day's start)", day, ttl, err, want)
 	}
 
-	clock.t = time.Date(2025, 3, 15, 0, 0, 1, 0, time.UTC)
+	clock.SetTime(time.Date(2025, 3, 15, 0, 0, 1, 0, time.UTC))
 	if got, want := admit("k_a", 1000), (AdmitDecision{Allowed: true, TokensRemaining: 1000}); got != want {
 		t.Errorf("next UTC day: got %+v, want %+v", got, want)
 	}
 	count("k_a", "req_z", 7)
-	for key, want := range map[string]string{day: "1000", l.Keys().TokensPerDay("k_a", clock.t): "7"} {
+	for key, want := range map[string]string{day: "1000", l.Keys().TokensPerDay("k_a", clock.Now()): "7"} {
 		if got, err := rdb.Get(ctx, key).Result(); err != nil || got != want {
 			t.Errorf("GET %s = %q, %v; want %q", key, got, err, want)
 		}
@@ -84,8 +80,8 @@ func TestTokensPerDay(t *testing.T) {
 func TestCountTokensOncePerRequest(t *testing.T) {
 	env := testenv.Redis(t)
 	rdb := env.Client()
-	clock := &fakeNow{t: time.Date(2025, 3, 14, 18, 30, 0, 0, time.UTC)}
-	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Now: clock.Now})
+	clock := testingclock.NewFakeClock(time.Date(2025, 3, 14, 18, 30, 0, 0, time.UTC))
+	l := newLimiter(t, rdb, Config{Prefix: env.Prefix, Clock: clock})
 	ctx := context.Background()
 	for i, tc := range []struct {
 		rid       string
@@ -102,7 +98,7 @@ func TestCountTokensOncePerRequest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		total, _ := rdb.Get(ctx, l.Keys().TokensPerDay("k_once", clock.t)).Int64()
+		total, _ := rdb.Get(ctx, l.Keys().TokensPerDay("k_once", clock.Now())).Int64()
 		if counted != tc.want || total != tc.wantTotal {
 			t.Errorf("call %d (%s, %d): counted %v, day %d; want %v, %d", i, tc.rid, tc.n, counted, total, tc.want, tc.wantTotal)
 		}

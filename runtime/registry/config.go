@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Defaults and fixed limits, each with its reason.
@@ -68,10 +70,11 @@ type Config struct {
 	// be shorter than TTL, so that Watch sees every record alive before it
 	// can expire. Default DefaultWatchInterval.
 	WatchInterval time.Duration
-	// Now is the local clock. It only guesses which second the Redis
-	// server is in, to name reg:{unix_second} before the script runs; the
-	// script checks the guess against TIME. Default time.Now.
-	Now func() time.Time
+	// Clock is the local clock. It only guesses which second the Redis
+	// server is in, to name reg:{unix_second} before the script runs (the
+	// script checks the guess against TIME), and paces Watch's polls.
+	// Default the real clock.
+	Clock clock.WithTicker
 	// Jitter returns a uniform value in [0, 1) and must be safe for
 	// concurrent use. It spreads refused registrations within the second
 	// they are sent back to. Default math/rand/v2.Float64.
@@ -100,8 +103,8 @@ func (c Config) withDefaults() (Config, error) {
 	if c.WatchInterval >= c.TTL {
 		return c, fmt.Errorf("registry: watch interval %v must be shorter than the ttl %v", c.WatchInterval, c.TTL)
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	if c.Jitter == nil {
 		c.Jitter = rand.Float64

@@ -72,7 +72,7 @@ func TestConfigDefaults(t *testing.T) {
 	if c.TTL != DefaultTTL || c.WatchInterval != DefaultWatchInterval {
 		t.Errorf("got ttl %v, interval %v, want %v, %v", c.TTL, c.WatchInterval, DefaultTTL, DefaultWatchInterval)
 	}
-	if c.Now == nil || c.Jitter == nil || c.Logger == nil {
+	if c.Clock == nil || c.Jitter == nil || c.Logger == nil {
 		t.Errorf("got nil clock, jitter or logger after defaults")
 	}
 	if got := c.tombstoneRetention(); got < c.TTL+c.WatchInterval {

@@ -48,7 +48,7 @@ func (r *Registry) allowRegistration(ctx context.Context, perSecond int) (regDec
 		return regDecision{}, fmt.Errorf("%w: registrations per second = %d", ErrInvalidLimit, perSecond)
 	}
 	for range regSecondAttempts {
-		local := r.cfg.Now().UnixMilli()
+		local := r.cfg.Clock.Now().UnixMilli()
 		sec := floorDiv(local+r.offsetMS.Load(), 1000)
 		cmd := regAllowScript.Run(ctx, r.rdb, []string{r.keys.Registrations(sec)}, sec, millis(regKeyTTL))
 		v, err := ints(cmd, 2)

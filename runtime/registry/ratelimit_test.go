@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	testingclock "k8s.io/utils/clock/testing"
+
 	"github.com/llmplat/llmplat/runtime/testenv"
 )
 
@@ -129,8 +131,8 @@ func sum(m map[int64]int) int {
 func TestAllowRegistrationSkewedClock(t *testing.T) {
 	env := testenv.Redis(t)
 	rdb := env.Client()
-	skewed := func() time.Time { return time.Now().Add(-time.Hour) }
-	r, err := New(rdb, Config{Prefix: env.Prefix, Now: skewed})
+	skewed := testingclock.NewFakeClock(time.Now().Add(-time.Hour))
+	r, err := New(rdb, Config{Prefix: env.Prefix, Clock: skewed})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package registry
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -26,7 +25,7 @@ import (
 // replica is disconnected.
 func (r *Registry) Watch(ctx context.Context, onDead func(nodeID string, epoch int64)) error {
 	w := watcher{r: r, seen: make(map[string]struct{}), onDead: onDead}
-	t := time.NewTicker(r.cfg.WatchInterval)
+	t := r.cfg.Clock.NewTicker(r.cfg.WatchInterval)
 	defer t.Stop()
 	for {
 		if err := w.poll(ctx); err != nil && ctx.Err() == nil {
@@ -35,7 +34,7 @@ func (r *Registry) Watch(ctx context.Context, onDead func(nodeID string, epoch i
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // releasedRetention is how long a finished request is remembered: longer
@@ -19,7 +21,7 @@ type Tracker struct {
 	nodes    map[string]map[uint64]assignment
 	released map[string]*releases
 	next     uint64
-	now      func() time.Time
+	clock    clock.PassiveClock
 }
 
 // releases are a node's finished requests in the order they finished, and
@@ -43,11 +45,11 @@ type assignment struct {
 }
 
 // NewTracker returns an empty tracker.
-func NewTracker() *Tracker { return NewTrackerWithClock(time.Now) }
+func NewTracker() *Tracker { return NewTrackerWithClock(clock.RealClock{}) }
 
-// NewTrackerWithClock returns an empty tracker that dates releases with now.
-func NewTrackerWithClock(now func() time.Time) *Tracker {
-	return &Tracker{nodes: map[string]map[uint64]assignment{}, released: map[string]*releases{}, now: now}
+// NewTrackerWithClock returns an empty tracker that dates releases with clk.
+func NewTrackerWithClock(clk clock.PassiveClock) *Tracker {
+	return &Tracker{nodes: map[string]map[uint64]assignment{}, released: map[string]*releases{}, clock: clk}
 }
 
 // Assign counts a request of tokens sent to the node at at, until the
@@ -71,7 +73,7 @@ func (t *Tracker) Assign(nodeID string, tokens int64, at time.Time) (release fun
 			if len(t.nodes[nodeID]) == 0 {
 				delete(t.nodes, nodeID)
 			}
-			a.done = t.now()
+			a.done = t.clock.Now()
 			r := t.released[nodeID]
 			if r == nil {
 				r = &releases{}
@@ -101,7 +103,7 @@ func (t *Tracker) Fill(c *Candidate, lastBeat time.Time) {
 	if r == nil {
 		return
 	}
-	r.prune(t.now())
+	r.prune(t.clock.Now())
 	if len(r.list) == 0 {
 		delete(t.released, c.NodeID)
 		return

@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // TestTrackerReleasedMatchesACount: Fill's released tokens, kept as a
@@ -12,8 +14,9 @@ import (
 // the passing of time past the retention.
 func TestTrackerReleasedMatchesACount(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 5))
-	now := time.Unix(1_000_000, 0)
-	tr := NewTrackerWithClock(func() time.Time { return now })
+	clk := testingclock.NewFakePassiveClock(time.Unix(1_000_000, 0))
+	now := clk.Now()
+	tr := NewTrackerWithClock(clk)
 	var open []func()
 	beat := now
 	for step := range 20000 {
@@ -42,5 +45,6 @@ func TestTrackerReleasedMatchesACount(t *testing.T) {
 			}
 		}
 		now = now.Add(time.Duration(rng.IntN(20)) * time.Millisecond)
+		clk.SetTime(now)
 	}
 }

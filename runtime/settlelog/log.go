@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"k8s.io/utils/clock"
 
 	"github.com/llmplat/llmplat/runtime/ledger"
 )
@@ -42,7 +43,7 @@ type Settler interface {
 type Log struct {
 	rdb    redis.UniversalClient
 	prefix string
-	now    func() time.Time
+	clock  clock.WithTicker // stamps kept settles and paces Run
 	logger *slog.Logger
 }
 
@@ -53,7 +54,7 @@ func New(rdb redis.UniversalClient, prefix string, logger *slog.Logger) *Log {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Log{rdb: rdb, prefix: prefix, now: time.Now, logger: logger}
+	return &Log{rdb: rdb, prefix: prefix, clock: clock.RealClock{}, logger: logger}
 }
 
 // entryKey holds one kept settle; pendingKey orders them by when they were
@@ -64,7 +65,7 @@ func (l *Log) pendingKey() string               { return l.prefix + "settles:pen
 // Keep stores a settle for replay. A second Keep of a request replaces the
 // first: the gateway keeps a request's settle once, from its final counts.
 func (l *Log) Keep(ctx context.Context, requestID string, u ledger.Usage, src ledger.Source) error {
-	e := Entry{RequestID: requestID, Usage: u, Source: src, At: l.now().UTC()}
+	e := Entry{RequestID: requestID, Usage: u, Source: src, At: l.clock.Now().UTC()}
 	b, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("keep settle of %s: %w", requestID, err)
@@ -152,7 +153,7 @@ func (l *Log) Replay(ctx context.Context, s Settler, onSettled func(context.Cont
 // Run replays the kept settles every ReplayInterval until ctx ends; it
 // returns nil then. Failed replays are logged and tried again.
 func (l *Log) Run(ctx context.Context, s Settler, onSettled func(context.Context, ledger.Outcome)) error {
-	t := time.NewTicker(ReplayInterval)
+	t := l.clock.NewTicker(ReplayInterval)
 	defer t.Stop()
 	for {
 		if _, err := l.Replay(ctx, s, onSettled); err != nil && ctx.Err() == nil {
@@ -161,7 +162,7 @@ func (l *Log) Run(ctx context.Context, s Settler, onSettled func(context.Context
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/llmplat/llmplat/runtime/ledger"
 	"github.com/llmplat/llmplat/runtime/store"
 	"github.com/llmplat/llmplat/runtime/testenv"
+	testingclock "k8s.io/utils/clock/testing"
 )
 
 // downLedger refuses every settle, as a database that is down.
@@ -52,17 +53,19 @@ func TestKeepAndReplay(t *testing.T) {
 	}
 	env := testenv.Redis(t)
 	log := New(env.Client(), env.Prefix, nil)
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	log.now = func() time.Time { clock = clock.Add(time.Second); return clock }
+	clk := testingclock.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	log.clock = clk
 	u1, u2 := ledger.Usage{PromptTokens: 10, CompletionTokens: 7}, ledger.Usage{PromptTokens: 9, CompletionTokens: 3}
 	// A kept cancel of a reservation that never committed: its row does
 	// not exist, and the replay drops it instead of stopping at it.
 	if err := log.Keep(ctx, "req_0", ledger.Usage{}, ledger.SourcePartial); err != nil {
 		t.Fatal(err)
 	}
+	clk.Step(time.Second) // a replay takes kept settles in the order they were kept
 	if err := log.Keep(ctx, "req_1", u1, ledger.SourceExact); err != nil {
 		t.Fatal(err)
 	}
+	clk.Step(time.Second)
 	if err := log.Keep(ctx, "req_2", u2, ledger.SourcePartial); err != nil {
 		t.Fatal(err)
 	}
