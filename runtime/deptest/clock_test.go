@@ -15,10 +15,6 @@ import (
 // clockExceptions are the declarations of type func() time.Time that the
 // one-clock rule lets stand, keyed "file: name", each with its reason.
 var clockExceptions = map[string]string{
-	"runtime/gateway/balance.go: now":             "being converted in issue 45",
-	"runtime/gateway/balance.go: now (parameter)": "being converted in issue 45",
-	"runtime/gateway/catalog.go: now":             "being converted in issue 45",
-	"runtime/dispatch/served.go: now":             "being converted in issue 45",
 	"runtime/enginesim/config.go: WallClock": "the simulator runs on its own simulated clock (Clock); WallClock " +
 		"only stamps the created field of responses with real time, as vLLM does",
 }
