@@ -1,0 +1,100 @@
+package deptest
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// estimators are the functions of package tokens that estimate a
+// prompt: an estimate made twice may differ from the one the ledger
+// reserved for, and costs a pass over the prompt each time.
+var estimators = []string{"EstimateRequest", "EstimateChat"}
+
+// estimateCalls returns, as "name: function", every call to an estimator
+// of package tokens in the file at path (src, when not nil).
+func estimateCalls(fset *token.FileSet, name, path string, src any) ([]string, error) {
+	f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
+	if err != nil {
+		return nil, err
+	}
+	pkg := ""
+	for _, imp := range f.Imports {
+		if imp.Path.Value == `"`+module+`runtime/tokens"` {
+			pkg = "tokens"
+			if imp.Name != nil {
+				pkg = imp.Name.Name
+			}
+		}
+	}
+	if pkg == "" {
+		return nil, nil
+	}
+	var found []string
+	ast.Inspect(f, func(n ast.Node) bool {
+		call, ok := n.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		sel, ok := call.Fun.(*ast.SelectorExpr)
+		if !ok || !slices.Contains(estimators, sel.Sel.Name) {
+			return true
+		}
+		if x, ok := sel.X.(*ast.Ident); ok && x.Name == pkg {
+			found = append(found, name+": "+sel.Sel.Name)
+		}
+		return true
+	})
+	return found, nil
+}
+
+// TestOneEstimate holds the rule "the prompt is estimated once": the
+// gateway estimates it for the reservation (admission.go), and the job
+// carries that estimate to the orchestrator's routing (dispatch.Job); no
+// other code that ships calls an estimator.
+func TestOneEstimate(t *testing.T) {
+	planted := `package p
+import tk "github.com/llmplat/llmplat/runtime/tokens"
+func f() { _ = tk.EstimateRequest(nil) }
+`
+	got, err := estimateCalls(token.NewFileSet(), "planted.go", "planted.go", planted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"planted.go: EstimateRequest"}; !slices.Equal(got, want) {
+		t.Fatalf("planted call: found %q, want %q", got, want)
+	}
+	root := moduleRoot(t)
+	fset := token.NewFileSet()
+	var all []string
+	err = filepath.WalkDir(filepath.Join(root, "runtime"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if d.Name() == "testdata" || rel == "runtime/tokens" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		found, err := estimateCalls(fset, rel, path, nil)
+		all = append(all, found...)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"runtime/gateway/admission.go: EstimateRequest"}; !slices.Equal(all, want) {
+		t.Errorf("the prompt is estimated at %q; want it estimated once, at %q, and carried in the job", all, want)
+	}
+}
