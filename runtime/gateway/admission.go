@@ -45,8 +45,9 @@ func (s *Server) reservation(a *admission, req *openai.ChatCompletionRequest) le
 func (s *Server) admit(ctx context.Context, a *admission, r ledger.Reservation) *rejection {
 	p := a.p
 	// The quote and the reservation share one budget: a frozen database
-	// must not hold the client (LedgerTimeout).
-	deadline := s.cfg.Clock.Now().Add(s.cfg.LedgerTimeout)
+	// must not hold the client (LedgerTimeout). A context's deadline is
+	// kept in real time, whatever the gateway's clock.
+	deadline := time.Now().Add(s.cfg.LedgerTimeout)
 	if s.reserveEarly(ctx, deadline, a, r) {
 		return nil
 	}

@@ -245,8 +245,8 @@ type Config struct {
 	// Clock is the gateway's one clock: the request's timers and deadline,
 	// the timing the ledger records, the queue's and the wake hold's
 	// waits, the retries, the drain and the shutdown. Nil means the real
-	// clock. Only a socket's read deadline, which the kernel keeps, is in
-	// real time.
+	// clock. Only the deadlines something else keeps are in real time: a
+	// context's, a socket's.
 	Clock clock.WithTickerAndDelayedExecution
 
 	// Logger receives one line per request, never its prompt or answer.
