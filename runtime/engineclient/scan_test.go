@@ -328,7 +328,7 @@ func BenchmarkParseEvent(b *testing.B) {
 	for _, tc := range []struct {
 		name  string
 		parse func([]byte) dispatch.Event
-	}{{"in-place", ParseEvent}, {"decode", parseEventByDecode}} {
+	}{{"in-place", ParseEvent}, {"classify", Classify}, {"decode", parseEventByDecode}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			events := make([][]byte, len(commonEvents))

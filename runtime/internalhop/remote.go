@@ -112,6 +112,14 @@ func (r *Remote) Dispatch(ctx context.Context, job *dispatch.Job) (dispatch.Stre
 		}
 		return nil, fmt.Errorf("%w: orchestrator %s: %v", dispatch.ErrNoCapacity, r.base, err)
 	}
+	if resp.StatusCode == http.StatusOK && resp.Header.Get("Content-Type") != EventsType {
+		// A replica of the previous release answers server-sent events,
+		// which this gateway does not parse: another replica may be new.
+		cancel()
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: orchestrator %s answered %q, not event records: it is older than this gateway (roll the orchestrators before the gateways)",
+			dispatch.ErrNoCapacity, r.base, resp.Header.Get("Content-Type"))
+	}
 	if resp.StatusCode == http.StatusOK {
 		return &hopStream{body: resp.Body, cancel: cancel,
 			rr: recordReader{r: bufio.NewReaderSize(resp.Body, readBufferSize)}}, nil
@@ -136,6 +144,12 @@ func (r *Remote) refusal(resp *http.Response, model string) error {
 		_ = json.Unmarshal(e.Body.Error.Code, &code) // an engine's code is an integer
 	}
 	switch {
+	case resp.StatusCode == http.StatusBadRequest && code == "invalid_body":
+		// The envelope's members are no request to a replica of the
+		// previous release, which decodes the body as one; a replica of
+		// this release never refuses what a gateway of it encoded.
+		return fmt.Errorf("%w: orchestrator %s could not read the job: it may be older than this gateway (roll the orchestrators before the gateways)",
+			dispatch.ErrNoCapacity, r.base)
 	case resp.StatusCode == http.StatusServiceUnavailable && code == codeNoCapacity:
 		return fmt.Errorf("%w: %s", dispatch.ErrNoCapacity, model)
 	case resp.StatusCode == http.StatusNotFound && code == codeUnknownModel:

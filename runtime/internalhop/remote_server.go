@@ -56,7 +56,16 @@ func (h *remoteHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeRemoteError(w, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_request_id", "", "X-Request-Id must be 1–"+strconv.Itoa(maxRequestIDLen)+" bytes of [A-Za-z0-9._-]"))
 		return
 	}
-	job, bad := readJob(w, r, id)
+	legacy := r.Header.Get(headerModel) == "" // a gateway of the previous release
+	var (
+		job *dispatch.Job
+		bad *openai.ErrorBody
+	)
+	if legacy {
+		job, bad = legacyJob(w, r, id)
+	} else {
+		job, bad = readJob(w, r, id)
+	}
 	if bad != nil {
 		writeRemoteError(w, http.StatusBadRequest, bad)
 		return
@@ -71,6 +80,10 @@ func (h *remoteHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer st.Close()
+	if legacy {
+		h.relayLegacy(w, id, st, ctx.Err)
+		return
+	}
 
 	w.Header().Set("Content-Type", EventsType)
 	w.Header().Set("Cache-Control", "no-cache")

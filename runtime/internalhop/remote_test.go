@@ -1,6 +1,9 @@
 package internalhop
 
 import (
+	"github.com/llmplat/llmplat/runtime/tokens"
+	"io"
+	"encoding/json"
 	"context"
 	"errors"
 	"github.com/llmplat/llmplat/runtime/dispatch"
@@ -137,7 +140,10 @@ func TestRemoteHandlerRefusesBadInput(t *testing.T) {
 		{"empty bearer", with("Authorization", "Bearer "), members, 401, "invalid_internal_token"},
 		{"bad id", with("X-Request-Id", "req 1/x"), members, 400, "invalid_request_id"},
 		{"long id", with("X-Request-Id", strings.Repeat("a", 129)), members, 400, "invalid_request_id"},
-		{"no model", with(headerModel, ""), members, 400, "missing_model"},
+		{"previous release: members", with(headerModel, ""), members, 400, "invalid_body"},
+		{"previous release: no model", with(headerModel, ""), `{"messages":[]}`, 400, "missing_model"},
+		{"previous release: not json", with(headerModel, ""), `{"model":`, 400, "invalid_body"},
+		{"previous release: too large", with(headerModel, ""), `{"model":"m","x":"` + strings.Repeat("a", MaxJobBytes) + `"}`, 413, "request_too_large"},
 		{"long model", with(headerModel, strings.Repeat("m", maxModelLen+1)), members, 400, "missing_model"},
 		{"no estimate", with(headerEstimate, ""), members, 400, "invalid_envelope"},
 		{"negative estimate", with(headerEstimate, "-1"), members, 400, "invalid_envelope"},
@@ -182,3 +188,85 @@ func job(model string, stream bool) *dispatch.Job {
 	}
 	return j
 }
+
+// TestPreviousGatewayIsServed: a gateway of the previous release posts the
+// request as JSON and reads server-sent events; a replica of this release
+// serves it — the job's estimate made here, the engine body encoded here —
+// so that a rollout of the orchestrators first drops nothing.
+func TestPreviousGatewayIsServed(t *testing.T) {
+	var got *dispatch.Job
+	events := []string{`{"choices":[{"delta":{"content":"hi"}}]}`, `{"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`}
+	_, srv := remoteOver(t, dispatcherFunc(func(_ context.Context, j *dispatch.Job) (dispatch.Stream, error) {
+		got = j
+		return &replayStream{events: events}, nil
+	}))
+	body := `{"model":"llama-8b","messages":[{"role":"user","content":"Tell me about the sea."}],"max_tokens":9}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+RemotePath, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+testToken)
+	req.Header.Set("X-Request-Id", "req_old")
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("answer %d %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), answer)
+	}
+	if want := "data: " + events[0] + "\n\ndata: " + events[1] + "\n\ndata: [DONE]\n\n"; string(answer) != want {
+		t.Errorf("answer = %q, want %q", answer, want)
+	}
+	var sent openai.ChatCompletionRequest
+	_ = json.Unmarshal([]byte(body), &sent)
+	if got == nil || got.RequestID != "req_old" || got.Model != "llama-8b" || got.MaxOutput != 9 ||
+		got.PromptEstimate != tokens.EstimateRequest(&sent) || got.PromptEstimate <= 0 {
+		t.Fatalf("job = %+v", got)
+	}
+	var engine map[string]any
+	if err := json.Unmarshal(got.EngineBody("served"), &engine); err != nil || engine["model"] != "served" || engine["stream"] != true {
+		t.Errorf("engine body %s (%v)", got.EngineBody("served"), err)
+	}
+}
+
+// TestOlderOrchestratorMeansNoCapacity: a replica of the previous release
+// cannot read this gateway's job, or answers it in server-sent events; the
+// gateway then waits for another replica (dispatch.ErrNoCapacity), as for
+// one that is unreachable, and never answers its client with the old
+// replica's refusal.
+func TestOlderOrchestratorMeansNoCapacity(t *testing.T) {
+	for name, h := range map[string]http.HandlerFunc{
+		"refuses the members": func(w http.ResponseWriter, _ *http.Request) {
+			writeRemoteError(w, http.StatusBadRequest, openai.NewError(openai.TypeInvalidRequest, "invalid_body", "", "the job body is not a chat completion request"))
+		},
+		"answers server-sent events": func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			_, _ = io.WriteString(w, "data: {\"choices\":[]}\n\ndata: [DONE]\n\n")
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(h)
+			defer srv.Close()
+			_, err := NewRemote(srv.URL, testToken, srv.Client()).Dispatch(t.Context(), job("m", true))
+			if !errors.Is(err, dispatch.ErrNoCapacity) || !strings.Contains(err.Error(), "older than this gateway") {
+				t.Errorf("err = %v, want ErrNoCapacity naming the older replica", err)
+			}
+		})
+	}
+}
+
+// replayStream is a stream of the given events, then the engine's end.
+type replayStream struct {
+	events []string
+	i      int
+}
+
+func (s *replayStream) Recv() (dispatch.Event, error) {
+	if s.i == len(s.events) {
+		return dispatch.Event{}, io.EOF
+	}
+	s.i++
+	return dispatch.Event{Data: []byte(s.events[s.i-1])}, nil
+}
+
+func (s *replayStream) Close() error { return nil }
