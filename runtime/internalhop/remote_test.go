@@ -1,12 +1,12 @@
 package internalhop
 
 import (
-	"github.com/llmplat/llmplat/runtime/tokens"
-	"io"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"github.com/llmplat/llmplat/runtime/dispatch"
+	"github.com/llmplat/llmplat/runtime/tokens"
+	"io"
 	"maps"
 	"net/http"
 	"net/http/httptest"
