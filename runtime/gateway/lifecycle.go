@@ -135,7 +135,7 @@ func (a *admission) release(out Outcome) {
 		return
 	}
 	a.state = admReleaseFailed
-	if a.endLimits(dayTokens(a, out)) {
+	if a.endLimits(a.dayTokens(billOf(out, a.holding()))) {
 		a.state = admReleased
 	}
 }
@@ -145,7 +145,7 @@ func (a *admission) release(out Outcome) {
 // key's limits end — the stream slot given back, the day's tokens counted,
 // the model's queue woken — in one Redis round trip (endLimits); then the
 // ledger row is settled from out, or cancelled when nothing was produced
-// (settleCorrected). With a slot to give back the limits end in the caller's
+// (billOf, once). With a slot to give back the limits end in the caller's
 // goroutine: the key's next request may need the slot as soon as the
 // client has its answer. The rest runs in the background (Server.bg), so
 // that neither the database nor Redis holds the client's response open.
@@ -167,16 +167,13 @@ func (a *admission) Close(out Outcome) {
 	s := a.s
 	row := from != admAdmitted
 	var (
-		u         ledger.Usage
-		src       ledger.Source
-		settle    bool
-		corrected ledger.Correction
-		tokens    int64
+		b      bill // how the row ends: the one reckoning of out
+		tokens int64
 	)
 	if row {
-		u, src, settle, corrected = settleCorrected(a, out)
-		s.logCorrected(a, out, u, settle, corrected)
-		tokens = dayTokens(a, out)
+		b = billOf(out, a.holding())
+		s.logCorrected(a, out, b)
+		tokens = a.dayTokens(b)
 	}
 	// tried: the limits' round trip ran; ended: it worked.
 	tried := from == admReleased || from == admReleaseFailed
@@ -194,7 +191,7 @@ func (a *admission) Close(out Outcome) {
 			ended = a.endLimits(tokens)
 		}
 		if row {
-			s.finish(a, u, src, settle, !ended, corrected)
+			s.finish(a, b, !ended)
 		}
 		if !ended {
 			s.notify(a.model)
@@ -281,23 +278,26 @@ func (s *Server) releaseSlot(ctx context.Context, a *admission) error {
 	return s.cfg.Limits.ReleaseStream(rctx, a.p.QuotaID(), a.requestID)
 }
 
-// dayTokens is what out counts against the key's day: the tokens settled,
-// when the key has a tokens_per_day.
-func dayTokens(a *admission, out Outcome) int64 {
-	u, _, settle, _ := settleCorrected(a, out)
-	if !settle || a.p.Limits.TokensPerDay <= 0 {
+// dayTokens is what a bill counts against the key's day: the tokens
+// settled, when the key has a tokens_per_day.
+func (a *admission) dayTokens(b bill) int64 {
+	if !b.settle || a.p.Limits.TokensPerDay <= 0 {
 		return 0
 	}
-	return u.PromptTokens + u.CompletionTokens
+	return b.usage.PromptTokens + b.usage.CompletionTokens
 }
 
-// settleCorrected is the one rule for how a request's row ends (billed,
-// with a's reservation).
-func settleCorrected(a *admission, out Outcome) (ledger.Usage, ledger.Source, bool, ledger.Correction) {
-	return billed(out, a.holding())
+// bill is how a request's row ends: settled with usage from src (settle),
+// or cancelled; corrected says what the bound changed in the engine's
+// counts.
+type bill struct {
+	usage     ledger.Usage
+	src       ledger.Source
+	settle    bool
+	corrected ledger.Correction
 }
 
-// billed is the one rule for what a relayed request is billed, and so
+// billOf is the one rule for what a relayed request is billed, and so
 // what its client is shown as its usage: the engine's exact usage when it
 // arrived; the tokens produced so far when the client left or the engine
 // broke — the platform's own count of what it relayed, the prompt at its
@@ -306,7 +306,7 @@ func settleCorrected(a *admission, out Outcome) (ledger.Usage, ledger.Source, bo
 // bounded (ledger.BoundUsage): within the tolerance of the text relayed,
 // the prompt at least its words, at most what the reservation allows,
 // never negative; the Correction says what the bound changed.
-func billed(out Outcome, h holding) (ledger.Usage, ledger.Source, bool, ledger.Correction) {
+func billOf(out Outcome, h holding) bill {
 	var u ledger.Usage
 	var src ledger.Source
 	switch {
@@ -319,10 +319,10 @@ func billed(out Outcome, h holding) (ledger.Usage, ledger.Source, bool, ledger.C
 		}
 		u, src = ledger.Usage{PromptTokens: prompt, CompletionTokens: out.CompletionTokens}, ledger.SourcePartial
 	default:
-		return ledger.Usage{}, "", false, 0
+		return bill{}
 	}
 	u, c := ledger.BoundUsage(u, out.Relayed, h.bounds())
-	return u, src, true, c
+	return bill{usage: u, src: src, settle: true, corrected: c}
 }
 
 // holding is what a's reservation lets its settle bill: what the relay
@@ -334,8 +334,9 @@ func (a *admission) holding() holding {
 
 // logCorrected counts and logs, once per request (Close), what the bound
 // corrected in the usage out reports.
-func (s *Server) logCorrected(a *admission, out Outcome, u ledger.Usage, settle bool, c ledger.Correction) {
-	if !settle || c == 0 {
+func (s *Server) logCorrected(a *admission, out Outcome, b bill) {
+	u, c := b.usage, b.corrected
+	if !b.settle || c == 0 {
 		return
 	}
 	s.cfg.Metrics.usageCorrected(a.model, c)

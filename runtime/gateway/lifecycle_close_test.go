@@ -17,7 +17,7 @@ import (
 // TestAdmissionCloseFromEveryState builds an admission in each of its
 // states on the real limiter and ledger, closes it with each outcome —
 // three times, as a panic's close after an explicit one would — and checks
-// that its row was settled as settleCorrected says, or cancelled, exactly
+// that its row was settled as billOf says, or cancelled, exactly
 // once (or never written), that its stream slot was released exactly
 // once, and that nothing of it is left in Redis.
 func TestAdmissionCloseFromEveryState(t *testing.T) {

@@ -288,8 +288,7 @@ func (r *relay) shownUsage(ev dispatch.Event) []byte {
 	var usage []byte
 	switch {
 	case ev.Usage != nil:
-		u, _, _, _ := billed(r.out, r.held)
-		usage = usageJSON(u)
+		usage = usageJSON(billOf(r.out, r.held).usage)
 	case ev.Progress != nil && r.continuous:
 		running := ledger.Usage{PromptTokens: ev.Progress.PromptTokens, CompletionTokens: ev.Progress.CompletionTokens}
 		u, _ := ledger.BoundUsage(running, r.out.Relayed, r.held.bounds())
@@ -352,8 +351,8 @@ func (r *relay) buffered() Outcome {
 	}
 	// The client is told the usage it is billed (billed, the settle's own
 	// rule), never an engine's figure.
-	if u, _, settle, _ := billed(r.out, r.held); settle {
-		resp.Usage = billedUsage(u)
+	if b := billOf(r.out, r.held); b.settle {
+		resp.Usage = billedUsage(b.usage)
 	}
 	resp.ID, resp.Created, resp.Model = a.id, a.created, a.model
 	msg := openai.ResponseMessage{Role: "assistant"}

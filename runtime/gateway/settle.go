@@ -16,12 +16,13 @@ const keepTimeout = 2 * time.Second
 // (tokens were delivered: they must be billed once the database is back),
 // and a refused cancel too: the team's credit comes back as soon as the
 // database does, not at the sweeper's window.
-func (s *Server) keep(a *admission, u ledger.Usage, src ledger.Source, settle bool, cause error) {
+func (s *Server) keep(a *admission, b bill, cause error) {
 	if s.cfg.Settles == nil {
 		s.cfg.Logger.Error("settle failed; the sweeper will close the row", "request_id", a.requestID, "err", cause)
 		return
 	}
-	if !settle {
+	u, src := b.usage, b.src
+	if !b.settle {
 		// A cancel is kept as what it is: a settle of nothing produced,
 		// which the ledger turns into a cancel when it is replayed.
 		u, src = ledger.Usage{}, ledger.SourcePartial
@@ -37,8 +38,8 @@ func (s *Server) keep(a *admission, u ledger.Usage, src ledger.Source, settle bo
 		"prompt_tokens", u.PromptTokens, "completion_tokens", u.CompletionTokens)
 }
 
-// finish settles a's ledger row with u (or cancels it, when settle is
-// false), then, when count is set (the limits' round trip failed), counts
+// finish ends a's ledger row as b says — settled with its usage, or
+// cancelled — then, when count is set (the limits' round trip failed), counts
 // the settled tokens on the key's day. Settle is idempotent, so a retry
 // after a blip cannot debit twice; a settle the database refuses is kept
 // for replay (keep).
@@ -48,9 +49,9 @@ func (s *Server) keep(a *admission, u ledger.Usage, src ledger.Source, settle bo
 // shuts down (Serve ends s.settling). Either way a settle not done is kept
 // before it returns. Attempts are settleAttempts, paced by
 // settleRetryPause; the pause ends with the budget, and none follows the
-// last attempt. corrected is what the gateway's bound changed in the
-// engine's usage.
-func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle, count bool, corrected ledger.Correction) {
+// last attempt.
+func (s *Server) finish(a *admission, b bill, count bool) {
+	u, src, settle := b.usage, b.src, b.settle
 	ctx, cancel := context.WithTimeout(s.settling, settleTimeout)
 	defer cancel()
 	var (
@@ -74,7 +75,7 @@ func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle,
 		return // a cancel of a reservation that was never made
 	}
 	if err != nil {
-		s.keep(a, u, src, settle, err)
+		s.keep(a, b, err)
 		return
 	}
 	if o.Status != "settled" {
@@ -82,7 +83,7 @@ func (s *Server) finish(a *admission, u ledger.Usage, src ledger.Source, settle,
 	}
 	if o.Applied {
 		s.cfg.Metrics.settled(a.model, a.p.TeamName, o.CostMicrocredits, o.Usage)
-		if o.Capped || corrected&ledger.OverReserved != 0 {
+		if o.Capped || b.corrected&ledger.OverReserved != 0 {
 			s.cfg.Metrics.settleCapped(a.model)
 		}
 		if o.Corrected != 0 {
