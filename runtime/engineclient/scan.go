@@ -8,19 +8,20 @@ import (
 	"github.com/llmplat/llmplat/runtime/tokens"
 )
 
-// An engine sends every event of every stream through ParseEvent, twice
-// on the socket path (the agent, then the orchestrator), and with
-// continuous usage every event has a usage object. Decoding each with
-// encoding/json was one of the platform's largest costs per request. The
-// functions here read the event in place instead, with jsonscan, which
-// checks the whole event as it walks it and finds what ParseEvent needs
-// in one pass, by the event's structure: spaces, indents and the order of
-// members change nothing, as they change nothing for encoding/json. Anything unusual — a key written with escapes or
-// non-ASCII bytes, a key encoding/json would match case-insensitively, a
-// duplicate, a count that is not a plain integer, nesting past
-// jsonscan.MaxDepth — makes them give up, and the encoding/json path
-// decides, as before. FuzzParseEventMatchesDecode holds the two paths to
-// the same answers.
+// Every event of every stream is classified (Classify): once by the
+// platform, in ParseEvent at the orchestrator, and on the socket path once
+// more by the node agent for its own done record; and with continuous
+// usage every event has a usage object. Decoding each with encoding/json
+// was one of the platform's largest costs per request. The functions here
+// read the event in place instead, with jsonscan, which checks the whole
+// event as it walks it and finds what Classify needs in one pass, by the
+// event's structure: spaces, indents and the order of members change
+// nothing, as they change nothing for encoding/json. Anything unusual — a
+// key written with escapes or non-ASCII bytes, a key encoding/json would
+// match case-insensitively, a duplicate, a count that is not a plain
+// integer, nesting past jsonscan.MaxDepth — makes them give up, and the
+// encoding/json path decides, as before. FuzzParseEventMatchesDecode holds
+// the two paths to the same answers.
 
 // eventRead is what ParseEvent needs to know of an event.
 type eventRead struct {
