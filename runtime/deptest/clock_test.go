@@ -100,28 +100,8 @@ func open(now func() clk.Time) {}
 		t.Fatalf("planted declarations: found %q, want %q", got, want)
 	}
 
-	root := moduleRoot(t)
-	fset := token.NewFileSet()
 	seen := map[string]bool{}
-	err = filepath.WalkDir(filepath.Join(root, "runtime"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if d.Name() == "testdata" || d.Name() == "cmd" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
-		src, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
+	shippedFiles(t, true, func(fset *token.FileSet, rel string, src []byte) error {
 		found, err := nowFuncs(fset, rel, src)
 		if err != nil {
 			return err
@@ -135,12 +115,42 @@ func open(now func() clk.Time) {}
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for f := range clockExceptions {
 		if !seen[f] {
 			t.Errorf("clockExceptions lists %q, which the tree no longer declares: remove it", f)
 		}
+	}
+}
+
+// shippedFiles calls fn with every Go file under runtime/ that ships — no
+// test file, nothing under testdata, and nothing under a cmd folder when
+// skipCmd is set — and its path relative to the module root.
+func shippedFiles(t *testing.T, skipCmd bool, fn func(fset *token.FileSet, rel string, src []byte) error) {
+	t.Helper()
+	root := moduleRoot(t)
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(filepath.Join(root, "runtime"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if d.Name() == "testdata" || skipCmd && d.Name() == "cmd" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		return fn(fset, rel, src)
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -4,8 +4,6 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -69,31 +67,15 @@ func f() { _ = tk.EstimateRequest(nil) }
 	if want := []string{"planted.go: EstimateRequest"}; !slices.Equal(got, want) {
 		t.Fatalf("planted call: found %q, want %q", got, want)
 	}
-	root := moduleRoot(t)
-	fset := token.NewFileSet()
 	var all []string
-	err = filepath.WalkDir(filepath.Join(root, "runtime"), func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		rel = filepath.ToSlash(rel)
-		if d.IsDir() {
-			if d.Name() == "testdata" || rel == "runtime/tokens" {
-				return filepath.SkipDir
-			}
+	shippedFiles(t, false, func(fset *token.FileSet, rel string, src []byte) error {
+		if strings.HasPrefix(rel, "runtime/tokens/") {
 			return nil
 		}
-		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
-			return nil
-		}
-		found, err := estimateCalls(fset, rel, path, nil)
+		found, err := estimateCalls(fset, rel, rel, src)
 		all = append(all, found...)
 		return err
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := []string{
 		"runtime/gateway/admission.go: EstimateRequest",
 		// A previous release's gateway sends no estimate: the replica

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/llmplat/llmplat/runtime/dispatch"
 	"github.com/llmplat/llmplat/runtime/openai"
@@ -25,14 +24,9 @@ import (
 // gateway sent no estimate. It answers a body that is too large itself
 // (nil, nil).
 func legacyJob(w http.ResponseWriter, r *http.Request, id string) (*dispatch.Job, *openai.ErrorBody) {
-	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxJobBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeRemoteError(w, http.StatusRequestEntityTooLarge, openai.NewError(openai.TypeInvalidRequest, "request_too_large", "", "job body exceeds "+strconv.Itoa(MaxJobBytes)+" bytes"))
-			return nil, nil
-		}
-		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_body", "", "could not read the job body")
+	raw, bad := readBody(w, r)
+	if raw == nil {
+		return nil, bad
 	}
 	var req openai.ChatCompletionRequest
 	if err := json.Unmarshal(raw, &req); err != nil {

@@ -126,14 +126,9 @@ func readJob(w http.ResponseWriter, r *http.Request, id string) (*dispatch.Job, 
 	if err1 != nil || err2 != nil || estimate < 0 || maxOut < 0 {
 		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_envelope", "", "the job's "+headerEstimate+" and "+headerMaxOut+" must be counts")
 	}
-	members, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxJobBytes))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeRemoteError(w, http.StatusRequestEntityTooLarge, openai.NewError(openai.TypeInvalidRequest, "request_too_large", "", "job body exceeds "+strconv.Itoa(MaxJobBytes)+" bytes"))
-			return nil, nil
-		}
-		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_body", "", "could not read the job body")
+	members, bad := readBody(w, r)
+	if members == nil {
+		return nil, bad
 	}
 	// The members follow the model in an object: a comma first, the
 	// object's end last. The gateway encoded them (dispatch.NewJob); the
@@ -142,6 +137,25 @@ func readJob(w http.ResponseWriter, r *http.Request, id string) (*dispatch.Job, 
 		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_body", "", "the job body is not an engine request's members")
 	}
 	return &dispatch.Job{RequestID: id, Model: model, PromptEstimate: estimate, MaxOutput: maxOut, Members: members}, nil
+}
+
+// readBody reads a job's body, at most MaxJobBytes. A body that is too
+// large is answered here (nil, nil); one that cannot be read is the
+// returned error body.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, *openai.ErrorBody) {
+	raw, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxJobBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeRemoteError(w, http.StatusRequestEntityTooLarge, openai.NewError(openai.TypeInvalidRequest, "request_too_large", "", "job body exceeds "+strconv.Itoa(MaxJobBytes)+" bytes"))
+			return nil, nil
+		}
+		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_body", "", "could not read the job body")
+	}
+	if raw == nil {
+		raw = []byte{} // read, and empty
+	}
+	return raw, nil
 }
 
 // maxModelLen bounds the model a job names.
