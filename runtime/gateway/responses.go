@@ -44,9 +44,11 @@ type responsesAPI struct {
 	truncation                  string
 
 	ident responseIdentity
-	seq   int64  // the next event's sequence number
-	sent  int    // the bytes of the answer's text sent as deltas
-	ans   answer // the answer so far, assembled from the engine's chunks
+	seq   int64 // the next event's sequence number
+	// opened: the message item and its text part were announced.
+	opened bool
+	sent   int    // the bytes of the answer's text sent as deltas
+	ans    answer // the answer so far, assembled from the engine's chunks
 }
 
 // decode is the exchange's body decoder for a Responses body.

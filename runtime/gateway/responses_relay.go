@@ -80,14 +80,25 @@ func (api *responsesAPI) status() string {
 }
 
 // output is the answer as output items: the message (its text so far),
-// then one function call item per tool call.
+// then one function call item per tool call. An answer that is only tool
+// calls has no message, as OpenAI sends it.
 func (api *responsesAPI) output(status string) []openai.ResponseItem {
-	items := []openai.ResponseItem{api.message(status, api.ans.content.String())}
+	var items []openai.ResponseItem
+	if api.hasMessage() {
+		items = append(items, api.message(status, api.ans.content.String()))
+	}
 	for i, c := range api.ans.calls {
 		items = append(items, openai.ResponseItem{Type: itemFunctionCall, ID: functionIDPrefix + api.ident.id[len(responseIDPrefix):] + "_" + strconv.Itoa(i),
 			Status: statusCompleted, CallID: c.ID, Name: c.Function.Name, Arguments: c.Function.Arguments})
 	}
 	return items
+}
+
+// hasMessage reports whether the answer has a message item: it has text,
+// or no tool call (an empty answer is an empty message), or its message
+// was opened in the stream already.
+func (api *responsesAPI) hasMessage() bool {
+	return api.opened || api.ans.content.Len() > 0 || len(api.ans.calls) == 0
 }
 
 func (api *responsesAPI) message(status, text string) openai.ResponseItem {
@@ -128,28 +139,44 @@ func (api *responsesAPI) event(sse *openai.SSEWriter, ev openai.ResponseEvent) e
 func at(i int) *int { return &i }
 
 // responsesStreamed relays the engine's stream as Responses events: the
-// response created, its message item and text part opened, a delta per
-// chunk of text, then the items closed and the response completed with the
+// response created, its message item and text part opened with the first
+// text, a delta per chunk of text, then the items closed and the response completed with the
 // usage it is billed. A failure mid-stream ends it with response.failed,
 // which carries the usage billed for what was relayed.
 func (r *relay) responsesStreamed(api *responsesAPI) Outcome {
 	r.begin()
-	opened := []openai.ResponseEvent{
-		{Type: evCreated, Response: api.response(statusInProgress, nil, nil)},
-		{Type: evInProgress, Response: api.response(statusInProgress, nil, nil)},
-		{Type: evItemAdded, OutputIndex: at(0), Item: ptr(api.message(statusInProgress, ""))},
-		{Type: evPartAdded, ItemID: api.ident.msgID, OutputIndex: at(0), ContentIndex: at(0), Part: ptr(openai.NewOutputText(""))},
-	}
-	for _, ev := range opened {
-		if api.event(r.sse, ev) != nil {
-			r.out.State = ClientGone
-			return r.out
-		}
+	if api.events(r.sse,
+		openai.ResponseEvent{Type: evCreated, Response: api.response(statusInProgress, nil, nil)},
+		openai.ResponseEvent{Type: evInProgress, Response: api.response(statusInProgress, nil, nil)}) != nil {
+		r.out.State = ClientGone
+		return r.out
 	}
 	r.flush()
 	for r.wait(); r.responsesStep(api); r.wait() {
 	}
 	return r.out
+}
+
+// open opens the message item and its text part, once: with the answer's
+// first text, or at its end when it has neither text nor tool calls.
+func (api *responsesAPI) open(sse *openai.SSEWriter) error {
+	if api.opened {
+		return nil
+	}
+	api.opened = true
+	return api.events(sse,
+		openai.ResponseEvent{Type: evItemAdded, OutputIndex: at(0), Item: ptr(api.message(statusInProgress, ""))},
+		openai.ResponseEvent{Type: evPartAdded, ItemID: api.ident.msgID, OutputIndex: at(0), ContentIndex: at(0), Part: ptr(openai.NewOutputText(""))})
+}
+
+// events writes evs in order, up to the first that fails.
+func (api *responsesAPI) events(sse *openai.SSEWriter, evs ...openai.ResponseEvent) error {
+	for _, ev := range evs {
+		if err := api.event(sse, ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -193,7 +220,7 @@ func (r *relay) responsesStep(api *responsesAPI) bool {
 	if text := api.ans.content.String(); len(text) > api.sent {
 		delta := text[api.sent:]
 		api.sent = len(text)
-		if api.event(r.sse, openai.ResponseEvent{Type: evTextDelta, ItemID: api.ident.msgID, OutputIndex: at(0), ContentIndex: at(0),
+		if api.open(r.sse) != nil || api.event(r.sse, openai.ResponseEvent{Type: evTextDelta, ItemID: api.ident.msgID, OutputIndex: at(0), ContentIndex: at(0),
 			Delta: &delta, Logprobs: json.RawMessage(emptyLogprobsJSON)}) != nil {
 			r.out.State = ClientGone
 			return false
@@ -219,31 +246,34 @@ func codeOf(e openai.Error) string {
 func (api *responsesAPI) complete(r *relay) {
 	text := api.ans.content.String()
 	status := api.status()
-	items := api.output(status)
-	part := openai.NewOutputText(text)
-	events := []openai.ResponseEvent{
-		{Type: evTextDone, ItemID: api.ident.msgID, OutputIndex: at(0), ContentIndex: at(0), Text: &text, Logprobs: json.RawMessage(emptyLogprobsJSON)},
-		{Type: evPartDone, ItemID: api.ident.msgID, OutputIndex: at(0), ContentIndex: at(0), Part: &part},
-		{Type: evItemDone, OutputIndex: at(0), Item: &items[0]},
-	}
-	for i := 1; i < len(items); i++ {
-		it := items[i]
-		args := it.Arguments
+	var events []openai.ResponseEvent
+	if api.hasMessage() {
+		if api.open(r.sse) != nil {
+			return
+		}
+		part := openai.NewOutputText(text)
 		events = append(events,
-			openai.ResponseEvent{Type: evItemAdded, OutputIndex: at(i), Item: &it},
-			openai.ResponseEvent{Type: evArgumentsDone, ItemID: it.ID, OutputIndex: at(i), Arguments: &args},
-			openai.ResponseEvent{Type: evItemDone, OutputIndex: at(i), Item: &it})
+			openai.ResponseEvent{Type: evTextDone, ItemID: api.ident.msgID, OutputIndex: at(0), ContentIndex: at(0), Text: &text,
+				Logprobs: json.RawMessage(emptyLogprobsJSON)},
+			openai.ResponseEvent{Type: evPartDone, ItemID: api.ident.msgID, OutputIndex: at(0), ContentIndex: at(0), Part: &part})
+	}
+	items := api.output(status)
+	for i := range items {
+		it := &items[i]
+		if it.Type == itemFunctionCall {
+			args := it.Arguments
+			events = append(events,
+				openai.ResponseEvent{Type: evItemAdded, OutputIndex: at(i), Item: it},
+				openai.ResponseEvent{Type: evArgumentsDone, ItemID: it.ID, OutputIndex: at(i), Arguments: &args})
+		}
+		events = append(events, openai.ResponseEvent{Type: evItemDone, OutputIndex: at(i), Item: it})
 	}
 	final := evCompleted
 	if status == statusIncomplete {
 		final = evIncomplete
 	}
 	events = append(events, openai.ResponseEvent{Type: final, Response: api.response(status, items, r.billed())})
-	for _, ev := range events {
-		if api.event(r.sse, ev) != nil {
-			return
-		}
-	}
+	_ = api.events(r.sse, events...)
 }
 
 // fail ends a stream with response.failed: the output so far, the usage

@@ -319,3 +319,69 @@ func TestResponsesEngineDiesMidStream(t *testing.T) {
 		t.Errorf("non-streamed err = %v, want a 502 (or 503 while the engine is dead)", err)
 	}
 }
+
+// TestResponsesFunctionCalls: an answer that is only tool calls is, to the
+// official client, function_call items — no empty message — each whole
+// (call id, name, arguments joined in order), streamed or not, with the
+// usage the ledger settles.
+func TestResponsesFunctionCalls(t *testing.T) {
+	s := newStack(t, stackOpts{engine: wholeToolCallEngine()})
+	team := s.team("alpha", 10*credit)
+	key := s.key(adminwire.CreateKeyRequest{TeamID: team})
+	client := s.responsesClient(key)
+	ctx := context.Background()
+	params := responses.ResponseNewParams{Model: "llama-8b", MaxOutputTokens: openai.Int(100),
+		Input: responses.ResponseNewParamsInputUnion{OfString: openai.String("Weather in Paris, and the time?")}}
+	check := func(t *testing.T, resp *responses.Response, requestID string) {
+		t.Helper()
+		var calls []string
+		for _, it := range resp.Output {
+			if it.Type != "function_call" {
+				t.Errorf("output item of type %q, want only function calls", it.Type)
+				continue
+			}
+			fc := it.AsFunctionCall()
+			calls = append(calls, fc.CallID+" "+fc.Name+" "+fc.Arguments)
+		}
+		if got := strings.Join(calls, ", "); got != `call_a weather {"city":"Paris"}, call_b time {}` {
+			t.Errorf("function calls %q", got)
+		}
+		r := s.waitRow(requestID)
+		if r.status != "settled" || r.completion != 9 || resp.Usage.OutputTokens != 9 || r.prompt != resp.Usage.InputTokens {
+			t.Errorf("row %+v, usage %+v: want both the engine's 9 tokens", r, resp.Usage)
+		}
+	}
+
+	t.Run("not streamed", func(t *testing.T) {
+		var httpResp *http.Response
+		resp, err := client.Responses.New(ctx, params, option.WithResponseInto(&httpResp))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, resp, httpResp.Header.Get("X-Request-Id"))
+	})
+	t.Run("streamed", func(t *testing.T) {
+		var httpResp *http.Response
+		stream := client.Responses.NewStreaming(ctx, params, option.WithResponseInto(&httpResp))
+		var completed *responses.Response
+		var args []string
+		for stream.Next() {
+			switch ev := stream.Current(); ev.Type {
+			case "response.function_call_arguments.done":
+				args = append(args, ev.Arguments)
+			case "response.output_text.delta", "response.content_part.added":
+				t.Errorf("event %s in an answer without text", ev.Type)
+			case "response.completed":
+				completed = &ev.Response
+			}
+		}
+		if err := stream.Err(); err != nil || completed == nil {
+			t.Fatalf("no response.completed: %v", err)
+		}
+		stream.Close()
+		if strings.Join(args, " ") != `{"city":"Paris"} {}` {
+			t.Errorf("arguments done %q", args)
+		}
+		check(t, completed, httpResp.Header.Get("X-Request-Id"))
+	})
+}
