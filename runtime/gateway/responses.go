@@ -40,8 +40,8 @@ type responsesAPI struct {
 	parallelToolCalls bool
 	// toolChoice, tools and metadata are copies: the body is not kept for
 	// the stream's life.
-	toolChoice, tools, metadata json.RawMessage
-	truncation                  string
+	toolChoice, tools, metadata, text json.RawMessage
+	truncation                        string
 
 	ident responseIdentity
 	seq   int64 // the next event's sequence number
@@ -187,6 +187,13 @@ func (api *responsesAPI) translate(r *openai.ResponsesRequest) (*openai.ChatComp
 		}
 		req.Tools = tools
 	}
+	if !isNullOrEmpty(r.Text) {
+		rf, verbosity, e := chatResponseFormat(r.Text)
+		if e != nil {
+			return nil, e
+		}
+		req.ResponseFormat, req.Verbosity = rf, verbosity
+	}
 	if !isNullOrEmpty(r.ToolChoice) {
 		tc, e := chatToolChoice(r.ToolChoice)
 		if e != nil {
@@ -205,6 +212,10 @@ func (api *responsesAPI) translate(r *openai.ResponsesRequest) (*openai.ChatComp
 	}
 	if !isNullOrEmpty(r.Metadata) {
 		api.metadata = bytes.Clone(r.Metadata)
+	}
+	api.text = json.RawMessage(`{"format":{"type":"text"}}`)
+	if !isNullOrEmpty(r.Text) {
+		api.text = bytes.Clone(r.Text)
 	}
 	api.truncation = "disabled"
 	return req, nil
@@ -387,4 +398,55 @@ func chatToolChoice(raw json.RawMessage) (json.RawMessage, *openai.ErrorBody) {
 	chat.Type, chat.Function.Name = "function", fn.Name
 	b, _ := json.Marshal(chat) // strings: always encodes
 	return b, nil
+}
+
+// chatResponseFormat turns a Responses text config into the chat
+// response_format (nil for plain text) and verbosity.
+func chatResponseFormat(raw json.RawMessage) (json.RawMessage, string, *openai.ErrorBody) {
+	var text struct {
+		Format    json.RawMessage `json:"format"`
+		Verbosity string          `json:"verbosity"`
+	}
+	if e := strictDecode(raw, &text, []string{"format", "verbosity"}, "text"); e != nil {
+		return nil, "", e
+	}
+	if isNullOrEmpty(text.Format) {
+		return nil, text.Verbosity, nil
+	}
+	var f struct {
+		Type        string          `json:"type"`
+		Name        string          `json:"name"`
+		Description *string         `json:"description"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      *bool           `json:"strict"`
+	}
+	if e := strictDecode(text.Format, &f, []string{"type", "name", "description", "schema", "strict"}, "text.format"); e != nil {
+		return nil, "", e
+	}
+	switch f.Type {
+	case "text":
+		return nil, text.Verbosity, nil
+	case "json_object":
+		return json.RawMessage(`{"type":"json_object"}`), text.Verbosity, nil
+	case "json_schema":
+	default:
+		return nil, "", unsupported("text.format.type", "output formats are text, json_object and json_schema, not "+strconv.Quote(f.Type))
+	}
+	if f.Name == "" || isNullOrEmpty(f.Schema) {
+		return nil, "", openai.NewError(openai.TypeInvalidRequest, "invalid_value", "text.format", "a json_schema format needs name and schema")
+	}
+	type jsonSchema struct {
+		Name        string          `json:"name"`
+		Description *string         `json:"description,omitempty"`
+		Schema      json.RawMessage `json:"schema"`
+		Strict      *bool           `json:"strict,omitempty"`
+	}
+	b, err := json.Marshal(struct {
+		Type       string     `json:"type"`
+		JSONSchema jsonSchema `json:"json_schema"`
+	}{"json_schema", jsonSchema{f.Name, f.Description, f.Schema, f.Strict}})
+	if err != nil {
+		return nil, "", invalidType("text.format.schema", "an object")
+	}
+	return b, text.Verbosity, nil
 }

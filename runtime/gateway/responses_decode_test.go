@@ -15,9 +15,10 @@ import (
 func TestResponsesDecode(t *testing.T) {
 	tests := []struct {
 		name, body string
-		// messages, tools and toolChoice are the chat request's, encoded.
-		messages, tools, toolChoice string
-		maxOutput                   int64
+		// messages, tools, toolChoice and responseFormat are the chat
+		// request's, encoded.
+		messages, tools, toolChoice, responseFormat string
+		maxOutput                                   int64
 	}{
 		{name: "string input with instructions",
 			body:     `{"model":"m","instructions":"Be brief.","input":"Say hello","max_output_tokens":7}`,
@@ -44,6 +45,15 @@ func TestResponsesDecode(t *testing.T) {
 		{name: "stateless fields at their defaults",
 			body:     `{"model":"m","input":"hi","store":false,"previous_response_id":null,"truncation":"disabled","metadata":{"k":"v"},"tool_choice":"auto"}`,
 			messages: `[{"role":"user","content":"hi"}]`, toolChoice: `"auto"`},
+		{name: "plain text output",
+			body:     `{"model":"m","input":"hi","text":{"format":{"type":"text"}}}`,
+			messages: `[{"role":"user","content":"hi"}]`},
+		{name: "json schema output",
+			body:     `{"model":"m","input":"hi","text":{"format":{"type":"json_schema","name":"s","schema":{"type":"object"},"strict":true}}}`,
+			messages: `[{"role":"user","content":"hi"}]`, responseFormat: `{"type":"json_schema","json_schema":{"name":"s","schema":{"type":"object"},"strict":true}}`},
+		{name: "json object output",
+			body:     `{"model":"m","input":"hi","text":{"format":{"type":"json_object"}}}`,
+			messages: `[{"role":"user","content":"hi"}]`, responseFormat: `{"type":"json_object"}`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,9 +63,10 @@ func TestResponsesDecode(t *testing.T) {
 			}
 			msgs, _ := json.Marshal(req.Messages)
 			if string(msgs) != tt.messages || string(req.Tools) != tt.tools || string(req.ToolChoice) != tt.toolChoice ||
-				req.MaxOutputTokens() != tt.maxOutput {
-				t.Errorf("messages %s tools %s tool_choice %s max %d,\nwant %s tools %s tool_choice %s max %d",
-					msgs, req.Tools, req.ToolChoice, req.MaxOutputTokens(), tt.messages, tt.tools, tt.toolChoice, tt.maxOutput)
+				string(req.ResponseFormat) != tt.responseFormat || req.MaxOutputTokens() != tt.maxOutput {
+				t.Errorf("messages %s tools %s tool_choice %s response_format %s max %d,\nwant %s tools %s tool_choice %s response_format %s max %d",
+					msgs, req.Tools, req.ToolChoice, req.ResponseFormat, req.MaxOutputTokens(),
+					tt.messages, tt.tools, tt.toolChoice, tt.responseFormat, tt.maxOutput)
 			}
 		})
 	}
@@ -77,6 +88,8 @@ func TestResponsesDecodeRefuses(t *testing.T) {
 		{"image part type", `{"model":"m","input":[{"role":"user","content":[{"type":"input_image"}]}]}`,
 			"unsupported_parameter", "input[0].content[0].type"},
 		{"hosted tool", `{"model":"m","input":"hi","tools":[{"type":"web_search"}]}`, "unsupported_parameter", "tools[0].type"},
+		{"grammar output", `{"model":"m","input":"hi","text":{"format":{"type":"grammar"}}}`, "unsupported_parameter", "text.format.type"},
+		{"schema without name", `{"model":"m","input":"hi","text":{"format":{"type":"json_schema","schema":{}}}}`, "invalid_value", "text.format"},
 		{"truncation auto", `{"model":"m","input":"hi","truncation":"auto"}`, "unsupported_parameter", "truncation"},
 		{"duplicate key", `{"model":"m","input":"hi","input":"ho"}`, "duplicate_key", "input"},
 		{"duplicate key in an item", `{"model":"m","input":[{"role":"user","role":"system","content":"hi"}]}`, "duplicate_key", "input[0].role"},

@@ -63,7 +63,7 @@ func (api *responsesAPI) response(status string, output []openai.ResponseItem, u
 	resp := &openai.Response{ID: api.ident.id, Object: openai.ObjectResponse, CreatedAt: api.ident.created, Status: status,
 		Instructions: api.instructions, MaxOutputTokens: api.maxOutputTokens, Model: api.ident.model, Output: output,
 		ParallelToolCalls: api.parallelToolCalls, Temperature: api.temperature, TopP: api.topP, ToolChoice: api.toolChoice,
-		Tools: api.tools, Truncation: api.truncation, Metadata: api.metadata, Usage: usage}
+		Tools: api.tools, Truncation: api.truncation, Text: api.text, Metadata: api.metadata, Usage: usage}
 	if status == statusIncomplete {
 		resp.IncompleteDetails = &openai.IncompleteDetails{Reason: incompleteLength}
 	}

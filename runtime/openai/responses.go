@@ -26,12 +26,15 @@ type ResponsesRequest struct {
 	Metadata           json.RawMessage `json:"metadata"`
 	User               string          `json:"user"`
 	Truncation         string          `json:"truncation"`
+	// Text is the output's format ({"format":{"type":"text"|"json_object"|
+	// "json_schema",…},"verbosity"}).
+	Text json.RawMessage `json:"text"`
 }
 
 // ResponsesFieldNames are the JSON names of ResponsesRequest's fields.
 var ResponsesFieldNames = []string{
 	"model", "input", "instructions", "max_output_tokens", "temperature", "top_p", "stream",
-	"tools", "tool_choice", "parallel_tool_calls", "store", "previous_response_id", "metadata", "user", "truncation",
+	"tools", "tool_choice", "parallel_tool_calls", "store", "previous_response_id", "metadata", "user", "truncation", "text",
 }
 
 // ResponsesInputItem is one item of a Responses input array: a message
@@ -111,6 +114,7 @@ type Response struct {
 	ToolChoice         json.RawMessage    `json:"tool_choice"`
 	Tools              json.RawMessage    `json:"tools"`
 	Truncation         string             `json:"truncation"`
+	Text               json.RawMessage    `json:"text,omitempty"`
 	Metadata           json.RawMessage    `json:"metadata"`
 	Usage              *ResponseUsage     `json:"usage"`
 }
