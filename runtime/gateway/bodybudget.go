@@ -264,10 +264,19 @@ func (b *bodyBudget) readBody(c *gin.Context) ([]byte, *heldBody, error) {
 	}
 }
 
-// readRequest reads, decodes and validates the body under the budget,
-// answering 400/413/503 itself. On success the body's weight stays held
-// until the caller releases it; on a refusal it is given back.
-func (s *Server) readRequest(c *gin.Context) (*openai.ChatCompletionRequest, []byte, *heldBody, bool) {
+// bodyDecoder decodes and validates an endpoint's body into the chat
+// completion it runs, asking grow for the memory it allocates beyond
+// twice the body (decodeBody); a refusal is the 400's body.
+type bodyDecoder func(body []byte, grow func(bytes int64) error) (*openai.ChatCompletionRequest, *openai.ErrorBody, error)
+
+// readRequest reads, decodes (decode; nil is the chat body's decodeBody)
+// and validates the body under the budget, answering 400/413/503 itself.
+// On success the body's weight stays held until the caller releases it;
+// on a refusal it is given back.
+func (s *Server) readRequest(c *gin.Context, decode bodyDecoder) (*openai.ChatCompletionRequest, []byte, *heldBody, bool) {
+	if decode == nil {
+		decode = decodeBody
+	}
 	body, held, err := s.bodies.readBody(c)
 	if err != nil {
 		held.release()
@@ -285,7 +294,7 @@ func (s *Server) readRequest(c *gin.Context) (*openai.ChatCompletionRequest, []b
 		return nil, nil, nil, false
 	}
 	size := int64(len(body))
-	req, e, err := decodeBody(body, func(w int64) error {
+	req, e, err := decode(body, func(w int64) error {
 		ctx, cancel := context.WithTimeout(c.Request.Context(), s.bodies.wait)
 		defer cancel()
 		return held.grow(ctx, size, w)

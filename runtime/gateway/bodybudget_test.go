@@ -124,7 +124,7 @@ func TestChunkedBodies(t *testing.T) {
 			c, _ := gin.CreateTestContext(w)
 			c.Request = httptest.NewRequest(http.MethodPost, "/v1/chat/completions", io.NopCloser(strings.NewReader(tc.body)))
 			c.Request.ContentLength = -1
-			req, _, held, ok := s.readRequest(c)
+			req, _, held, ok := s.readRequest(c, nil)
 			status := http.StatusOK
 			if !ok {
 				status = w.Code

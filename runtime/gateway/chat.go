@@ -79,6 +79,9 @@ type exchange struct {
 	// streamed and wantUsage are the request's: the prompt itself is not
 	// kept for the stream's minutes.
 	streamed, wantUsage bool
+	// api is a Responses exchange's (POST /v1/responses): its body's
+	// decoder and its answer's writer. Nil for a chat completion.
+	api *responsesAPI
 }
 
 // open authenticates, admits, reads, checks, reserves and dispatches the
@@ -108,7 +111,11 @@ func (x *exchange) open() bool {
 		x.refuse(r)
 		return false
 	}
-	req, raw, held, ok := s.readRequest(c)
+	var decode bodyDecoder
+	if x.api != nil {
+		decode = x.api.decode
+	}
+	req, raw, held, ok := s.readRequest(c, decode)
 	if !ok {
 		a.Close(Outcome{State: Refused})
 		return false
@@ -235,9 +242,17 @@ func (x *exchange) release(out Outcome) {
 
 // run relays the engine's stream to the client; close settles.
 func (x *exchange) run() {
-	if x.streamed {
+	if x.api != nil {
+		x.api.name(x.a.requestID, x.a.model, x.start)
+	}
+	switch {
+	case x.api != nil && x.streamed:
+		x.out = x.end(x.rel.responsesStreamed(x.api))
+	case x.api != nil:
+		x.out = x.end(x.rel.responsesBuffered(x.api))
+	case x.streamed:
 		x.out = x.end(x.rel.streamed(x.wantUsage))
-	} else {
+	default:
 		x.out = x.end(x.rel.buffered())
 	}
 }
@@ -261,7 +276,11 @@ func (x *exchange) end(out Outcome) *Outcome {
 	out = withProgress(out, x.view)
 	x.endAt = s.cfg.Clock.Now()
 	s.cfg.Metrics.finished(a.model, out, x.endAt.Sub(x.start))
-	s.cfg.Logger.Info("chat completion", "request_id", a.requestID, "team", x.p.TeamName, "model", a.model,
+	endpoint := "chat completion"
+	if x.api != nil {
+		endpoint = "response"
+	}
+	s.cfg.Logger.Info(endpoint, "request_id", a.requestID, "team", x.p.TeamName, "model", a.model,
 		"stream", x.streamed, "prompt_tokens", out.PromptTokens, "completion_tokens", out.CompletionTokens,
 		"outcome", out.State.String(), "ms", x.endAt.Sub(x.start).Milliseconds())
 	return &out

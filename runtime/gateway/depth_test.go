@@ -73,7 +73,7 @@ func decodeAll(g *urlguard.Guard, body string) (*oa.ChatCompletionRequest, int) 
 	w := httptest.NewRecorder()
 	c, _ := gin.CreateTestContext(w)
 	c.Request = httptest.NewRequest(http.MethodPost, "/v1/chat/completions", strings.NewReader(body))
-	req, raw, held, ok := decodingServer.readRequest(c)
+	req, raw, held, ok := decodingServer.readRequest(c, nil)
 	if !ok {
 		return nil, w.Code
 	}

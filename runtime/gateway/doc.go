@@ -10,6 +10,13 @@
 // (bodybudget.go), which bounds the memory of the bodies being decoded at
 // once, then the body's checks, the model at zero, the reservation.
 //
+// POST /v1/responses (responses.go) is the same exchange with another
+// body decoder and answer writer: its body, stateless Responses fields, is
+// translated to a chat completion at decode, and the engine's chat stream
+// is written as Responses events or one response object
+// (responses_relay.go), its usage the same bill. TestResponsesOfficialClient
+// holds it to the official SDK.
+//
 // A caller of a model at zero (no ready replica, as the orchestrators
 // publish it in package coldstart) is held before the reservation
 // (atzero.go, wakehold.go) until the model's first replica is ready, up to

@@ -325,23 +325,7 @@ func (r *relay) buffered() Outcome {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if errors.Is(err, errOverReservation) {
-			r.out.State = Broken
-			writeError(r.c, http.StatusBadGateway, openai.NewError(openai.TypeServer, "reservation_exceeded", "",
-				"the engine went past the output this request reserved"))
-			return r.out
-		}
-		if err != nil || ev.Err != nil {
-			r.out.State = Broken
-			if r.c.Request.Context().Err() != nil {
-				r.out.State = ClientGone
-				return r.out
-			}
-			if cause := context.Cause(r.ctx); err != nil && (errors.Is(cause, errFirstTokenTimeout) || errors.Is(cause, context.DeadlineExceeded)) {
-				writeError(r.c, http.StatusGatewayTimeout, brokenEvent(cause))
-				return r.out
-			}
-			writeError(r.c, http.StatusBadGateway, openai.NewError(openai.TypeServer, "engine_failed", "", "the engine failed before the answer was complete"))
+		if r.failBuffered(ev, err) {
 			return r.out
 		}
 		if ev.Usage != nil {
@@ -372,6 +356,32 @@ func (r *relay) buffered() Outcome {
 	}}
 	r.c.JSON(http.StatusOK, resp)
 	return r.out
+}
+
+// failBuffered answers a non-streamed request whose stream failed — err,
+// or an engine's error event — and reports true; false when ev is to be
+// taken into the answer. The client gone is answered nothing.
+func (r *relay) failBuffered(ev dispatch.Event, err error) bool {
+	if errors.Is(err, errOverReservation) {
+		r.out.State = Broken
+		writeError(r.c, http.StatusBadGateway, openai.NewError(openai.TypeServer, "reservation_exceeded", "",
+			"the engine went past the output this request reserved"))
+		return true
+	}
+	if err == nil && ev.Err == nil {
+		return false
+	}
+	r.out.State = Broken
+	if r.c.Request.Context().Err() != nil {
+		r.out.State = ClientGone
+		return true
+	}
+	if cause := context.Cause(r.ctx); err != nil && (errors.Is(cause, errFirstTokenTimeout) || errors.Is(cause, context.DeadlineExceeded)) {
+		writeError(r.c, http.StatusGatewayTimeout, brokenEvent(cause))
+		return true
+	}
+	writeError(r.c, http.StatusBadGateway, openai.NewError(openai.TypeServer, "engine_failed", "", "the engine failed before the answer was complete"))
+	return true
 }
 
 // toolCallDelta is one streamed piece of a tool call: the first names it,

@@ -118,6 +118,7 @@ func New(cfg Config) (*Server, error) {
 	s.engine.HandleMethodNotAllowed = true
 	v1 := s.engine.Group("/v1")
 	v1.POST("/chat/completions", s.chatCompletions)
+	v1.POST("/responses", s.responses)
 	v1.GET("/models", s.listModels)
 	v1.GET("/usage", s.usage)
 	// /healthz is readiness, the load balancer's and the kubelet's: it

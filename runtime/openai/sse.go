@@ -47,6 +47,24 @@ func (s *SSEWriter) WriteData(data []byte) error {
 	return err
 }
 
+// WriteEvent writes one event named name whose payload is data:
+// "event: <name>\ndata: <payload>\n\n", as the Responses API frames its
+// events.
+func (s *SSEWriter) WriteEvent(name string, data []byte) error {
+	bp := eventBufs.Get().(*[]byte)
+	buf := append((*bp)[:0], "event: "...)
+	buf = append(buf, name...)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, data...)
+	buf = append(buf, '\n', '\n')
+	_, err := s.w.Write(buf)
+	if cap(buf) <= maxPooledEvent {
+		*bp = buf
+		eventBufs.Put(bp)
+	}
+	return err
+}
+
 // WriteJSON writes one event whose payload is v encoded as JSON.
 func (s *SSEWriter) WriteJSON(v any) error {
 	b, err := json.Marshal(v)
