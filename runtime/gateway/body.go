@@ -79,19 +79,33 @@ func decodeBody(body []byte, grow func(bytes int64) error) (*openai.ChatCompleti
 			return nil, tooManyMessages(), nil
 		}
 	}
+	if e := checkDecoded(req, nil); e != nil {
+		return nil, e, nil
+	}
+	return req, nil, nil
+}
+
+// checkDecoded refuses a decoded chat request, whatever endpoint it came
+// from, for what it forwards unread (extraBytes) or for a value no engine
+// takes (Validate); param names the refused field as the client wrote it
+// (nil: as the chat completion names it).
+func checkDecoded(req *openai.ChatCompletionRequest, param func(string) string) *openai.ErrorBody {
 	if name, n := extraBytes(req); n > MaxExtraBytes {
-		return nil, openai.NewError(openai.TypeInvalidRequest, "unknown_fields_too_large", name,
-			fmt.Sprintf("fields the API does not define take %d bytes; at most %d are forwarded", n, MaxExtraBytes)), nil
+		return openai.NewError(openai.TypeInvalidRequest, "unknown_fields_too_large", name,
+			fmt.Sprintf("fields the API does not define take %d bytes; at most %d are forwarded", n, MaxExtraBytes))
 	}
 	if err := req.Validate(); err != nil {
 		var fe *openai.FieldError
-		param := ""
+		name := ""
 		if errors.As(err, &fe) {
-			param = fe.Param
+			name = fe.Param
 		}
-		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_value", param, err.Error()), nil
+		if param != nil {
+			name = param(name)
+		}
+		return openai.NewError(openai.TypeInvalidRequest, "invalid_value", name, err.Error())
 	}
-	return req, nil, nil
+	return nil
 }
 
 // decodeChecked decodes a body scanRequest leaves: strictjson.Check, then

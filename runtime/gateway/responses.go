@@ -75,22 +75,19 @@ func (api *responsesAPI) decode(body []byte, grow func(bytes int64) error) (*ope
 	if len(req.Messages) > MaxMessages {
 		return nil, tooManyMessages(), nil
 	}
-	if name, n := extraBytes(req); n > MaxExtraBytes {
-		return nil, openai.NewError(openai.TypeInvalidRequest, "unknown_fields_too_large", name,
-			fmt.Sprintf("fields the API does not define take %d bytes; at most %d are forwarded", n, MaxExtraBytes)), nil
-	}
-	if err := req.Validate(); err != nil {
-		var fe *openai.FieldError
-		param := ""
-		if errors.As(err, &fe) {
-			param = fe.Param
-		}
-		if param == "max_tokens" {
-			param = "max_output_tokens"
-		}
-		return nil, openai.NewError(openai.TypeInvalidRequest, "invalid_value", param, err.Error()), nil
+	if e := checkDecoded(req, responsesParam); e != nil {
+		return nil, e, nil
 	}
 	return req, nil, nil
+}
+
+// responsesParam names a chat request's field as the Responses body named
+// it.
+func responsesParam(chat string) string {
+	if chat == "max_tokens" {
+		return "max_output_tokens"
+	}
+	return chat
 }
 
 // strictDecode decodes one JSON object into v, a pointer to a struct
